@@ -1,0 +1,145 @@
+// Package apierror owns the error codes of the validator's routes and their
+// JSON body (DECISIONS D5):
+//
+//	{"error": {"code": "...", "message": "...", "retryable": false, "details": {...}}}
+//
+// Codes are lowercase and stable; clients branch on them. Every code has one
+// HTTP status. The same codes name the reason of a REJECTED proposal.
+package apierror
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable, lowercase error code.
+type Code string
+
+const (
+	InvalidField        Code = "invalid_field"
+	InvalidSignature    Code = "invalid_signature"
+	PaymentNotFound     Code = "payment_not_found"
+	PaymentInsufficient Code = "payment_insufficient"
+	PaymentTierMismatch Code = "payment_tier_mismatch"
+	PaymentTxMismatch   Code = "payment_tx_mismatch"
+	PaymentSpent        Code = "payment_spent"
+	ProposalIDConflict  Code = "proposal_id_conflict"
+	WriteBlockedGCDebt  Code = "write_blocked_gc_debt"
+	PathForbidden       Code = "path_forbidden"
+	ContentTooLarge     Code = "content_too_large"
+	LeaderUnknown       Code = "leader_unknown"
+	Overloaded          Code = "overloaded"
+	Unauthorized        Code = "unauthorized"
+	Forbidden           Code = "forbidden"
+	NotFound            Code = "not_found"
+	MethodNotAllowed    Code = "method_not_allowed"
+	Timeout             Code = "timeout"
+	Internal            Code = "internal"
+)
+
+// status maps each code to its HTTP status. Payment codes answer 402 when a
+// request fails on them synchronously; as REJECTED reasons they are data.
+var status = map[Code]int{
+	InvalidField:        http.StatusBadRequest,
+	InvalidSignature:    http.StatusUnauthorized,
+	PaymentNotFound:     http.StatusPaymentRequired,
+	PaymentInsufficient: http.StatusPaymentRequired,
+	PaymentTierMismatch: http.StatusPaymentRequired,
+	PaymentTxMismatch:   http.StatusPaymentRequired,
+	PaymentSpent:        http.StatusConflict,
+	ProposalIDConflict:  http.StatusConflict,
+	WriteBlockedGCDebt:  http.StatusPaymentRequired,
+	PathForbidden:       http.StatusForbidden,
+	ContentTooLarge:     http.StatusRequestEntityTooLarge,
+	LeaderUnknown:       http.StatusServiceUnavailable,
+	Overloaded:          http.StatusTooManyRequests,
+	Unauthorized:        http.StatusUnauthorized,
+	Forbidden:           http.StatusForbidden,
+	NotFound:            http.StatusNotFound,
+	MethodNotAllowed:    http.StatusMethodNotAllowed,
+	Timeout:             http.StatusGatewayTimeout,
+	Internal:            http.StatusInternalServerError,
+}
+
+// retryable lists the codes whose request can succeed when sent again as is.
+var retryable = map[Code]bool{
+	LeaderUnknown: true,
+	Overloaded:    true,
+	Timeout:       true,
+	Internal:      true,
+}
+
+// Status is the HTTP status of the code; unknown codes are 500.
+func (c Code) Status() int {
+	if s, ok := status[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Retryable reports whether a request failing with c may succeed if retried.
+func (c Code) Retryable() bool { return retryable[c] }
+
+// Error is an API error. It marshals to the inner object of the D5 body; use
+// Body for the whole body.
+type Error struct {
+	Code      Code           `json:"code"`
+	Message   string         `json:"message"`
+	Retryable bool           `json:"retryable"`
+	Details   map[string]any `json:"details,omitempty"`
+}
+
+// Body is the JSON body of an error answer.
+type Body struct {
+	Error *Error `json:"error"`
+}
+
+// New returns an error with the code's retryability.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code.Retryable()}
+}
+
+// Field returns an invalid_field error naming the field.
+func Field(field, format string, args ...any) *Error {
+	e := New(InvalidField, "%s: %s", field, fmt.Sprintf(format, args...))
+	e.Details = map[string]any{"field": field}
+	return e
+}
+
+// WithDetail returns e with one more detail.
+func (e *Error) WithDetail(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Status is the HTTP status of the error's code.
+func (e *Error) Status() int { return e.Code.Status() }
+
+// Is makes errors.Is match on the code: errors.Is(err, &Error{Code: NotFound}).
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// As returns the *Error inside err, or nil.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// CodeOf returns the code of err, Internal for errors of no code.
+func CodeOf(err error) Code {
+	if e := As(err); e != nil {
+		return e.Code
+	}
+	return Internal
+}

@@ -1,0 +1,133 @@
+package payment
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+// ProposalPaid is one ProposalPaid log of the payment contract, with where
+// the chain put it.
+type ProposalPaid struct {
+	ChainID            uint64
+	Contract           common.Address
+	ProposalID         common.Hash
+	Payer              common.Address
+	Amount             *big.Int
+	Class              Class
+	Token              Token
+	PreferredValidator common.Address
+	Timestamp          uint64 // the event's timestamp field, unix seconds
+	TxHash             common.Hash
+	BlockHash          common.Hash
+	BlockNumber        uint64
+	LogIndex           uint
+	Removed            bool // a reorg took the log back
+	Confirmations      uint64
+}
+
+// DebtPaid is one DebtPaid log of the payment contract.
+type DebtPaid struct {
+	ChainID     uint64
+	Contract    common.Address
+	Wallet      common.Address
+	Payer       common.Address
+	Amount      *big.Int
+	Timestamp   uint64
+	TxHash      common.Hash
+	BlockHash   common.Hash
+	BlockNumber uint64
+	LogIndex    uint
+	Removed     bool
+}
+
+// MsgID is the NATS message id of the payment (DECISIONS D8):
+// <chainId>:<blockHash>:<logIndex>. A retraction of the same log carries a
+// ":removed" suffix so that it is not deduplicated against the original.
+func (p ProposalPaid) MsgID() string {
+	id := fmt.Sprintf("%d:%s:%d", p.ChainID, p.BlockHash.Hex(), p.LogIndex)
+	if p.Removed {
+		id += ":removed"
+	}
+	return id
+}
+
+// Subject is the NATS subject of payments observed on a chain.
+func Subject(chainID uint64) string { return fmt.Sprintf("chain.%d.payments", chainID) }
+
+// EpochSubject is the NATS subject of epoch updates of a chain.
+func EpochSubject(chainID uint64) string { return fmt.Sprintf("chain.%d.epochs", chainID) }
+
+// Proto converts the payment to its wire form.
+func (p ProposalPaid) Proto() *ledgerpb.Payment {
+	amount := []byte{}
+	if p.Amount != nil {
+		amount = p.Amount.Bytes()
+	}
+	return &ledgerpb.Payment{
+		ChainId:            p.ChainID,
+		Contract:           p.Contract.Bytes(),
+		ProposalId:         p.ProposalID.Bytes(),
+		Payer:              p.Payer.Bytes(),
+		Amount:             amount,
+		Tier:               p.Class.Proto(),
+		Token:              ledgerpb.PaymentToken(p.Token),
+		PreferredValidator: p.PreferredValidator.Bytes(),
+		PaidAt:             p.Timestamp,
+		TxHash:             p.TxHash.Bytes(),
+		BlockHash:          p.BlockHash.Bytes(),
+		BlockNumber:        p.BlockNumber,
+		LogIndex:           uint32(p.LogIndex),
+		Removed:            p.Removed,
+		Confirmations:      p.Confirmations,
+	}
+}
+
+// ErrMalformedPayment is returned for a wire payment whose fields have the
+// wrong lengths or values.
+var ErrMalformedPayment = errors.New("malformed payment")
+
+// FromProto converts a wire payment back, checking every field's length.
+func FromProto(m *ledgerpb.Payment) (ProposalPaid, error) {
+	if m == nil {
+		return ProposalPaid{}, fmt.Errorf("%w: empty", ErrMalformedPayment)
+	}
+	for name, b := range map[string][]byte{"contract": m.Contract, "payer": m.Payer, "preferredValidator": m.PreferredValidator} {
+		if len(b) != common.AddressLength {
+			return ProposalPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
+		}
+	}
+	for name, b := range map[string][]byte{"proposalId": m.ProposalId, "txHash": m.TxHash, "blockHash": m.BlockHash} {
+		if len(b) != common.HashLength {
+			return ProposalPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
+		}
+	}
+	if len(m.Amount) > 32 {
+		return ProposalPaid{}, fmt.Errorf("%w: amount is %d bytes", ErrMalformedPayment, len(m.Amount))
+	}
+	class, token := ClassFromProto(m.Tier), Token(m.Token)
+	if !class.Valid() || !token.Valid() {
+		return ProposalPaid{}, fmt.Errorf("%w: tier %d or token %d unknown", ErrMalformedPayment, m.Tier, m.Token)
+	}
+	return ProposalPaid{
+		ChainID:            m.ChainId,
+		Contract:           common.BytesToAddress(m.Contract),
+		ProposalID:         common.BytesToHash(m.ProposalId),
+		Payer:              common.BytesToAddress(m.Payer),
+		Amount:             new(big.Int).SetBytes(m.Amount),
+		Class:              class,
+		Token:              token,
+		PreferredValidator: common.BytesToAddress(m.PreferredValidator),
+		Timestamp:          m.PaidAt,
+		TxHash:             common.BytesToHash(m.TxHash),
+		BlockHash:          common.BytesToHash(m.BlockHash),
+		BlockNumber:        m.BlockNumber,
+		LogIndex:           uint(m.LogIndex),
+		Removed:            m.Removed,
+		Confirmations:      m.Confirmations,
+	}, nil
+}
