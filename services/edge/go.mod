@@ -2,6 +2,24 @@ module github.com/contentledger/contentledger/services/edge
 
 go 1.26
 
-require github.com/contentledger/contentledger/pkg v0.0.0
+require (
+	github.com/contentledger/contentledger/pkg v0.0.0
+	github.com/kelseyhightower/envconfig v1.4.0
+	github.com/labstack/echo/v4 v4.16.0
+	go.uber.org/zap v1.28.0
+)
+
+require (
+	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fasttemplate v1.2.2 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
+	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
 
 replace github.com/contentledger/contentledger/pkg => ../../pkg

@@ -1,0 +1,44 @@
+package payment
+
+import (
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/apierror"
+)
+
+// Expectation is what a proposal says about its payment.
+type Expectation struct {
+	ChainID    uint64
+	Contract   common.Address
+	ProposalID common.Hash
+	TxHash     common.Hash
+	Class      Class
+}
+
+// Check applies the rules of DECISIONS D6 to an observed payment and returns
+// nil when it pays for the proposal, or the REJECTED reason. Confirmations
+// are the watcher's to wait for; whether the payment was spent already is a
+// question for replicated state, not for this function. The payer may differ
+// from the wallet: a sponsor may pay.
+func Check(p ProposalPaid, want Expectation) *apierror.Error {
+	switch {
+	case p.Removed:
+		return apierror.New(apierror.PaymentNotFound, "the payment log was removed by a chain reorganization")
+	case p.ChainID != want.ChainID || p.Contract != want.Contract:
+		return apierror.New(apierror.PaymentNotFound, "payment is from chain %d contract %s, not chain %d contract %s",
+			p.ChainID, p.Contract.Hex(), want.ChainID, want.Contract.Hex())
+	case p.ProposalID != want.ProposalID:
+		return apierror.New(apierror.PaymentNotFound, "payment is for proposal %s", p.ProposalID.Hex())
+	case p.TxHash != want.TxHash:
+		return apierror.New(apierror.PaymentTxMismatch, "proposal %s was paid in transaction %s, not %s",
+			want.ProposalID.Hex(), p.TxHash.Hex(), want.TxHash.Hex())
+	case p.Class != want.Class:
+		return apierror.New(apierror.PaymentTierMismatch, "payment is for class %s, the proposal names %s", p.Class, want.Class)
+	}
+	price := p.Class.Price(p.Token)
+	if price == nil || p.Amount == nil || p.Amount.Cmp(price) < 0 {
+		return apierror.New(apierror.PaymentInsufficient, "paid %s %s, class %s costs %s %s",
+			FormatAmount(p.Amount, p.Token), p.Token, p.Class, FormatAmount(price, p.Token), p.Token)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+// Package app runs the edge adapter: the /ops/v1/* contract composed from
+// validator source routes. The edge is stateless; run as many as needed.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/services/edge/internal/auth"
+	"github.com/contentledger/contentledger/services/edge/internal/routes"
+	"github.com/contentledger/contentledger/services/edge/internal/upstream"
+)
+
+// Config is the edge's configuration, read from the environment with the
+// prefix OPS (DECISIONS D10); the contract's names OPS_API_AUTH_TOKEN and
+// OPS_RUNTIME_AUTH_TOKEN are kept exactly.
+type Config struct {
+	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:"0.0.0.0:8787" desc:"address the /ops/v1 API listens on"`
+	Validators       []string      `envconfig:"VALIDATORS" default:"http://127.0.0.1:8090" desc:"comma-separated validator base URLs"`
+	ValidatorToken   string        `envconfig:"VALIDATOR_TOKEN" desc:"bearer token sent to validators (their SVC_VALIDATOR_AUTH_TOKEN)"`
+	APIAuthToken     string        `envconfig:"API_AUTH_TOKEN" desc:"bearer token required on /ops/v1/*; unset: no token needed"`
+	RuntimeAuthToken string        `envconfig:"RUNTIME_AUTH_TOKEN" desc:"stricter bearer token required on /ops/v1/runtime/*"`
+	ClusterID        string        `envconfig:"CLUSTER_ID" default:"contentledger-local" desc:"clusterId stamped on every envelope"`
+	UpstreamTimeout  time.Duration `envconfig:"UPSTREAM_TIMEOUT" default:"2s" desc:"timeout of one call to a validator"`
+}
+
+// Run serves until ctx ends. ready, when not nil, receives the bound address
+// once the listener is open.
+func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) error {
+	pool, err := upstream.NewPool(cfg.Validators, cfg.UpstreamTimeout, cfg.ValidatorToken)
+	if err != nil {
+		return err
+	}
+	e := routes.New(routes.Config{
+		ClusterID: cfg.ClusterID,
+		Lanes:     auth.Lanes{APIToken: cfg.APIAuthToken, RuntimeToken: cfg.RuntimeAuthToken},
+	}, pool, log)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("edge: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("edge serving", zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()))
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

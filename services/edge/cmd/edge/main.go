@@ -1,0 +1,34 @@
+// Command edge serves the /ops/v1/* contract of a Content Ledger cluster.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/services/edge/app"
+)
+
+func main() {
+	var cfg app.Config
+	if err := envconfig.Process("OPS", &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "edge: configuration:", err)
+		os.Exit(2)
+	}
+	log, err := zap.NewProduction()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "edge: logger:", err)
+		os.Exit(1)
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, cfg, log, nil); err != nil {
+		log.Fatal("edge stopped", zap.Error(err))
+	}
+}

@@ -1,0 +1,185 @@
+package routes
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/services/edge/internal/auth"
+	"github.com/contentledger/contentledger/services/edge/internal/upstream"
+)
+
+const knownID = "0x1111111111111111111111111111111111111111111111111111111111111111"
+
+// validator stands in for a validator's HTTP routes; the end-to-end test in
+// tests/ runs the edge against real validators.
+func validator(t *testing.T, healthy bool) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		status := "ok"
+		if !healthy {
+			status = "unavailable"
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": map[string]any{"storage": map[string]any{"status": "ok", "detail": "pebble"}}})
+	})
+	mux.HandleFunc("/v1/proposals/{id}/status", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != knownID {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no","retryable":false}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"proposalId":"` + knownID + `","status":"COMMITTED","payment":{"txHash":"0xab"}}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func deadURL(t *testing.T) string {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	return srv.URL
+}
+
+func serve(t *testing.T, lanes auth.Lanes, urls ...string) *httptest.Server {
+	pool, err := upstream.NewPool(urls, time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Config{ClusterID: "test", Lanes: lanes}, pool, zap.NewNop()))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("%s: body is not JSON: %v", url, err)
+	}
+	return resp.StatusCode, body
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func assertEnvelope(t *testing.T, body map[string]any) map[string]any {
+	t.Helper()
+	got := keys(body)
+	if len(got) != 4 || got[0] != "clusterId" || got[1] != "data" || got[2] != "generatedAt" || got[3] != "version" || body["version"] != "v1" {
+		t.Fatalf("not an ops envelope: %v", body)
+	}
+	if _, err := time.Parse(time.RFC3339, body["generatedAt"].(string)); err != nil {
+		t.Fatalf("generatedAt: %v", err)
+	}
+	return body["data"].(map[string]any)
+}
+
+func assertError(t *testing.T, status, wantStatus int, body map[string]any, code string, retryable bool) {
+	t.Helper()
+	if status != wantStatus {
+		t.Fatalf("status %d, want %d: %v", status, wantStatus, body)
+	}
+	got := keys(body)
+	if len(got) != 3 || got[0] != "error" || got[1] != "generatedAt" || got[2] != "version" {
+		t.Fatalf("not an ops error envelope: %v", body)
+	}
+	e := body["error"].(map[string]any)
+	if e["code"] != code || e["retryable"] != retryable || e["message"] == "" {
+		t.Fatalf("error %v, want code %s retryable %v", e, code, retryable)
+	}
+}
+
+func TestProposalDetail(t *testing.T) {
+	srv := serve(t, auth.Lanes{}, deadURL(t), validator(t, true).URL)
+
+	status, body := get(t, srv.URL+"/ops/v1/explorer/proposal/"+knownID, "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %v", status, body)
+	}
+	data := assertEnvelope(t, body)
+	if data["proposal"].(map[string]any)["status"] != "COMMITTED" || data["transaction"].(map[string]any)["txHash"] != "0xab" {
+		t.Fatalf("data %v", data)
+	}
+	sources := data["sources"].([]any)
+	if len(sources) != 2 || sources[0].(map[string]any)["ok"] != false || sources[1].(map[string]any)["ok"] != true {
+		t.Fatalf("sources do not show the failover: %v", sources)
+	}
+
+	status, body = get(t, srv.URL+"/ops/v1/explorer/proposal/0x"+knownID[4:]+"22", "")
+	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
+	status, body = get(t, srv.URL+"/ops/v1/explorer/proposal/nothex", "")
+	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
+	status, body = get(t, srv.URL+"/ops/v1/no-such-route", "")
+	assertError(t, status, http.StatusNotFound, body, CodeRouteNotFound, false)
+}
+
+func TestSourceUnavailable(t *testing.T) {
+	srv := serve(t, auth.Lanes{}, deadURL(t))
+	status, body := get(t, srv.URL+"/ops/v1/explorer/proposal/"+knownID, "")
+	assertError(t, status, http.StatusBadGateway, body, CodeSourceUnavailable, true)
+
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>")) }))
+	defer garbage.Close()
+	srv = serve(t, auth.Lanes{}, garbage.URL)
+	status, body = get(t, srv.URL+"/ops/v1/explorer/proposal/"+knownID, "")
+	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
+}
+
+func TestHealth(t *testing.T) {
+	srv := serve(t, auth.Lanes{}, validator(t, true).URL, validator(t, true).URL, validator(t, true).URL)
+	_, body := get(t, srv.URL+"/ops/v1/health", "")
+	data := assertEnvelope(t, body)
+	if data["status"] != "healthy" {
+		t.Fatalf("three healthy validators: %v", data)
+	}
+	checks := data["checks"].(map[string]any)
+	for _, name := range []string{"cluster", "storage", "chain", "nats", "api"} {
+		if _, ok := checks[name].(map[string]any)["status"]; !ok {
+			t.Fatalf("check %s missing: %v", name, checks)
+		}
+	}
+
+	srv = serve(t, auth.Lanes{}, validator(t, true).URL, validator(t, true).URL, deadURL(t))
+	_, body = get(t, srv.URL+"/ops/v1/health", "")
+	if data := assertEnvelope(t, body); data["status"] != "degraded" || data["reachable"] != float64(2) {
+		t.Fatalf("one validator down: %v", data)
+	}
+	srv = serve(t, auth.Lanes{}, validator(t, true).URL, validator(t, false).URL, deadURL(t))
+	_, body = get(t, srv.URL+"/ops/v1/health", "")
+	if data := assertEnvelope(t, body); data["status"] != "critical" {
+		t.Fatalf("quorum not healthy: %v", data)
+	}
+}
+
+func TestAuthLanes(t *testing.T) {
+	srv := serve(t, auth.Lanes{APIToken: "general", RuntimeToken: "runtime"}, validator(t, true).URL)
+	status, body := get(t, srv.URL+"/ops/v1/health", "")
+	assertError(t, status, http.StatusUnauthorized, body, CodeUnauthorized, false)
+	status, body = get(t, srv.URL+"/ops/v1/health", "wrong")
+	assertError(t, status, http.StatusForbidden, body, CodeForbidden, false)
+	if status, body = get(t, srv.URL+"/ops/v1/health", "general"); status != http.StatusOK {
+		t.Fatalf("general token refused: %d %v", status, body)
+	}
+}
