@@ -1,0 +1,57 @@
+# Content Ledger: one workspace, three services, shared contracts in pkg/.
+# `make run` starts the whole system locally; `make test` runs every test.
+
+GO        ?= go
+PACKAGES  := ./pkg/... ./services/... ./tools/... ./tests/...
+BENCHTIME ?= 1x
+GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+
+.PHONY: run test test-short generate lint bench fuzz build tidy
+
+## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
+run:
+	$(GO) run ./tools/devnet
+
+## test: every test of every module, with the race detector
+test:
+	$(GO) test -race -count=1 -timeout 15m $(PACKAGES)
+
+## test-short: the same without the race detector, for a quick loop
+test-short:
+	$(GO) test -count=1 $(PACKAGES)
+
+## build: the three service binaries and the tools into ./bin
+build:
+	$(GO) build -o bin/ ./services/validator/cmd/validator ./services/edge/cmd/edge \
+		./services/chain-watcher/cmd/chain-watcher ./tools/devnet ./tools/ledgerctl
+
+## generate: contract ABI, bytecode and Go bindings; protobuf Go code.
+## Needs node/npm and protoc (Debian: protobuf-compiler); the results are committed.
+generate:
+	bash tools/contracts/generate.sh
+	$(GO) install $(PROTOC_GEN_GO)
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I proto/contentledger/v1 \
+		--go_out=pkg/ledgerpb --go_opt=paths=source_relative ledger.proto
+
+## lint: go vet and golangci-lint over every module
+lint:
+	$(GO) vet $(PACKAGES)
+	$(GO) run $(GOLANGCI) run $(PACKAGES)
+
+## bench: Go benchmarks in Go's benchmark format, for benchstat
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PACKAGES)
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	@for target in $$($(GO) test -list 'Fuzz.*' $(PACKAGES) | grep -E '^Fuzz'); do \
+		pkg=$$(grep -rl "func $$target(" --include='*_test.go' pkg services tools tests | head -1 | xargs dirname); \
+		echo "== $$target ($$pkg)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
+	done
+
+## tidy: go mod tidy in every module
+tidy:
+	@for m in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$m && $(GO) mod tidy) || exit 1; done

@@ -1,0 +1,97 @@
+package proposal
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+const (
+	// DefaultContentRoot is the first path segment of all content.
+	DefaultContentRoot = "ledger"
+	// DefaultOrganization is used when a proposal names none.
+	DefaultOrganization = "default"
+	// DefaultContentType is the default path's first segment when a proposal
+	// names no content type.
+	DefaultContentType = "content"
+	// MaxPathDepth bounds the segments below the organization.
+	MaxPathDepth = 32
+	// maxFullDepth bounds the segments of a full path: root, three fan-out
+	// segments, wallet and organization, then MaxPathDepth below.
+	maxFullDepth = 6 + MaxPathDepth
+	// CIDLength is the size of a CID as validators store it (CIDv0, base58).
+	CIDLength = 46
+)
+
+var (
+	organizationRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	segmentRE      = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+	contentTypeRE  = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+	base58RE       = regexp.MustCompile(`^Qm[1-9A-HJ-NP-Za-km-z]{44}$`)
+)
+
+// ErrPath is wrapped by path validation errors.
+var ErrPath = errors.New("invalid path")
+
+func validSegment(s string) bool {
+	return s != "." && s != ".." && segmentRE.MatchString(s)
+}
+
+// ValidOrganization reports whether s is an allowed organization name.
+func ValidOrganization(s string) bool { return organizationRE.MatchString(s) }
+
+// ValidContentType reports whether s is an allowed content type label.
+func ValidContentType(s string) bool { return contentTypeRE.MatchString(s) && validSegment(s) }
+
+// CheckSubPath validates a node path below the organization: segments of
+// [A-Za-z0-9._:-], no "." or "..", no empty segment, depth at most
+// MaxPathDepth. A leading or trailing slash is not allowed.
+func CheckSubPath(sub string) error {
+	if sub == "" {
+		return fmt.Errorf("%w: empty", ErrPath)
+	}
+	segs := strings.Split(sub, "/")
+	if len(segs) > MaxPathDepth {
+		return fmt.Errorf("%w: %d segments, at most %d", ErrPath, len(segs), MaxPathDepth)
+	}
+	for _, s := range segs {
+		if !validSegment(s) {
+			return fmt.Errorf("%w: segment %q is not [A-Za-z0-9._:-]+ (and not . or ..)", ErrPath, s)
+		}
+	}
+	return nil
+}
+
+// WalletRoot returns /<root>/<xx>/<xx>/<xx>/<wallet>: the subtree a wallet
+// owns, wallet lowercased with 0x.
+func WalletRoot(root string, wallet common.Address) string {
+	w := strings.ToLower(wallet.Hex())
+	return "/" + root + "/" + w[2:4] + "/" + w[4:6] + "/" + w[6:8] + "/" + w
+}
+
+// ContentPath returns the full path of a node: the wallet root, the
+// organization, then sub (already validated).
+func ContentPath(root string, wallet common.Address, organization, sub string) string {
+	return WalletRoot(root, wallet) + "/" + organization + "/" + sub
+}
+
+// DefaultSubPath is the node path used when a write names none:
+// <contentType>/<first 16 hex of proposalId>.
+func DefaultSubPath(contentType string, proposalID common.Hash) string {
+	if contentType == "" {
+		contentType = DefaultContentType
+	}
+	return contentType + "/" + proposalID.Hex()[2:18]
+}
+
+// ValidateCID accepts a CIDv0 (base58btc, "Qm" + 44 characters, 46 bytes),
+// the form validators store.
+func ValidateCID(cid string) error {
+	if len(cid) != CIDLength || !base58RE.MatchString(cid) {
+		return fmt.Errorf("CID %q is not a %d-character base58 CIDv0", cid, CIDLength)
+	}
+	return nil
+}
