@@ -214,11 +214,16 @@ func Prices() map[string]Price {
 	return out
 }
 
+// FolderType is the primary type of a virtual node: a path with content
+// below it but no node of its own, such as a wallet's root.
+const FolderType = "ledger:folder"
+
 // Node is the body of GET /api/explore: one node with its properties and the
 // names of its direct children.
 type Node struct {
 	Path         string                     `json:"path"`
 	PrimaryType  string                     `json:"primaryType"`
+	Virtual      bool                       `json:"virtual,omitempty"`
 	Properties   map[string]json.RawMessage `json:"properties"`
 	Children     []string                   `json:"children"`
 	Wallet       string                     `json:"wallet"`
@@ -228,6 +233,11 @@ type Node struct {
 	Revision     uint64                     `json:"revision"`
 	CommitIndex  uint64                     `json:"commitIndex"`
 	UpdatedAt    time.Time                  `json:"updatedAt"`
+}
+
+// VirtualNode renders a path that has children but no node.
+func VirtualNode(path string, children []string) Node {
+	return Node{Path: path, PrimaryType: FolderType, Virtual: true, Properties: map[string]json.RawMessage{}, Children: children}
 }
 
 // NodeFromRecord renders a stored node and its children's names.

@@ -1,0 +1,176 @@
+// Package app runs one validator: Pebble storage, the raft node, the state
+// machine, the payment index fed from NATS, the proposal pipeline and the
+// HTTP API. cmd/validator, tools/devnet and the tests all start it through
+// Run, so they run the same code.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// Run starts the validator and serves until ctx ends, then stops every part
+// in reverse order. ready, when not nil, receives the HTTP address once the
+// listener is open.
+func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log = log.With(zap.Uint64("node", cfg.NodeID))
+
+	db, err := storage.Open(storage.Options{Dir: cfg.DataDir, NoSync: cfg.NoSync, Logger: log.Named("pebble")})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+
+	machine, err := state.Open(db, state.Options{Logger: log.Named("state")})
+	if err != nil {
+		return err
+	}
+	node, err := consensus.Start(consensus.Config{
+		ID:           cfg.NodeID,
+		TickInterval: cfg.TickInterval,
+		Logger:       log.Named("raft"),
+	}, db, machine, consensus.NopTransport{})
+	if err != nil {
+		return err
+	}
+	defer node.Stop()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		nc       *nats.Conn
+		index    *payments.Index
+		paySrc   pipeline.Payments
+		follower *payments.Follower
+	)
+	if cfg.VerifiesPayments() {
+		nc, err = nats.Connect(cfg.NATSURL, nats.Name(fmt.Sprintf("validator-%d", cfg.NodeID)),
+			nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+		if err != nil {
+			return fmt.Errorf("validator: NATS at %s: %w", cfg.NATSURL, err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return fmt.Errorf("validator: JetStream: %w", err)
+		}
+		index = payments.NewIndex()
+		paySrc = index
+		follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: index, Log: log.Named("payments")}
+	}
+
+	now := time.Now
+	clock := epoch.NewChain(cfg.EpochLength, now)
+	if cfg.Mode == Mock {
+		clock = epoch.NewMock(cfg.EpochLength, now)
+	}
+	contract := common.HexToAddress(cfg.ContractAddress)
+	domain := signing.Domain{ChainID: cfg.ChainID, VerifyingContract: contract}
+
+	pcfg := pipeline.DefaultConfig()
+	pcfg.VerifyPayments = cfg.VerifiesPayments()
+	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
+	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, now
+	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
+	if err != nil {
+		return err
+	}
+
+	form := proposal.DefaultOptions()
+	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
+	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
+	e := httpapi.New(httpapi.Config{
+		AuthToken:  cfg.AuthToken,
+		Form:       form,
+		Blockchain: blockchainConfig(cfg, domain),
+	}, log.Named("api"), pipe, stateView{machine}, health)
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("validator: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+
+	errc := make(chan error, 4)
+	go func() { errc <- pipe.Run(ctx) }()
+	if follower != nil {
+		go func() { errc <- follower.Run(ctx) }()
+	}
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("validator serving", zap.String("http", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
+		zap.String("dataDir", cfg.DataDir))
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	select {
+	case <-ctx.Done():
+	case <-node.Done():
+		err = fmt.Errorf("validator: raft node stopped: %w", node.Err())
+	case e := <-errc:
+		if e != nil && !errors.Is(e, http.ErrServerClosed) {
+			err = e
+		}
+	}
+	cancel()
+	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if e := srv.Shutdown(shutdown); e != nil && !errors.Is(e, http.ErrServerClosed) {
+		err = errors.Join(err, e)
+	}
+	return err
+}
+
+// blockchainConfig is the body of /v1/blockchain/config.
+func blockchainConfig(cfg Config, d signing.Domain) api.BlockchainConfig {
+	tokens := map[string]api.Token{}
+	for _, t := range payment.Tokens {
+		tok := api.Token{Index: uint8(t), Decimals: t.Decimals()}
+		if t == payment.USDC && cfg.USDCAddress != "" {
+			tok.Address = common.HexToAddress(cfg.USDCAddress).Hex()
+		}
+		tokens[t.String()] = tok
+	}
+	return api.BlockchainConfig{
+		ContractVersion:       "blockchain.config.v1",
+		Mode:                  string(cfg.Mode),
+		ChainID:               cfg.ChainID,
+		ContractAddress:       d.VerifyingContract.Hex(),
+		PaymentsVerified:      cfg.VerifiesPayments(),
+		RequiredConfirmations: cfg.Confirmations,
+		Prices:                api.Prices(),
+		Tokens:                tokens,
+		EIP712: api.EIP712Domain{
+			Name: signing.DomainName, Version: signing.DomainVersion,
+			ChainID: d.ChainID, VerifyingContract: d.VerifyingContract.Hex(),
+		},
+		EpochLengthSeconds: uint64(cfg.EpochLength / time.Second),
+		ContentRoot:        cfg.ContentRoot,
+		MaxMessageBytes:    cfg.MaxMessageBytes,
+	}
+}

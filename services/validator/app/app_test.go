@@ -1,0 +1,228 @@
+package app
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+)
+
+var testContract = common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
+
+// startMock runs a MOCK-mode validator on a temp dir and returns its URL.
+func startMock(t *testing.T) string {
+	t.Helper()
+	cfg := Config{
+		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0",
+		ChainID: 1337, ContractAddress: testContract.Hex(), ContentRoot: "ledger", MaxMessageBytes: 1 << 20,
+		EpochLength: 384 * time.Second, TickInterval: 20 * time.Millisecond, PaymentWait: time.Second,
+		MaxPending: 100, MaxBatch: 64,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, zaptest.NewLogger(t), ready) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("validator stopped with %v", err)
+		}
+	})
+	var base string
+	select {
+	case addr := <-ready:
+		base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("validator did not start: %v", err)
+	}
+	waitFor(t, func() bool {
+		var h map[string]any
+		return getJSON(t, base+"/health", &h) == http.StatusOK && h["role"] == "LEADER"
+	})
+	return base
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("GET %s: %s: %v", url, body, err)
+	}
+	return resp.StatusCode
+}
+
+type author struct {
+	key    *ecdsa.PrivateKey
+	wallet common.Address
+}
+
+func newAuthor(t *testing.T) author {
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return author{key, crypto.PubkeyToAddress(key.PublicKey)}
+}
+
+// form builds a signed write form; signer signs it (the author, or another
+// key to forge).
+func (a author) form(t *testing.T, id common.Hash, message string, signer *ecdsa.PrivateKey) url.Values {
+	sub := "page/" + id.Hex()[2:18]
+	path := proposal.ContentPath("ledger", a.wallet, "default", sub)
+	sig, err := signing.Sign(signing.Domain{ChainID: 1337, VerifyingContract: testContract}, signing.Proposal{
+		Action: "write", ProposalID: id, Wallet: a.wallet, Path: path, Organization: "default",
+		ContentType: "page", PaymentTier: "standard", MessageHash: signing.MessageHash([]byte(message)),
+	}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url.Values{
+		"proposalId": {id.Hex()}, "walletAddress": {a.wallet.Hex()}, "message": {message},
+		"signature": {hexutil.Encode(sig)}, "contentType": {"page"}, "paymentTier": {"standard"},
+	}
+}
+
+func post(t *testing.T, base string, form url.Values) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/propose-write", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+func stateOf(t *testing.T, base string) (float64, string) {
+	var h map[string]any
+	getJSON(t, base+"/health", &h)
+	return h["appliedIndex"].(float64), h["stateHash"].(string)
+}
+
+func waitCommitted(t *testing.T, base string, id common.Hash) api.ProposalStatus {
+	t.Helper()
+	var s api.ProposalStatus
+	waitFor(t, func() bool {
+		getJSON(t, base+api.StatusLink(id.Hex())+"?wait=5s", &s)
+		return api.Terminal(s.Status)
+	})
+	return s
+}
+
+func TestWriteCommitsAndReadsBack(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	id := common.HexToHash("0x01")
+	code, body := post(t, base, a.form(t, id, `{"jcr:primaryType":"cq:Page","title":"Hello","jcr:content":{"text":"hi"}}`, a.key))
+	if code != http.StatusAccepted || body["status"] != "PENDING" || body["links"].(map[string]any)["status"] != api.StatusLink(id.Hex()) {
+		t.Fatalf("submit: %d %v", code, body)
+	}
+	s := waitCommitted(t, base, id)
+	if s.Status != api.StatusCommitted || s.CommitIndex == 0 || s.CommittedAt == nil || s.Wallet != strings.ToLower(a.wallet.Hex()) {
+		t.Fatalf("status %+v", s)
+	}
+
+	var n api.Node
+	if code := getJSON(t, base+"/api/explore?path="+url.QueryEscape(s.Path), &n); code != http.StatusOK {
+		t.Fatalf("explore %d", code)
+	}
+	if n.PrimaryType != "cq:Page" || string(n.Properties["title"]) != `"Hello"` || len(n.Children) != 1 || n.Children[0] != "jcr:content" {
+		t.Fatalf("node %+v", n)
+	}
+	var child api.Node
+	getJSON(t, base+"/api/explore?path="+url.QueryEscape(s.Path+"/jcr:content"), &child)
+	if string(child.Properties["text"]) != `"hi"` {
+		t.Fatalf("child %+v", child)
+	}
+	var folder api.Node
+	walletRoot := proposal.WalletRoot("ledger", a.wallet)
+	if code := getJSON(t, base+"/api/explore?path="+url.QueryEscape(walletRoot), &folder); code != http.StatusOK || !folder.Virtual || len(folder.Children) != 1 || folder.Children[0] != "default" {
+		t.Fatalf("wallet root %d %+v", code, folder)
+	}
+}
+
+func TestResubmission(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	id := common.HexToHash("0x02")
+	form := a.form(t, id, "first", a.key)
+	if code, body := post(t, base, form); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, body)
+	}
+	waitCommitted(t, base, id)
+	code, body := post(t, base, form)
+	if code != http.StatusOK || body["status"] != "COMMITTED" {
+		t.Fatalf("identical resubmission: %d %v", code, body)
+	}
+	index, hash := stateOf(t, base)
+	code, body = post(t, base, a.form(t, id, "second", a.key))
+	if code != http.StatusConflict || body["error"].(map[string]any)["code"] != string(apierror.ProposalIDConflict) {
+		t.Fatalf("conflicting resubmission: %d %v", code, body)
+	}
+	if i, h := stateOf(t, base); i != index || h != hash {
+		t.Fatal("a refused resubmission changed state")
+	}
+}
+
+func TestSignatureRejections(t *testing.T) {
+	base := startMock(t)
+	a, other := newAuthor(t), newAuthor(t)
+	index, hash := stateOf(t, base)
+
+	forged := a.form(t, common.HexToHash("0x03"), "x", other.key)
+	tampered := a.form(t, common.HexToHash("0x04"), "x", a.key)
+	tampered.Set("message", "y")
+	sig := hexutil.MustDecode(a.form(t, common.HexToHash("0x05"), "x", a.key).Get("signature"))
+	sig[10] ^= 0xff
+	corrupted := a.form(t, common.HexToHash("0x05"), "x", a.key)
+	corrupted.Set("signature", hexutil.Encode(sig))
+
+	for name, form := range map[string]url.Values{"another wallet's key": forged, "tampered message": tampered, "corrupted signature": corrupted} {
+		code, body := post(t, base, form)
+		e, _ := body["error"].(map[string]any)
+		if code != http.StatusUnauthorized || e["code"] != string(apierror.InvalidSignature) || e["retryable"] != false {
+			t.Errorf("%s: %d %v", name, code, body)
+		}
+	}
+	var s map[string]any
+	if code := getJSON(t, base+api.StatusLink(common.HexToHash("0x03").Hex()), &s); code != http.StatusNotFound {
+		t.Errorf("a refused proposal has a status: %d %v", code, s)
+	}
+	if i, h := stateOf(t, base); i != index || h != hash {
+		t.Fatal("refused proposals changed state")
+	}
+}

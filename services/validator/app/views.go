@@ -1,0 +1,93 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/nats-io/nats.go"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
+)
+
+// raftView adapts the raft node to what the pipeline asks of it.
+type raftView struct{ *consensus.Node }
+
+func (r raftView) IsLeader() bool { return r.Status().Role == consensus.RoleLeader }
+
+// stateView adapts the state machine to the pipeline and the API, turning
+// state.ErrNotFound into ok=false.
+type stateView struct{ *state.Machine }
+
+func (s stateView) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) {
+	rec, err := s.Proposal(id)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, false, nil
+	}
+	return rec, err == nil, err
+}
+
+func (s stateView) Node(path string) (*ledgerpb.Node, bool, error) {
+	n, err := s.Machine.Node(path)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, false, nil
+	}
+	return n, err == nil, err
+}
+
+// healthView answers /health from the node's own parts.
+type healthView struct {
+	cfg     Config
+	node    *consensus.Node
+	machine *state.Machine
+	nats    *nats.Conn
+	index   *payments.Index
+}
+
+func check(ok bool, detail string) map[string]any {
+	status := "ok"
+	if !ok {
+		status = "failing"
+	}
+	return map[string]any{"status": status, "detail": detail}
+}
+
+func (h *healthView) Health() map[string]any {
+	st := h.node.Status()
+	hash := h.machine.StateHash()
+	checks := map[string]any{
+		"storage": check(true, "pebble open at "+h.cfg.DataDir),
+		"raft":    check(st.Leader != 0, fmt.Sprintf("role %s, term %d, leader %d", st.Role, st.Term, st.Leader)),
+	}
+	if h.nats != nil {
+		connected := h.nats.IsConnected()
+		checks["nats"] = check(connected, "connection "+h.nats.Status().String())
+		s := h.index.Stats()
+		checks["chain"] = check(connected, fmt.Sprintf("%d payments indexed from %d messages", s.Indexed, s.Observed))
+	} else {
+		checks["nats"] = check(true, "not used in MOCK mode")
+		checks["chain"] = check(true, "payments not verified in MOCK mode")
+	}
+	status := "ok"
+	for _, c := range checks {
+		if c.(map[string]any)["status"] != "ok" {
+			status = "unavailable"
+		}
+	}
+	return map[string]any{
+		"status":       status,
+		"nodeId":       h.cfg.NodeID,
+		"clusterId":    h.cfg.ClusterID,
+		"mode":         h.cfg.Mode,
+		"role":         st.Role,
+		"term":         st.Term,
+		"leader":       st.Leader,
+		"commitIndex":  st.CommitIndex,
+		"appliedIndex": h.machine.AppliedIndex(),
+		"stateHash":    common.Hash(hash).Hex(),
+		"checks":       checks,
+	}
+}

@@ -1,0 +1,38 @@
+// Command validator runs one Content Ledger validator.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/services/validator/app"
+)
+
+func main() {
+	var cfg app.Config
+	if err := envconfig.Process("SVC_VALIDATOR", &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
+		os.Exit(2)
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
+		os.Exit(2)
+	}
+	log, err := zap.NewProduction()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "validator: logger:", err)
+		os.Exit(1)
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, cfg, log, nil); err != nil {
+		log.Fatal("validator stopped", zap.Error(err))
+	}
+}

@@ -1,0 +1,166 @@
+// Package api serves the validator's HTTP routes with echo: parsing and
+// validation only, no business rules. Routes are grouped by the contract's
+// layers (source, local-diagnostic, internal); every error answers the body
+// of DECISIONS D5.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
+)
+
+// Proposals is the pipeline as the API sees it.
+type Proposals interface {
+	Submit(ctx context.Context, sub *proposal.Submission) (api.ProposalStatus, bool, error)
+	WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error)
+}
+
+// Content reads applied content.
+type Content interface {
+	// Node returns the node at path, or ok false.
+	Node(path string) (node *ledgerpb.Node, ok bool, err error)
+	// Children returns up to limit names of the node's direct children.
+	Children(path string, limit int) ([]string, error)
+}
+
+// Health reports the node's own view of itself for /health.
+type Health interface {
+	Health() map[string]any
+}
+
+// Config is what the API needs besides its collaborators.
+type Config struct {
+	// AuthToken, when set, is required as a bearer token on every route but
+	// /health* (SVC_VALIDATOR_AUTH_TOKEN).
+	AuthToken string
+	// Form is how proposal forms are parsed.
+	Form proposal.Options
+	// Blockchain is the body of /v1/blockchain/config.
+	Blockchain api.BlockchainConfig
+	// MaxStatusWait bounds ?wait= on the status route.
+	MaxStatusWait time.Duration
+	// MaxChildren bounds the child names /api/explore lists.
+	MaxChildren int
+}
+
+// Server holds the routes.
+type Server struct {
+	cfg       Config
+	log       *zap.Logger
+	proposals Proposals
+	content   Content
+	health    Health
+}
+
+// New builds the echo instance with every route.
+func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, health Health) *echo.Echo {
+	if cfg.MaxStatusWait <= 0 {
+		cfg.MaxStatusWait = 60 * time.Second
+	}
+	if cfg.MaxChildren <= 0 {
+		cfg.MaxChildren = 1000
+	}
+	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.authenticate)
+
+	// local-diagnostic
+	e.GET("/health", s.getHealth)
+	e.GET("/health/local", s.getHealth)
+	e.GET("/api/explore", s.explore)
+	// source
+	e.GET("/v1/blockchain/config", s.blockchainConfig)
+	// internal
+	e.POST("/v1/propose-write", s.proposeWrite)
+	e.POST("/v1/propose-delete", s.proposeDelete)
+	e.GET("/v1/proposals/:id/status", s.proposalStatus)
+	return e
+}
+
+// authenticate enforces SVC_VALIDATOR_AUTH_TOKEN. /health* always passes, so
+// that load balancers and orchestrators need no secret.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.cfg.AuthToken == "" || strings.HasPrefix(c.Request().URL.Path, "/health") {
+			return next(c)
+		}
+		auth := c.Request().Header.Get(echo.HeaderAuthorization)
+		token, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || token == "" {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="validator"`)
+			return apierror.New(apierror.Unauthorized, "a bearer token is required")
+		}
+		if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AuthToken)) != 1 {
+			return apierror.New(apierror.Forbidden, "the bearer token is not permitted")
+		}
+		return next(c)
+	}
+}
+
+// handleError writes every error as the D5 body.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	apiErr := apierror.As(err)
+	var he *echo.HTTPError
+	switch {
+	case apiErr != nil:
+	case errors.As(err, &he):
+		apiErr = httpError(he)
+	default:
+		s.log.Error("request failed", zap.String("path", c.Path()), zap.Error(err))
+		apiErr = apierror.New(apierror.Internal, "internal error")
+	}
+	if apiErr.Code == apierror.LeaderUnknown || apiErr.Code == apierror.Overloaded {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	if err := c.JSON(apiErr.Status(), apierror.Body{Error: apiErr}); err != nil {
+		s.log.Debug("writing error body", zap.Error(err))
+	}
+}
+
+func httpError(he *echo.HTTPError) *apierror.Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return apierror.New(apierror.NotFound, "no such route")
+	case http.StatusMethodNotAllowed:
+		return apierror.New(apierror.MethodNotAllowed, "method not allowed on this route")
+	case http.StatusRequestEntityTooLarge:
+		return apierror.New(apierror.ContentTooLarge, "request body too large")
+	case http.StatusUnsupportedMediaType:
+		return apierror.New(apierror.InvalidField, "unsupported content type")
+	}
+	if he.Code >= 400 && he.Code < 500 {
+		return apierror.New(apierror.InvalidField, "%v", he.Message)
+	}
+	return apierror.New(apierror.Internal, "internal error")
+}
+
+func (s *Server) getHealth(c echo.Context) error {
+	body := s.health.Health()
+	code := http.StatusOK
+	if body["status"] != "ok" {
+		code = http.StatusServiceUnavailable
+	}
+	return c.JSON(code, body)
+}
+
+func (s *Server) blockchainConfig(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.cfg.Blockchain)
+}

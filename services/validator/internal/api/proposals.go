@@ -1,0 +1,93 @@
+package api
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/labstack/echo/v4"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/proposal"
+)
+
+// formOverhead is what a form may carry beyond its message: every other
+// field is bounded and small.
+const formOverhead = 64 << 10
+
+var proposalIDPattern = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
+
+func (s *Server) proposeWrite(c echo.Context) error { return s.propose(c, proposal.ParseWrite) }
+
+func (s *Server) proposeDelete(c echo.Context) error { return s.propose(c, proposal.ParseDelete) }
+
+func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options) (*proposal.Submission, error)) error {
+	form, err := s.readForm(c)
+	if err != nil {
+		return err
+	}
+	sub, err := parse(form, s.cfg.Form)
+	if err != nil {
+		return err
+	}
+	status, created, err := s.proposals.Submit(c.Request().Context(), sub)
+	if err != nil {
+		return err
+	}
+	if !created {
+		return c.JSON(http.StatusOK, status)
+	}
+	return c.JSON(http.StatusAccepted, api.Receipt{
+		ProposalID: status.ProposalID,
+		Status:     status.Status,
+		Path:       status.Path,
+		Links:      api.Links{Status: api.StatusLink(status.ProposalID)},
+	})
+}
+
+// readForm reads a url-encoded body of bounded size. URL query parameters are
+// not form fields: a signed field must come from the body.
+func (s *Server) readForm(c echo.Context) (url.Values, error) {
+	req := c.Request()
+	mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil || mt != echo.MIMEApplicationForm {
+		return nil, apierror.New(apierror.InvalidField, "content type must be application/x-www-form-urlencoded").
+			WithDetail("field", "Content-Type")
+	}
+	limit := int64(s.cfg.Form.MaxMessageBytes)*3 + formOverhead // url-encoding at most triples a byte
+	req.Body = http.MaxBytesReader(c.Response(), req.Body, limit)
+	if err := req.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, apierror.New(apierror.ContentTooLarge, "request body exceeds %d bytes", limit)
+		}
+		return nil, apierror.New(apierror.InvalidField, "form does not parse: %v", err)
+	}
+	return req.PostForm, nil
+}
+
+func (s *Server) proposalStatus(c echo.Context) error {
+	raw := c.Param("id")
+	if !proposalIDPattern.MatchString(raw) {
+		return apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
+	}
+	id := common.HexToHash(raw)
+	var wait time.Duration
+	if w := c.QueryParam("wait"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return apierror.Field("wait", "must be a duration such as 30s")
+		}
+		wait = min(d, s.cfg.MaxStatusWait)
+	}
+	status, err := s.proposals.WaitStatus(c.Request().Context(), id, wait)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, status)
+}

@@ -1,0 +1,278 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// kvApplier is a minimal durable state machine for the tests: it stores the
+// data of every normal entry under t/d/<index> and its applied index under
+// t/applied in the same batch, like the real state machine does, and fails
+// on any entry it has already applied or that leaves a gap.
+type kvApplier struct {
+	db *storage.DB
+
+	mu      sync.Mutex
+	applied uint64
+	block   chan struct{} // when non-nil, Apply waits for it to close
+	fail    error         // when non-nil, Apply returns it
+}
+
+var kvAppliedKey = []byte("t/applied")
+
+func kvDataKey(i uint64) []byte { return append([]byte("t/d/"), storage.PutUint64(i)...) }
+
+func newKVApplier(t testing.TB, db *storage.DB) *kvApplier {
+	t.Helper()
+	a := &kvApplier{db: db}
+	v, err := db.Get(kvAppliedKey)
+	switch {
+	case err == nil:
+		a.applied, _ = storage.Uint64(v)
+	case !errors.Is(err, storage.ErrNotFound):
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (a *kvApplier) Apply(ents []*raftpb.Entry) error {
+	a.mu.Lock()
+	block, fail := a.block, a.fail
+	a.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	if fail != nil {
+		return fail
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.db.Pebble().NewBatch()
+	defer b.Close()
+	applied := a.applied
+	for _, e := range ents {
+		if e.GetIndex() != applied+1 {
+			return fmt.Errorf("entry %d applied after %d (re-applied or gap)", e.GetIndex(), applied)
+		}
+		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
+			if err := b.Set(kvDataKey(e.GetIndex()), e.GetData(), nil); err != nil {
+				return err
+			}
+		}
+		applied = e.GetIndex()
+	}
+	if err := b.Set(kvAppliedKey, storage.PutUint64(applied), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	a.applied = applied
+	return nil
+}
+
+func (a *kvApplier) AppliedIndex() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.applied
+}
+
+// data returns the data of the applied normal entries, in log order.
+func (a *kvApplier) data(t testing.TB) []string {
+	t.Helper()
+	lo := []byte("t/d/")
+	it, err := a.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: storage.PrefixEnd(lo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, string(it.Value()))
+	}
+	return out
+}
+
+func openDB(t testing.TB, dir string) *storage.DB {
+	t.Helper()
+	db, err := storage.Open(storage.Options{Dir: dir, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// proposeUntilApplied proposes data through propose (retrying on errors a
+// caller is told to retry on) and waits until applied reports it.
+func proposeUntilApplied(t testing.TB, propose func(context.Context, []byte) error, data string, applied func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := propose(ctx, []byte(data))
+		cancel()
+		if err == nil {
+			until := time.Now().Add(2 * time.Second)
+			for time.Now().Before(until) {
+				if applied() {
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrProposalDropped) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("propose %q: %v", data, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("proposal %q was not applied in time", data)
+}
+
+// network is an in-memory transport between nodes of one test process. It
+// clones every message (as serialization would) and checks raft's ordering
+// contract on the sending side: an acknowledgement of entries or a granted
+// vote may leave only after what it acknowledges is in Pebble.
+type network struct {
+	t    testing.TB
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	checked atomic.Int64 // acknowledgements and votes whose persistence was verified
+
+	mu    sync.Mutex
+	nodes map[uint64]*Node
+	dbs   map[uint64]*storage.DB
+	inbox map[uint64]chan *raftpb.Message
+}
+
+func newNetwork(t testing.TB, ids ...uint64) *network {
+	nw := &network{
+		t: t, quit: make(chan struct{}),
+		nodes: map[uint64]*Node{}, dbs: map[uint64]*storage.DB{}, inbox: map[uint64]chan *raftpb.Message{},
+	}
+	for _, id := range ids {
+		ch := make(chan *raftpb.Message, 4096)
+		nw.inbox[id] = ch
+		nw.wg.Add(1)
+		go nw.deliver(id, ch)
+	}
+	t.Cleanup(func() { close(nw.quit); nw.wg.Wait() })
+	return nw
+}
+
+func (nw *network) deliver(id uint64, ch chan *raftpb.Message) {
+	defer nw.wg.Done()
+	for {
+		select {
+		case <-nw.quit:
+			return
+		case m := <-ch:
+			nw.mu.Lock()
+			n := nw.nodes[id]
+			nw.mu.Unlock()
+			if n != nil {
+				_ = n.Step(context.Background(), m) // a stopped node drops it, like a dead peer
+			}
+		}
+	}
+}
+
+// attach makes id reachable (n) or unreachable (nil); db is what the
+// ordering check reads.
+func (nw *network) attach(id uint64, n *Node, db *storage.DB) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.nodes[id] = n
+	if db != nil {
+		nw.dbs[id] = db
+	}
+}
+
+func (nw *network) transport(from uint64) Transport { return netTransport{nw, from} }
+
+type netTransport struct {
+	nw   *network
+	from uint64
+}
+
+func (tr netTransport) Send(msgs []*raftpb.Message) {
+	nw := tr.nw
+	nw.mu.Lock()
+	db := nw.dbs[tr.from]
+	sender := nw.nodes[tr.from]
+	nw.mu.Unlock()
+	for _, m := range msgs {
+		if db != nil {
+			if checked, err := checkPersisted(db, m); err != nil {
+				nw.t.Errorf("node %d sent %v before persisting: %v", tr.from, m.GetType(), err)
+			} else if checked {
+				nw.checked.Add(1)
+			}
+		}
+		ch, ok := nw.inbox[m.GetTo()]
+		if !ok {
+			continue
+		}
+		select {
+		case ch <- proto.Clone(m).(*raftpb.Message):
+		default:
+			if sender != nil {
+				sender.ReportUnreachable(m.GetTo())
+			}
+		}
+	}
+}
+
+// checkPersisted verifies in Pebble what m depends on; checked says whether
+// m depended on anything.
+func checkPersisted(db *storage.DB, m *raftpb.Message) (checked bool, err error) {
+	switch {
+	case m.GetType() == raftpb.MsgAppResp && !m.GetReject() && m.GetIndex() > 0:
+		// Send runs on the sender's Ready loop right after its save, so
+		// nothing can have overwritten the entry in between.
+		if _, err := db.Get(storage.RaftEntryKey(m.GetIndex())); err != nil {
+			return true, fmt.Errorf("acknowledges entry %d that is not in Pebble: %v", m.GetIndex(), err)
+		}
+		return true, nil
+	case m.GetType() == raftpb.MsgVoteResp && !m.GetReject():
+		v, err := db.Get([]byte(storage.RaftHardStateKey))
+		if err != nil {
+			return true, fmt.Errorf("vote for %d in term %d but no hard state: %v", m.GetTo(), m.GetTerm(), err)
+		}
+		hs := &raftpb.HardState{}
+		if err := proto.Unmarshal(v, hs); err != nil {
+			return true, err
+		}
+		if hs.GetTerm() < m.GetTerm() || (hs.GetTerm() == m.GetTerm() && hs.GetVote() != m.GetTo()) {
+			return true, fmt.Errorf("vote for %d in term %d but persisted term %d vote %d", m.GetTo(), m.GetTerm(), hs.GetTerm(), hs.GetVote())
+		}
+		return true, nil
+	}
+	return false, nil
+}

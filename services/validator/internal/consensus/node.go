@@ -1,0 +1,612 @@
+// Package consensus runs etcd raft for the validator: a Pebble-backed raft
+// log, the Ready loop, leader tracking and membership. It knows nothing about
+// content: committed entries go to an Applier, outgoing messages to a
+// Transport, both declared here and implemented by the caller.
+//
+// See DESIGN.md for the ordering rules the Ready loop keeps.
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// Applier is the state machine that committed entries are applied to.
+//
+// Apply receives committed entries in log order, each exactly once across
+// restarts provided AppliedIndex is durable with the applied state: the first
+// entry of a call follows the last entry of the previous call, and after a
+// restart the first entry is AppliedIndex()+1. Entries include raft's empty
+// entries and conf changes (which consensus has already applied to raft), so
+// the applier can account for every index. Apply must not retain or modify
+// the entries.
+//
+// An error from Apply is fatal: the node stops and reports it through Err,
+// because skipping an entry would make this replica diverge silently.
+type Applier interface {
+	Apply(entries []*raftpb.Entry) error
+	AppliedIndex() uint64
+}
+
+// SnapshotRestorer is implemented by appliers that can replace their state
+// with a raft snapshot sent by the leader. Without it, a received snapshot
+// stops the node with ErrSnapshotUnsupported. (State snapshots are a later
+// task; until then the log is never compacted and no snapshot is sent.)
+type SnapshotRestorer interface {
+	RestoreSnapshot(snap *raftpb.Snapshot) error
+}
+
+// Transport carries raft messages to peers.
+//
+// Send is called from the Ready loop after the entries and hard state the
+// messages depend on are durable. It must not block for long (queue per peer
+// and drop when full: raft retransmits) and must not modify the messages.
+// A transport that fails to reach a peer reports it with
+// Node.ReportUnreachable, and a failed snapshot with Node.ReportSnapshot;
+// incoming messages go to Node.Step.
+type Transport interface {
+	Send(msgs []*raftpb.Message)
+}
+
+// NopTransport drops every message: the transport of a single-node cluster.
+type NopTransport struct{}
+
+// Send implements Transport.
+func (NopTransport) Send([]*raftpb.Message) {}
+
+// Errors returned by Node.
+var (
+	// ErrStopped is returned once the node has stopped.
+	ErrStopped = errors.New("consensus: node stopped")
+	// ErrNoLeader is returned by Propose while no leader is known.
+	ErrNoLeader = errors.New("consensus: no leader")
+	// ErrApplyBacklog is returned by Propose while more than
+	// Config.MaxApplyLag committed entries wait to be applied.
+	ErrApplyBacklog = errors.New("consensus: too many committed entries waiting to be applied")
+	// ErrProposalDropped is returned by Propose when raft drops a proposal
+	// (for example during a leadership transfer). Retry.
+	ErrProposalDropped = raft.ErrProposalDropped
+	// ErrApplyFailed wraps the Applier's error that stopped the node.
+	ErrApplyFailed = errors.New("consensus: apply failed")
+	// ErrSnapshotUnsupported stops a node that receives a snapshot while its
+	// applier cannot restore one.
+	ErrSnapshotUnsupported = errors.New("consensus: received a snapshot but the applier cannot restore snapshots")
+	// ErrInconsistentState is returned by Start when the applier's state and
+	// the raft log do not belong together (for example a state directory
+	// from another node, or a state ahead of the log).
+	ErrInconsistentState = errors.New("consensus: applied state does not match the raft log")
+)
+
+// Role is a node's raft role.
+type Role string
+
+// Roles.
+const (
+	RoleFollower     Role = "FOLLOWER"
+	RoleCandidate    Role = "CANDIDATE"
+	RolePreCandidate Role = "PRE_CANDIDATE"
+	RoleLeader       Role = "LEADER"
+)
+
+func roleOf(s raft.StateType) Role {
+	switch s {
+	case raft.StateLeader:
+		return RoleLeader
+	case raft.StateCandidate:
+		return RoleCandidate
+	case raft.StatePreCandidate:
+		return RolePreCandidate
+	default:
+		return RoleFollower
+	}
+}
+
+// Status is a point-in-time view of a node.
+type Status struct {
+	ID           uint64
+	Role         Role
+	Term         uint64
+	Leader       uint64 // 0 when unknown
+	CommitIndex  uint64 // highest index known committed (and persisted here)
+	AppliedIndex uint64 // the applier's applied index
+}
+
+// applyJob is one Ready's work for the apply goroutine.
+type applyJob struct {
+	snapshot *raftpb.Snapshot // non-nil only when the Ready carried one
+	entries  []*raftpb.Entry
+}
+
+// applyQueueLen bounds the Readys waiting for the apply goroutine. Each
+// holds at most Config.MaxCommittedSizePerReady bytes of entries; when the
+// queue is full the Ready loop waits, which is the backpressure of last
+// resort (Propose's MaxApplyLag check normally triggers first).
+const applyQueueLen = 64
+
+// Node is a running raft member.
+type Node struct {
+	cfg       Config
+	log       *zap.Logger
+	storage   *Storage
+	raft      raft.Node
+	applier   Applier
+	restorer  SnapshotRestorer // nil if the applier cannot restore
+	transport Transport
+
+	applyc chan applyJob
+
+	stopOnce sync.Once
+	stopc    chan struct{} // closed to stop the loops
+	done     chan struct{} // closed when everything has stopped
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	err      error // the fatal error, if any
+
+	// applyDone is the last index the apply goroutine has handed to the
+	// applier (or restored from a snapshot).
+	applyDone  atomic.Uint64
+	appliedMu  sync.Mutex
+	appliedSig chan struct{} // closed and replaced whenever applyDone moves
+
+	statusMu  sync.Mutex
+	status    Status // ID, Role, Term, Leader, CommitIndex
+	leaderSig chan struct{}
+}
+
+// Start opens the raft state in db and starts a node that applies committed
+// entries to app and sends messages through tr (nil: NopTransport).
+//
+// On an empty log it bootstraps a new cluster of cfg.Peers (or, with
+// cfg.Join, waits to be contacted by an existing cluster); otherwise it
+// restarts from the log, telling raft that app has applied up to
+// app.AppliedIndex() so no entry is applied twice.
+func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if db == nil || app == nil {
+		return nil, fmt.Errorf("%w: db and applier are required", ErrInvalidConfig)
+	}
+	if tr == nil {
+		tr = NopTransport{}
+	}
+	st, err := OpenStorage(db)
+	if err != nil {
+		return nil, err
+	}
+
+	hs := st.HardState()
+	first, _ := st.FirstIndex()
+	last, _ := st.LastIndex()
+	applied := app.AppliedIndex()
+	snap, _ := st.Snapshot()
+	fresh := last == 0 && raft.IsEmptyHardState(hs) && raft.IsEmptySnap(snap)
+	switch {
+	case fresh && applied != 0:
+		return nil, fmt.Errorf("%w: the raft log is empty but the state is applied up to %d", ErrInconsistentState, applied)
+	case hs.GetCommit() > last:
+		return nil, fmt.Errorf("%w: commit index %d is beyond the last index %d", ErrCorruptLog, hs.GetCommit(), last)
+	case applied > hs.GetCommit():
+		return nil, fmt.Errorf("%w: state applied up to %d, beyond the commit index %d", ErrInconsistentState, applied, hs.GetCommit())
+	case applied+1 < first:
+		return nil, fmt.Errorf("%w: state applied up to %d, but the log starts at %d", ErrInconsistentState, applied, first)
+	}
+
+	n := &Node{
+		cfg:        cfg,
+		log:        cfg.Logger.With(zap.Uint64("raft_id", cfg.ID)),
+		storage:    st,
+		applier:    app,
+		transport:  tr,
+		applyc:     make(chan applyJob, applyQueueLen),
+		stopc:      make(chan struct{}),
+		done:       make(chan struct{}),
+		appliedSig: make(chan struct{}),
+		leaderSig:  make(chan struct{}),
+		status:     Status{ID: cfg.ID, Role: RoleFollower, Term: hs.GetTerm(), CommitIndex: hs.GetCommit()},
+	}
+	n.restorer, _ = app.(SnapshotRestorer)
+	n.applyDone.Store(applied)
+
+	rc := &raft.Config{
+		ID:                       cfg.ID,
+		ElectionTick:             cfg.ElectionTicks,
+		HeartbeatTick:            cfg.HeartbeatTicks,
+		Storage:                  st,
+		Applied:                  applied,
+		MaxSizePerMsg:            cfg.MaxSizePerMsg,
+		MaxCommittedSizePerReady: cfg.MaxCommittedSizePerReady,
+		MaxInflightMsgs:          cfg.MaxInflightMsgs,
+		CheckQuorum:              true,
+		PreVote:                  true,
+		StepDownOnRemoval:        true,
+		Logger:                   newRaftLogger(cfg.Logger.Named("raft")),
+	}
+	var soleVoter bool
+	if fresh && !cfg.Join {
+		peers := make([]raft.Peer, len(cfg.Peers))
+		for i, id := range cfg.Peers {
+			peers[i] = raft.Peer{ID: id}
+		}
+		n.log.Info("bootstrapping a new cluster", zap.Uint64s("peers", cfg.Peers))
+		n.raft = raft.StartNode(rc, peers)
+		soleVoter = len(cfg.Peers) == 1
+	} else {
+		cs, _ := st.ConfState()
+		n.log.Info("restarting raft", zap.Uint64("applied", applied), zap.Uint64("commit", hs.GetCommit()),
+			zap.Uint64("first_index", first), zap.Uint64("last_index", last), zap.Uint64s("voters", cs.GetVoters()))
+		n.raft = raft.RestartNode(rc)
+		soleVoter = slices.Equal(cs.GetVoters(), []uint64{cfg.ID}) && len(cs.GetVotersOutgoing()) == 0
+	}
+
+	n.wg.Add(2)
+	go n.readyLoop()
+	go n.applyLoop()
+	go func() {
+		<-n.stopc
+		n.wg.Wait()
+		n.raft.Stop()
+		close(n.done)
+	}()
+
+	if soleVoter {
+		// A cluster of one needs no election timeout: campaign at once so
+		// development nodes and tests are ready immediately.
+		if err := n.raft.Campaign(context.Background()); err != nil && !errors.Is(err, raft.ErrStopped) {
+			n.log.Warn("campaign failed", zap.Error(err))
+		}
+	}
+	return n, nil
+}
+
+// readyLoop ticks raft and handles its Readys.
+func (n *Node) readyLoop() {
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			n.raft.Tick()
+		case rd := <-n.raft.Ready():
+			if err := n.handleReady(rd); err != nil {
+				n.fail(err)
+				return
+			}
+		case <-n.stopc:
+			return
+		}
+	}
+}
+
+// handleReady keeps raft's contract for one Ready (DESIGN.md, "Ready loop"):
+//
+//  1. persist HardState, entries and snapshot in one Pebble batch, synced
+//     when raft says so (new entries, a new term or vote) or a snapshot
+//     arrived;
+//  2. only then send the messages, which may acknowledge those entries or
+//     that vote;
+//  3. queue the committed entries (and snapshot) for the apply goroutine,
+//     which applies them in order, conf changes included;
+//  4. if the Ready committed a conf change or carried a snapshot, wait until
+//     it is applied, so raft never believes a membership is in force that
+//     the node has not installed yet;
+//  5. Advance.
+//
+// Normal entries are applied asynchronously, so a slow applier does not
+// stop the ticks and heartbeats of this loop; the apply queue and
+// Config.MaxApplyLag bound how far it may fall behind.
+func (n *Node) handleReady(rd raft.Ready) error {
+	if rd.SoftState != nil {
+		n.setSoftState(rd.SoftState)
+	}
+	hasSnap := !raft.IsEmptySnap(rd.Snapshot)
+	if hasSnap && n.restorer == nil {
+		return ErrSnapshotUnsupported
+	}
+	if err := n.storage.save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync || hasSnap); err != nil {
+		return err
+	}
+	if rd.HardState != nil {
+		n.setHardState(rd.HardState)
+	}
+	if len(rd.Messages) > 0 {
+		n.transport.Send(rd.Messages)
+	}
+	if hasSnap || len(rd.CommittedEntries) > 0 {
+		job := applyJob{entries: rd.CommittedEntries}
+		target := uint64(0)
+		if hasSnap {
+			job.snapshot = rd.Snapshot
+			target = rd.Snapshot.GetMetadata().GetIndex()
+		}
+		if k := len(rd.CommittedEntries); k > 0 {
+			target = rd.CommittedEntries[k-1].GetIndex()
+		}
+		select {
+		case n.applyc <- job:
+		case <-n.stopc:
+			return nil
+		}
+		if hasSnap || hasConfChange(rd.CommittedEntries) {
+			if !n.waitApplied(target) {
+				return nil // stopping
+			}
+		}
+	}
+	n.raft.Advance()
+	return nil
+}
+
+func hasConfChange(ents []*raftpb.Entry) bool {
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryNormal {
+			return true
+		}
+	}
+	return false
+}
+
+// waitApplied blocks until the apply goroutine has finished index, or the
+// node stops (false).
+func (n *Node) waitApplied(index uint64) bool {
+	for {
+		n.appliedMu.Lock()
+		sig := n.appliedSig
+		n.appliedMu.Unlock()
+		if n.applyDone.Load() >= index {
+			return true
+		}
+		select {
+		case <-sig:
+		case <-n.stopc:
+			return false
+		}
+	}
+}
+
+func (n *Node) markApplied(index uint64) {
+	n.applyDone.Store(index)
+	n.appliedMu.Lock()
+	close(n.appliedSig)
+	n.appliedSig = make(chan struct{})
+	n.appliedMu.Unlock()
+}
+
+// applyLoop applies queued Readys one at a time, in order.
+func (n *Node) applyLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stopc:
+			return
+		case job := <-n.applyc:
+			if err := n.apply(job); err != nil {
+				n.fail(err)
+				return
+			}
+		}
+	}
+}
+
+// apply runs one job: the snapshot first, then runs of normal entries in one
+// Apply call each, and every conf change on its own, after raft has
+// installed it and its ConfState is durable.
+func (n *Node) apply(job applyJob) error {
+	if job.snapshot != nil {
+		if err := n.restorer.RestoreSnapshot(job.snapshot); err != nil {
+			return fmt.Errorf("%w: restore snapshot at %d: %w", ErrApplyFailed, job.snapshot.GetMetadata().GetIndex(), err)
+		}
+		n.markApplied(job.snapshot.GetMetadata().GetIndex())
+	}
+	ents := job.entries
+	for len(ents) > 0 {
+		k := 0
+		for k < len(ents) && ents[k].GetType() == raftpb.EntryNormal {
+			k++
+		}
+		if k == 0 {
+			if err := n.applyConfChange(ents[0]); err != nil {
+				return err
+			}
+			k = 1
+		}
+		if err := n.applier.Apply(ents[:k]); err != nil {
+			return fmt.Errorf("%w: entries [%d, %d]: %w", ErrApplyFailed, ents[0].GetIndex(), ents[k-1].GetIndex(), err)
+		}
+		n.markApplied(ents[k-1].GetIndex())
+		ents = ents[k:]
+	}
+	return nil
+}
+
+// applyConfChange installs a committed conf change in raft and persists the
+// resulting ConfState with its index. A conf change at or below the
+// persisted index is already part of the ConfState raft restarted from and
+// is not installed twice (re-entering a joint config would make raft panic).
+func (n *Node) applyConfChange(e *raftpb.Entry) error {
+	if _, confIndex := n.storage.ConfState(); e.GetIndex() <= confIndex {
+		return nil
+	}
+	var cc raftpb.ConfChangeI
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		c := &raftpb.ConfChange{}
+		if err := proto.Unmarshal(e.GetData(), c); err != nil {
+			return fmt.Errorf("%w: conf change at %d: %v", ErrCorruptLog, e.GetIndex(), err)
+		}
+		cc = c
+	case raftpb.EntryConfChangeV2:
+		c := &raftpb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), c); err != nil {
+			return fmt.Errorf("%w: conf change at %d: %v", ErrCorruptLog, e.GetIndex(), err)
+		}
+		cc = c
+	default:
+		return fmt.Errorf("%w: entry %d has unknown type %v", ErrCorruptLog, e.GetIndex(), e.GetType())
+	}
+	cs := n.raft.ApplyConfChange(cc)
+	if cs == nil {
+		return ErrStopped
+	}
+	if err := n.storage.saveConfState(cs, e.GetIndex()); err != nil {
+		return err
+	}
+	n.log.Info("membership changed", zap.Uint64("index", e.GetIndex()),
+		zap.Uint64s("voters", cs.GetVoters()), zap.Uint64s("learners", cs.GetLearners()))
+	if !slices.Contains(cs.GetVoters(), n.cfg.ID) && !slices.Contains(cs.GetLearners(), n.cfg.ID) &&
+		!slices.Contains(cs.GetVotersOutgoing(), n.cfg.ID) {
+		n.log.Warn("this node is no longer a member of the cluster")
+	}
+	return nil
+}
+
+func (n *Node) setSoftState(ss *raft.SoftState) {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	role := roleOf(ss.RaftState)
+	if role == n.status.Role && ss.Lead == n.status.Leader {
+		return
+	}
+	n.status.Role, n.status.Leader = role, ss.Lead
+	close(n.leaderSig)
+	n.leaderSig = make(chan struct{})
+}
+
+func (n *Node) setHardState(hs *raftpb.HardState) {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	n.status.Term, n.status.CommitIndex = hs.GetTerm(), hs.GetCommit()
+}
+
+// fail records the first fatal error and stops the node.
+func (n *Node) fail(err error) {
+	n.errMu.Lock()
+	if n.err == nil {
+		n.err = err
+		n.log.Error("raft node stopping on a fatal error", zap.Error(err))
+	}
+	n.errMu.Unlock()
+	n.stopOnce.Do(func() { close(n.stopc) })
+}
+
+// Status returns the node's current role, term, leader and indexes. It does
+// not block on raft and is cheap enough to poll.
+func (n *Node) Status() Status {
+	n.statusMu.Lock()
+	st := n.status
+	n.statusMu.Unlock()
+	st.AppliedIndex = n.applier.AppliedIndex()
+	return st
+}
+
+// LeaderChanged returns a channel that is closed at the next change of the
+// leader or of this node's role. Take a new channel after each close; read
+// Status after taking the channel so no change is missed.
+func (n *Node) LeaderChanged() <-chan struct{} {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	return n.leaderSig
+}
+
+// Propose submits data to be appended to the log.
+//
+// nil means raft accepted the proposal, not that it will commit: a leader
+// change can still drop it. Callers wait for its applied result with a
+// deadline and, when it does not appear, propose again with the same
+// idempotent id. Errors: ErrNoLeader, ErrApplyBacklog, ErrProposalDropped,
+// ErrStopped, or ctx's error.
+func (n *Node) Propose(ctx context.Context, data []byte) error {
+	select {
+	case <-n.stopc:
+		return ErrStopped
+	default:
+	}
+	n.statusMu.Lock()
+	leader, commit := n.status.Leader, n.status.CommitIndex
+	n.statusMu.Unlock()
+	if leader == raft.None {
+		// raft would hold the proposal until a leader appears or ctx ends.
+		return ErrNoLeader
+	}
+	if done := n.applyDone.Load(); commit > done && commit-done > n.cfg.MaxApplyLag {
+		return ErrApplyBacklog
+	}
+	return n.mapErr(n.raft.Propose(ctx, data))
+}
+
+// ProposeConfChange proposes a membership change (raftpb.ConfChange or
+// ConfChangeV2). Like Propose, nil does not mean it will commit.
+func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
+	return n.mapErr(n.raft.ProposeConfChange(ctx, cc))
+}
+
+// Step hands a message received from a peer to raft.
+func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
+	return n.mapErr(n.raft.Step(ctx, m))
+}
+
+// ReportUnreachable tells raft that the last message to id was not delivered.
+func (n *Node) ReportUnreachable(id uint64) { n.raft.ReportUnreachable(id) }
+
+// ReportSnapshot tells raft whether a snapshot sent to id arrived.
+func (n *Node) ReportSnapshot(id uint64, status raft.SnapshotStatus) {
+	n.raft.ReportSnapshot(id, status)
+}
+
+// TransferLeadership asks the current leader to hand leadership to
+// transferee. It returns at once; watch LeaderChanged for the result.
+func (n *Node) TransferLeadership(ctx context.Context, transferee uint64) {
+	n.statusMu.Lock()
+	lead := n.status.Leader
+	n.statusMu.Unlock()
+	n.raft.TransferLeadership(ctx, lead, transferee)
+}
+
+// ConfState returns the persisted membership.
+func (n *Node) ConfState() *raftpb.ConfState {
+	cs, _ := n.storage.ConfState()
+	return cs
+}
+
+// Storage returns the node's raft log storage (for compaction and, later,
+// snapshots).
+func (n *Node) Storage() *Storage { return n.storage }
+
+func (n *Node) mapErr(err error) error {
+	if errors.Is(err, raft.ErrStopped) {
+		return ErrStopped
+	}
+	return err
+}
+
+// Stop stops the node and waits for its goroutines. An Apply call in
+// progress is allowed to finish; queued entries not yet applied are applied
+// again after a restart (they are in the log). Stop is idempotent.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() { close(n.stopc) })
+	<-n.done
+}
+
+// Done is closed when the node has stopped, by Stop or on a fatal error.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err returns the fatal error that stopped the node, or nil.
+func (n *Node) Err() error {
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	return n.err
+}

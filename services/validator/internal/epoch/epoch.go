@@ -1,0 +1,72 @@
+// Package epoch tells the current and finalized epoch (DECISIONS D7).
+//
+// The clock here is derived from wall time: in MOCK mode it starts at epoch
+// 1000 when the validator starts; on chain-backed networks it is unix time
+// divided by the epoch length, which tracks a beacon chain's epochs closely
+// enough for grouping. Finality is current - 2 until a chain-driven source
+// (the watcher's epoch messages) replaces it.
+package epoch
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultLength is 32 slots of 12 s.
+const DefaultLength = 384 * time.Second
+
+// MockStart is the first epoch of a MOCK-mode clock.
+const MockStart = 1000
+
+// FinalityLag is how many epochs behind the current one finality trails.
+const FinalityLag = 2
+
+// Clock is a wall-clock epoch source. It is safe for concurrent use.
+type Clock struct {
+	length time.Duration
+	now    func() time.Time
+
+	mu     sync.Mutex
+	base   uint64    // epoch at origin
+	origin time.Time // zero for the unix epoch
+}
+
+// NewMock returns a clock at MockStart now.
+func NewMock(length time.Duration, now func() time.Time) *Clock {
+	return &Clock{length: length, now: now, base: MockStart, origin: now()}
+}
+
+// NewChain returns a clock of unix time / length.
+func NewChain(length time.Duration, now func() time.Time) *Clock {
+	return &Clock{length: length, now: now, origin: time.Unix(0, 0)}
+}
+
+// Current returns the current epoch.
+func (c *Clock) Current() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	elapsed := c.now().Sub(c.origin)
+	if elapsed < 0 {
+		elapsed = 0
+	}
+	return c.base + uint64(elapsed/c.length)
+}
+
+// Finalized returns the newest final epoch.
+func (c *Clock) Finalized() uint64 {
+	cur := c.Current()
+	if cur < FinalityLag {
+		return 0
+	}
+	return cur - FinalityLag
+}
+
+// Length returns the epoch length.
+func (c *Clock) Length() time.Duration { return c.length }
+
+// Advance moves the clock n epochs forward (MOCK mode test surface).
+func (c *Clock) Advance(n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.base += n
+}

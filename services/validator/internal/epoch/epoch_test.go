@@ -1,0 +1,27 @@
+package epoch
+
+import (
+	"testing"
+	"time"
+)
+
+func TestClock(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	m := NewMock(DefaultLength, clock)
+	if m.Current() != MockStart || m.Finalized() != MockStart-FinalityLag {
+		t.Fatalf("mock starts at %d/%d", m.Current(), m.Finalized())
+	}
+	now = now.Add(DefaultLength*3 + time.Second)
+	if m.Current() != MockStart+3 {
+		t.Fatalf("after 3 lengths: %d", m.Current())
+	}
+	m.Advance(5)
+	if m.Current() != MockStart+8 {
+		t.Fatalf("after advance: %d", m.Current())
+	}
+	c := NewChain(DefaultLength, clock)
+	if want := uint64(now.Unix()) / 384; c.Current() != want {
+		t.Fatalf("chain clock %d, want %d", c.Current(), want)
+	}
+}

@@ -1,0 +1,93 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
+)
+
+// Follower feeds an Index from the payments subject of one chain.
+type Follower struct {
+	JS      jetstream.JetStream
+	Stream  string // stream holding chain.<chainId>.payments, declared by the chain-watcher
+	ChainID uint64
+	Index   *Index
+	Log     *zap.Logger
+	// Retry is the pause before re-subscribing after the stream was missing
+	// or the subscription failed.
+	Retry time.Duration
+}
+
+// Run reads the subject from its first message until ctx ends. The index is
+// rebuilt from the stream on every start; the stream is the durable record.
+// The stream may not exist yet (the watcher declares it): Run waits for it.
+func (f *Follower) Run(ctx context.Context) error {
+	retry := f.Retry
+	if retry <= 0 {
+		retry = time.Second
+	}
+	var lastSeq uint64
+	for ctx.Err() == nil {
+		err := f.follow(ctx, &lastSeq)
+		if ctx.Err() != nil {
+			break
+		}
+		f.Log.Warn("payment subscription interrupted; resubscribing", zap.Error(err), zap.Duration("after", retry))
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// follow consumes from after lastSeq, so a resubscription neither loses nor
+// repeats messages (a repeat would be harmless, Observe is idempotent).
+func (f *Follower) follow(ctx context.Context, lastSeq *uint64) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{payment.Subject(f.ChainID)}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if *lastSeq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *lastSeq+1
+	}
+	cons, err := f.JS.OrderedConsumer(ctx, f.Stream, cfg)
+	if err != nil {
+		return fmt.Errorf("ordered consumer on %s: %w", f.Stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("messages of %s: %w", f.Stream, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if meta, err := msg.Metadata(); err == nil {
+			*lastSeq = meta.Sequence.Stream
+		}
+		var wire ledgerpb.Payment
+		if err := proto.Unmarshal(msg.Data(), &wire); err != nil {
+			f.Log.Error("payment message does not decode; skipped", zap.Uint64("seq", *lastSeq), zap.Error(err))
+			continue
+		}
+		p, err := payment.FromProto(&wire)
+		if err != nil {
+			f.Log.Error("payment message is malformed; skipped", zap.Uint64("seq", *lastSeq), zap.Error(err))
+			continue
+		}
+		f.Index.Observe(p)
+	}
+}

@@ -1,0 +1,359 @@
+// Package pipeline is the proposal state machine before consensus: intake
+// guards, verification (signature, payment), batching, and the sender that
+// proposes batches to raft and waits for them to be applied.
+//
+// The leader decides everything that is not a pure function of the log
+// (signature recovery, payment lookup, clock, epoch) and writes the outcome
+// into the entry; apply on every validator only reads the entry. A rejection
+// after acceptance is also replicated, so every validator reports the same
+// terminal status for a proposal id.
+//
+// Raft's Propose returning nil means "maybe": the sender waits for the
+// batch's records to appear in applied state and proposes the same batch
+// again after a deadline. Apply ignores a proposal id it already holds, so a
+// repeated batch changes nothing.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+)
+
+// Proposer submits raft entries. Propose returning nil does not mean the
+// entry will commit.
+type Proposer interface {
+	Propose(ctx context.Context, data []byte) error
+	IsLeader() bool
+}
+
+// Records reads the replicated proposal records.
+type Records interface {
+	// Record returns the record of a proposal id, or ok false.
+	Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error)
+	// Changed is closed after the next apply.
+	Changed() <-chan struct{}
+}
+
+// Payments finds the payment observed for a proposal id.
+type Payments interface {
+	// Wait blocks until a payment for id is observed or ctx ends.
+	Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error)
+}
+
+// Epochs tells the current epoch.
+type Epochs interface {
+	Current() uint64
+}
+
+// Config tunes the pipeline. Start from DefaultConfig.
+type Config struct {
+	// VerifyPayments is false in MOCK mode: payments are not checked there,
+	// signatures still are.
+	VerifyPayments bool
+	// Domain is the EIP-712 signing domain of proposals.
+	Domain signing.Domain
+	// Contract and ChainID are where valid payments come from.
+	Contract common.Address
+	ChainID  uint64
+	// PaymentWait is how long a proposal waits for its payment to be
+	// observed before it is rejected with payment_not_found.
+	PaymentWait time.Duration
+	// MaxPending bounds proposals accepted but not yet applied; beyond it
+	// intake answers 429 overloaded.
+	MaxPending int
+	// MaxBatch bounds the proposals in one raft entry.
+	MaxBatch int
+	// MaxBatchBytes bounds the message bytes in one raft entry; a single
+	// larger proposal still goes alone.
+	MaxBatchBytes int
+	// MaxInFlight bounds batches proposed but not yet applied.
+	MaxInFlight int
+	// CommitTimeout is how long the sender waits for a proposed batch to be
+	// applied before proposing it again.
+	CommitTimeout time.Duration
+	// Now is the leader's clock.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		VerifyPayments: true,
+		PaymentWait:    2 * time.Minute,
+		MaxPending:     10_000,
+		MaxBatch:       512,
+		MaxBatchBytes:  4 << 20,
+		MaxInFlight:    4,
+		CommitTimeout:  5 * time.Second,
+		Now:            time.Now,
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.PaymentWait <= 0:
+		return errors.New("pipeline: PaymentWait must be positive")
+	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxInFlight <= 0:
+		return errors.New("pipeline: MaxPending, MaxBatch, MaxBatchBytes and MaxInFlight must be positive")
+	case c.CommitTimeout <= 0:
+		return errors.New("pipeline: CommitTimeout must be positive")
+	case c.Now == nil:
+		return errors.New("pipeline: Now is nil")
+	}
+	return nil
+}
+
+// Pipeline moves proposals from intake to applied state.
+type Pipeline struct {
+	cfg      Config
+	signer   *signing.Signer
+	log      *zap.Logger
+	raft     Proposer
+	records  Records
+	payments Payments
+	epochs   Epochs
+
+	mu      sync.Mutex
+	pending map[common.Hash]*pendingProposal
+	changed chan struct{} // closed and replaced when a pending status changes
+
+	decided chan *ledgerpb.BatchItem
+	stats   counters
+}
+
+type pendingProposal struct {
+	record *ledgerpb.ProposalRecord
+	digest common.Hash
+}
+
+type counters struct {
+	accepted, verified, rejected, applied, batches, reproposed atomic.Uint64
+}
+
+// New returns a pipeline; Run must be running for proposals to progress.
+// payments may be nil when cfg.VerifyPayments is false.
+func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments Payments, epochs Epochs) (*Pipeline, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.VerifyPayments && payments == nil {
+		return nil, errors.New("pipeline: payments are verified but no payment source is given")
+	}
+	signer, err := signing.NewSigner(cfg.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return &Pipeline{
+		cfg: cfg, signer: signer, log: log, raft: raft, records: records, payments: payments, epochs: epochs,
+		pending: map[common.Hash]*pendingProposal{},
+		changed: make(chan struct{}),
+		decided: make(chan *ledgerpb.BatchItem, cfg.MaxPending),
+	}, nil
+}
+
+// Submit runs the intake guards and accepts the proposal. created is false
+// when the same proposal was submitted before; the status is then its
+// current one (DECISIONS D2).
+func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status api.ProposalStatus, created bool, err error) {
+	if err := p.signer.Verify(sub.Typed(), sub.Signature, sub.Wallet); err != nil {
+		return status, false, apierror.New(apierror.InvalidSignature, "%v", err)
+	}
+	digest := sub.Digest()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp, ok := p.pending[sub.ProposalID]; ok {
+		return p.existing(pp.record, pp.digest, digest)
+	}
+	rec, ok, err := p.records.Record(sub.ProposalID)
+	if err != nil {
+		return status, false, fmt.Errorf("reading proposal record: %w", err)
+	}
+	if ok {
+		return p.existing(rec, common.BytesToHash(rec.GetProposal().GetDigest()), digest)
+	}
+	if !p.raft.IsLeader() {
+		return status, false, apierror.New(apierror.LeaderUnknown, "this validator is not the leader and knows none to forward to")
+	}
+	if len(p.pending) >= p.cfg.MaxPending {
+		return status, false, apierror.New(apierror.Overloaded, "%d proposals are in flight; retry later", len(p.pending))
+	}
+	rec = &ledgerpb.ProposalRecord{Proposal: wireProposal(sub, digest, p.cfg.Now(), p.epochs.Current()), Status: ledgerpb.Status_STATUS_PENDING}
+	p.pending[sub.ProposalID] = &pendingProposal{record: rec, digest: digest}
+	p.stats.accepted.Add(1)
+	go p.verify(rec)
+	return api.StatusFromRecord(rec), true, nil
+}
+
+func (p *Pipeline) existing(rec *ledgerpb.ProposalRecord, have, got common.Hash) (api.ProposalStatus, bool, error) {
+	if have != got {
+		return api.ProposalStatus{}, false, apierror.New(apierror.ProposalIDConflict,
+			"proposal id %s was already used for a different proposal", common.BytesToHash(rec.GetProposal().GetId()).Hex())
+	}
+	return api.StatusFromRecord(rec), false, nil
+}
+
+func wireProposal(s *proposal.Submission, digest common.Hash, now time.Time, epoch uint64) *ledgerpb.Proposal {
+	action := ledgerpb.Action_ACTION_WRITE
+	if s.Action == proposal.Delete {
+		action = ledgerpb.Action_ACTION_DELETE
+	}
+	var tx []byte
+	if s.EthereumTxHash != (common.Hash{}) {
+		tx = s.EthereumTxHash.Bytes()
+	}
+	return &ledgerpb.Proposal{
+		Id:             s.ProposalID.Bytes(),
+		Action:         action,
+		Wallet:         s.Wallet.Bytes(),
+		Organization:   s.Organization,
+		Path:           s.Path,
+		ContentType:    s.ContentType,
+		Tier:           s.Class.Proto(),
+		Message:        s.Message,
+		Signature:      s.Signature,
+		EthereumTxHash: tx,
+		AcceptedAtMs:   now.UnixMilli(),
+		Digest:         digest.Bytes(),
+		Epoch:          epoch,
+	}
+}
+
+// verify waits for the proposal's payment and decides it.
+func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
+	prop := rec.GetProposal()
+	item := &ledgerpb.BatchItem{Proposal: prop}
+	if p.cfg.VerifyPayments {
+		id := common.BytesToHash(prop.GetId())
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PaymentWait)
+		paid, err := p.payments.Wait(ctx, id)
+		cancel()
+		if err != nil {
+			item.Rejection = string(apierror.PaymentNotFound)
+		} else if bad := payment.Check(paid, payment.Expectation{
+			ChainID: p.cfg.ChainID, Contract: p.cfg.Contract, ProposalID: id,
+			TxHash: common.BytesToHash(prop.GetEthereumTxHash()), Class: payment.ClassFromProto(prop.GetTier()),
+		}); bad != nil {
+			item.Rejection = string(bad.Code)
+		} else {
+			item.Payment = paid.Proto()
+		}
+	}
+	status := ledgerpb.Status_STATUS_VERIFIED
+	if item.Rejection != "" {
+		status = ledgerpb.Status_STATUS_REJECTED
+		p.stats.rejected.Add(1)
+	} else {
+		p.stats.verified.Add(1)
+	}
+	p.setPending(prop.GetId(), func(r *ledgerpb.ProposalRecord) {
+		r.Status, r.Reason, r.Payment = status, item.Rejection, item.Payment
+	})
+	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
+}
+
+func (p *Pipeline) setPending(id []byte, change func(*ledgerpb.ProposalRecord)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp, ok := p.pending[common.BytesToHash(id)]
+	if !ok {
+		return
+	}
+	// Records handed out by Status are read without the lock: replace, never mutate.
+	next := proto.Clone(pp.record).(*ledgerpb.ProposalRecord)
+	change(next)
+	pp.record = next
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Status returns the current status of a proposal: pending ones from the
+// pipeline, decided ones from applied state.
+func (p *Pipeline) Status(id common.Hash) (api.ProposalStatus, error) {
+	s, _, err := p.status(id)
+	return s, err
+}
+
+// status also returns the channels that close on the next change.
+func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, []<-chan struct{}, error) {
+	p.mu.Lock()
+	pp, ok := p.pending[id]
+	changed := p.changed
+	p.mu.Unlock()
+	applied := p.records.Changed()
+	if ok {
+		return api.StatusFromRecord(pp.record), []<-chan struct{}{changed, applied}, nil
+	}
+	rec, ok, err := p.records.Record(id)
+	if err != nil {
+		return api.ProposalStatus{}, nil, err
+	}
+	if !ok {
+		return api.ProposalStatus{}, nil, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
+	}
+	return api.StatusFromRecord(rec), []<-chan struct{}{changed, applied}, nil
+}
+
+// WaitStatus returns the status once it differs from the one seen at the
+// call, or the status as it is when wait has passed.
+func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error) {
+	first, changed, err := p.status(id)
+	if err != nil || wait <= 0 || api.Terminal(first.Status) {
+		return first, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-changed[0]:
+		case <-changed[1]:
+		case <-timer.C:
+			return p.Status(id)
+		case <-ctx.Done():
+			return p.Status(id)
+		}
+		var cur api.ProposalStatus
+		cur, changed, err = p.status(id)
+		if err != nil || cur.Status != first.Status {
+			return cur, err
+		}
+	}
+}
+
+// Stats are the pipeline's counters.
+type Stats struct {
+	Pending    int    `json:"pending"`
+	Accepted   uint64 `json:"accepted"`
+	Verified   uint64 `json:"verified"`
+	Rejected   uint64 `json:"rejected"`
+	Applied    uint64 `json:"applied"` // decided proposals applied, commits and rejections
+	Batches    uint64 `json:"batches"`
+	Reproposed uint64 `json:"reproposed"`
+}
+
+// Stats returns the counters.
+func (p *Pipeline) Stats() Stats {
+	p.mu.Lock()
+	n := len(p.pending)
+	p.mu.Unlock()
+	return Stats{
+		Pending: n, Accepted: p.stats.accepted.Load(), Verified: p.stats.verified.Load(),
+		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(),
+		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(),
+	}
+}

@@ -1,0 +1,126 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+// Run seals decided proposals into batches and sends them until ctx ends.
+// At most MaxInFlight batches are proposed and not yet applied.
+func (p *Pipeline) Run(ctx context.Context) error {
+	slots := make(chan struct{}, p.cfg.MaxInFlight)
+	var carry *ledgerpb.BatchItem // first item of the next batch, when the last one was full by bytes
+	for {
+		var items []*ledgerpb.BatchItem
+		size := 0
+		if carry != nil {
+			items, size, carry = append(items, carry), len(carry.GetProposal().GetMessage()), nil
+		} else {
+			select {
+			case it := <-p.decided:
+				items, size = append(items, it), len(it.GetProposal().GetMessage())
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	drain:
+		for len(items) < p.cfg.MaxBatch {
+			select {
+			case it := <-p.decided:
+				n := len(it.GetProposal().GetMessage())
+				if size+n > p.cfg.MaxBatchBytes {
+					carry = it
+					break drain
+				}
+				items, size = append(items, it), size+n
+			default:
+				break drain
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
+		go func() {
+			defer func() { <-slots }()
+			p.send(ctx, batch)
+		}()
+	}
+}
+
+// send proposes the batch until all its proposals have records in applied
+// state, then drops them from the pending set.
+func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
+	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: batch}})
+	if err != nil { // cannot happen for a well-formed message
+		p.log.Error("marshalling batch", zap.Error(err))
+		return
+	}
+	ids := make([]common.Hash, len(batch.Items))
+	for i, it := range batch.Items {
+		ids[i] = common.BytesToHash(it.GetProposal().GetId())
+	}
+	p.stats.batches.Add(1)
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			return // shutting down: the batch stays pending in memory (durable intake: see DESIGN.md)
+		}
+		if attempt > 0 {
+			p.stats.reproposed.Add(1)
+			p.log.Warn("batch not applied in time; proposing it again",
+				zap.Int("proposals", len(ids)), zap.Int("attempt", attempt))
+		}
+		if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
+			p.log.Warn("propose failed", zap.Error(err))
+		}
+		if p.awaitApplied(ctx, ids) {
+			break
+		}
+	}
+	p.mu.Lock()
+	for _, id := range ids {
+		delete(p.pending, id)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	p.stats.applied.Add(uint64(len(ids)))
+}
+
+// awaitApplied waits up to CommitTimeout for every id to have a record.
+func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash) bool {
+	deadline := time.NewTimer(p.cfg.CommitTimeout)
+	defer deadline.Stop()
+	next := 0
+	for {
+		changed := p.records.Changed()
+		for next < len(ids) {
+			_, ok, err := p.records.Record(ids[next])
+			if err != nil {
+				p.log.Error("reading proposal record", zap.Error(err))
+			}
+			if !ok {
+				break
+			}
+			next++
+		}
+		if next == len(ids) {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

@@ -1,0 +1,440 @@
+package state
+
+// Applying one entry
+//
+// For each BatchItem, in order:
+//   - a proposal id that already has a record is a no-op (an id is spent
+//     once, DECISIONS D2), as is an item without a 32-byte id (there is no
+//     id to record it under);
+//   - an item with a rejection is recorded REJECTED with that reason;
+//   - a proposal whose path is malformed or outside its wallet's subtree is
+//     recorded REJECTED (invalid_field / path_forbidden): intake checks the
+//     same, this is the last line that keeps another wallet's content and
+//     the key encoding safe from a faulty leader;
+//   - WRITE expands the message with proposal.Nodes (the function intake
+//     validated it with), removes the nested children the node's previous
+//     revision created that the new message no longer has, writes every
+//     node as a new revision and emits a content event (plus a binary event
+//     when the node carries ledger:cid);
+//   - DELETE removes the node and its subtree and emits a delete event.
+//
+// Everything is read through the indexed batch, so a later item sees the
+// writes of an earlier one in the same entry.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/ethereum/go-ethereum/crypto/keccak"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// Rejection reasons apply itself decides (DECISIONS D5 codes).
+const (
+	ReasonInvalidField  = "invalid_field"
+	ReasonPathForbidden = "path_forbidden"
+)
+
+// Event types and actions (DECISIONS D8).
+const (
+	EventTypeContent = "content"
+	EventTypeBinary  = "binary"
+	EventTypeDelete  = "delete"
+	EventActionWrite = "write"
+	EventActionDel   = "delete"
+)
+
+// applier holds the state of one Apply call.
+type applier struct {
+	b    *pebble.Batch // indexed: reads see earlier writes of this call
+	mut  *mutations
+	meta *meta // advanced in place; published only after commit
+	log  *zap.Logger
+}
+
+// entryContext is what apply knows about the entry being applied.
+type entryContext struct {
+	index, term uint64
+	batch       *ledgerpb.ProposalBatch
+}
+
+func (a *applier) applyEntry(e *raftpb.Entry) error {
+	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+		return nil // conf changes and the leader's empty entries: index and hash only
+	}
+	var ent ledgerpb.Entry
+	if err := proto.Unmarshal(e.GetData(), &ent); err != nil {
+		// Every validator sees the same bytes and makes the same decision.
+		a.log.Warn("skipping an entry that does not decode", zap.Uint64("index", e.GetIndex()), zap.Error(err))
+		return nil
+	}
+	switch op := ent.GetOp().(type) {
+	case *ledgerpb.Entry_Batch:
+		return a.applyBatch(entryContext{index: e.GetIndex(), term: e.GetTerm(), batch: op.Batch})
+	default:
+		// An op this version does not know (or none): skipped alike everywhere.
+		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.GetIndex()))
+		return nil
+	}
+}
+
+func (a *applier) applyBatch(ec entryContext) error {
+	seg := &ledgerpb.Segment{
+		Index:      ec.index,
+		Term:       ec.term,
+		Epoch:      ec.batch.GetEpoch(),
+		Generation: 0,
+		PrevHash:   append([]byte(nil), a.meta.segmentHash[:]...),
+	}
+	for _, item := range ec.batch.GetItems() {
+		p := item.GetProposal()
+		if len(p.GetId()) != 32 {
+			a.log.Warn("skipping a batch item without a 32-byte proposal id", zap.Uint64("index", ec.index))
+			continue
+		}
+		exists, err := a.hasRecord(p.GetId())
+		if err != nil {
+			return err
+		}
+		if exists {
+			continue
+		}
+		reason := a.check(item)
+		if reason == "" {
+			switch p.GetAction() {
+			case ledgerpb.Action_ACTION_WRITE:
+				reason, err = a.write(ec, p, seg)
+			case ledgerpb.Action_ACTION_DELETE:
+				err = a.delete(ec, p, seg)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		rec := &ledgerpb.ProposalRecord{Proposal: p, Payment: item.GetPayment(), CommitIndex: ec.index}
+		if reason != "" {
+			rec.Status, rec.Reason = ledgerpb.Status_STATUS_REJECTED, reason
+		} else {
+			rec.Status, rec.CommittedAtMs = ledgerpb.Status_STATUS_COMMITTED, ec.batch.GetSealedAtMs()
+		}
+		if err := a.put(storage.ProposalKey([32]byte(p.GetId())), rec); err != nil {
+			return err
+		}
+		seg.ProposalIds = append(seg.ProposalIds, p.GetId())
+	}
+	if len(seg.ProposalIds) == 0 {
+		return nil // nothing changed: no segment
+	}
+	raw, err := marshal(seg)
+	if err != nil {
+		return err
+	}
+	if err := a.mut.set(storage.SegmentKey(ec.index), raw); err != nil {
+		return err
+	}
+	a.meta.segmentHash = segmentHash(raw)
+	return nil
+}
+
+func segmentHash(raw []byte) [32]byte { return sha256.Sum256(raw) }
+
+// check returns the rejection reason of an item before anything is written,
+// or "" if it may be applied.
+func (a *applier) check(item *ledgerpb.BatchItem) string {
+	if r := item.GetRejection(); r != "" {
+		return r
+	}
+	p := item.GetProposal()
+	minDepth := 0
+	switch p.GetAction() {
+	case ledgerpb.Action_ACTION_WRITE:
+		minDepth = 7 // the wallet root (5), the organization, at least one node segment
+	case ledgerpb.Action_ACTION_DELETE:
+		minDepth = 6 // an organization's whole subtree may go
+	default:
+		return ReasonInvalidField
+	}
+	segs, ok := splitPath(p.GetPath())
+	if !ok || len(segs) < minDepth || len(p.GetWallet()) != 20 {
+		return ReasonInvalidField
+	}
+	// /<root>/<xx>/<xx>/<xx>/<0xwallet>/<organization>/...
+	w := hex.EncodeToString(p.GetWallet())
+	if segs[1] != w[0:2] || segs[2] != w[2:4] || segs[3] != w[4:6] || segs[4] != "0x"+w ||
+		segs[5] != p.GetOrganization() || w == strings.Repeat("0", 40) {
+		return ReasonPathForbidden
+	}
+	return ""
+}
+
+// splitPath splits a full content path into its segments, refusing anything
+// but "/seg/seg..." with segments of [A-Za-z0-9._:-] other than "." and
+// "..": the node key encoding relies on it (storage.PathSeparator).
+func splitPath(path string) ([]string, bool) {
+	if len(path) < 2 || path[0] != '/' {
+		return nil, false
+	}
+	segs := strings.Split(path[1:], "/")
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			return nil, false
+		}
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+				return nil, false
+			}
+		}
+	}
+	return segs, true
+}
+
+// write applies a WRITE. It returns a rejection reason when the message does
+// not expand (intake should have refused it), in which case nothing is
+// written.
+func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Segment) (string, error) {
+	specs, err := proposal.Nodes(p.GetPath(), p.GetMessage())
+	if err != nil || len(specs) == 0 {
+		return ReasonInvalidField, nil
+	}
+	for _, s := range specs {
+		if _, ok := splitPath(s.Path); !ok {
+			return ReasonInvalidField, nil
+		}
+	}
+	newPaths := make(map[string]bool, len(specs))
+	for _, s := range specs {
+		newPaths[s.Path] = true
+	}
+
+	// Replace: the nested children the previous revision created and the
+	// new message no longer has go first.
+	old, err := getNode(a.b, p.GetPath())
+	if err != nil {
+		return "", err
+	}
+	if old != nil {
+		stale, err := a.staleChildren(old, newPaths)
+		if err != nil {
+			return "", err
+		}
+		for _, path := range stale {
+			if err := a.mut.delete(storage.NodeKey(path)); err != nil {
+				return "", err
+			}
+			seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}})
+		}
+	}
+
+	for i, s := range specs {
+		prev := old // specs[0] is the node at the proposal's path, read above
+		if i > 0 || s.Path != p.GetPath() {
+			if prev, err = getNode(a.b, s.Path); err != nil {
+				return "", err
+			}
+		}
+		rev := uint64(1)
+		if prev != nil {
+			rev = prev.GetRevision() + 1
+		}
+		props := make([]*ledgerpb.Property, len(s.Properties))
+		for i, pr := range s.Properties {
+			props[i] = &ledgerpb.Property{Name: pr.Name, ValueJson: pr.ValueJSON}
+		}
+		node := &ledgerpb.Node{
+			Path:         s.Path,
+			PrimaryType:  s.PrimaryType,
+			Properties:   props,
+			Wallet:       p.GetWallet(),
+			Organization: p.GetOrganization(),
+			ContentType:  p.GetContentType(),
+			ProposalId:   p.GetId(),
+			Revision:     rev,
+			CommitIndex:  ec.index,
+			UpdatedAtMs:  ec.batch.GetSealedAtMs(),
+		}
+		if err := a.put(storage.NodeKey(s.Path), node); err != nil {
+			return "", err
+		}
+		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_Put{Put: node}})
+	}
+
+	ev := a.event(ec, p, EventTypeContent, EventActionWrite)
+	ev.ContentHash = "0x" + hex.EncodeToString(keccak256(p.GetMessage()))
+	if err := a.emit(ev); err != nil {
+		return "", err
+	}
+	if cid, ok := cidOf(specs[0].Properties); ok {
+		bin := a.event(ec, p, EventTypeBinary, EventActionWrite)
+		bin.ContentHash = ev.ContentHash
+		bin.CasCid = cid
+		if err := a.emit(bin); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// staleChildren lists, parents first, the descendants of old that old's
+// proposal created from nested objects, that still carry that proposal's id
+// (nobody rewrote them since) and that the new message does not write.
+//
+// They are found by expanding the old proposal's message again (its record
+// holds it), so the cost is the size of that message, not of the subtree
+// below the node.
+func (a *applier) staleChildren(old *ledgerpb.Node, newPaths map[string]bool) ([]string, error) {
+	rec, err := getRecord(a.b, old.GetProposalId())
+	if err != nil || rec == nil || rec.GetProposal().GetAction() != ledgerpb.Action_ACTION_WRITE {
+		return nil, err
+	}
+	oldSpecs, err := proposal.Nodes(rec.GetProposal().GetPath(), rec.GetProposal().GetMessage())
+	if err != nil {
+		return nil, nil // it expanded when it was applied; a changed expander keeps the children
+	}
+	prefix := old.GetPath() + "/"
+	var stale []string
+	for _, s := range oldSpecs {
+		if !strings.HasPrefix(s.Path, prefix) || newPaths[s.Path] {
+			continue
+		}
+		cur, err := getNode(a.b, s.Path)
+		if err != nil {
+			return nil, err
+		}
+		if cur != nil && bytes.Equal(cur.GetProposalId(), old.GetProposalId()) {
+			stale = append(stale, s.Path)
+		}
+	}
+	return stale, nil
+}
+
+// delete applies a DELETE: the node at the path and its whole subtree, in
+// key order (parents before children).
+func (a *applier) delete(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Segment) error {
+	lower, upper := storage.SubtreeBounds(p.GetPath())
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	var keys [][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		keys = append(keys, append([]byte(nil), it.Key()...))
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := a.mut.delete(k); err != nil {
+			return err
+		}
+		path, _ := storage.NodePath(k)
+		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}})
+	}
+	return a.emit(a.event(ec, p, EventTypeDelete, EventActionDel))
+}
+
+func (a *applier) event(ec entryContext, p *ledgerpb.Proposal, typ, action string) *ledgerpb.Event {
+	return &ledgerpb.Event{
+		Type:         typ,
+		Action:       action,
+		Path:         p.GetPath(),
+		Wallet:       "0x" + hex.EncodeToString(p.GetWallet()),
+		Timestamp:    ec.batch.GetSealedAtMs(),
+		Organization: p.GetOrganization(),
+		ProposalId:   "0x" + hex.EncodeToString(p.GetId()),
+		CommitIndex:  ec.index,
+	}
+}
+
+// emit assigns the next event id and stores the event.
+func (a *applier) emit(ev *ledgerpb.Event) error {
+	a.meta.lastEvent++
+	ev.Id = a.meta.lastEvent
+	return a.put(storage.EventKey(ev.Id), ev)
+}
+
+func (a *applier) put(key []byte, msg proto.Message) error {
+	v, err := marshal(msg)
+	if err != nil {
+		return err
+	}
+	return a.mut.set(key, v)
+}
+
+func (a *applier) hasRecord(id []byte) (bool, error) {
+	_, closer, err := a.b.Get(storage.ProposalKey([32]byte(id)))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
+}
+
+func cidOf(props []proposal.Property) (string, bool) {
+	for _, pr := range props {
+		if pr.Name == proposal.CIDProperty {
+			var cid string
+			if json.Unmarshal([]byte(pr.ValueJSON), &cid) == nil && cid != "" {
+				return cid, true
+			}
+		}
+	}
+	return "", false
+}
+
+func keccak256(b []byte) []byte {
+	h := keccak.NewLegacyKeccak256()
+	h.Write(b)
+	return h.Sum(nil)
+}
+
+func getNode(r pebble.Reader, path string) (*ledgerpb.Node, error) {
+	v, err := storage.Get(r, storage.NodeKey(path))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	n := &ledgerpb.Node{}
+	if err := proto.Unmarshal(v, n); err != nil {
+		return nil, fmt.Errorf("%w: node %s: %v", ErrCorruptState, path, err)
+	}
+	return n, nil
+}
+
+func getRecord(r pebble.Reader, id []byte) (*ledgerpb.ProposalRecord, error) {
+	if len(id) != 32 {
+		return nil, nil
+	}
+	v, err := storage.Get(r, storage.ProposalKey([32]byte(id)))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &ledgerpb.ProposalRecord{}
+	if err := proto.Unmarshal(v, rec); err != nil {
+		return nil, fmt.Errorf("%w: proposal %x: %v", ErrCorruptState, id, err)
+	}
+	return rec, nil
+}

@@ -1,0 +1,147 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+var (
+	alice = common.HexToAddress("0x1234567890abcdef1234567890abcdef12345678")
+	bob   = common.HexToAddress("0xabcdef0123456789abcdef0123456789abcdef01")
+)
+
+// path returns the full path of sub in wallet's default organization.
+func path(wallet common.Address, sub string) string {
+	return proposal.ContentPath(proposal.DefaultContentRoot, wallet, proposal.DefaultOrganization, sub)
+}
+
+func pid(n int) []byte {
+	id := make([]byte, 32)
+	id[0], id[31] = 0xee, byte(n)
+	id[30] = byte(n >> 8)
+	return id
+}
+
+func writeItem(n int, wallet common.Address, sub, message string) *ledgerpb.BatchItem {
+	return &ledgerpb.BatchItem{
+		Proposal: &ledgerpb.Proposal{
+			Id:           pid(n),
+			Action:       ledgerpb.Action_ACTION_WRITE,
+			Wallet:       wallet.Bytes(),
+			Organization: proposal.DefaultOrganization,
+			Path:         path(wallet, sub),
+			ContentType:  "content",
+			Tier:         ledgerpb.Tier_TIER_STANDARD,
+			Message:      []byte(message),
+		},
+		Payment: &ledgerpb.Payment{ChainId: 1337, ProposalId: pid(n), TxHash: []byte{0xaa, byte(n)}},
+	}
+}
+
+func deleteItem(n int, wallet common.Address, sub string) *ledgerpb.BatchItem {
+	it := writeItem(n, wallet, sub, "")
+	it.Proposal.Action = ledgerpb.Action_ACTION_DELETE
+	it.Proposal.Message = nil
+	return it
+}
+
+// testLog builds raft entries with consecutive indexes.
+type testLog struct {
+	t       testing.TB
+	next    uint64
+	term    uint64
+	entries []*raftpb.Entry
+}
+
+func newLog(t testing.TB) *testLog { return &testLog{t: t, next: 1, term: 1} }
+
+func (l *testLog) add(typ raftpb.EntryType, data []byte) *raftpb.Entry {
+	e := &raftpb.Entry{Index: new(l.next), Term: new(l.term), Type: typ.Enum(), Data: data}
+	l.next++
+	l.entries = append(l.entries, e)
+	return e
+}
+
+// batch appends an entry carrying a ProposalBatch sealed at sealedAt.
+func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *raftpb.Entry {
+	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{
+		SealedAtMs: sealedAt, Epoch: 1000, Items: items,
+	}}})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return l.add(raftpb.EntryNormal, data)
+}
+
+func (l *testLog) empty() *raftpb.Entry { return l.add(raftpb.EntryNormal, nil) }
+
+func (l *testLog) confChange() *raftpb.Entry {
+	data, err := proto.Marshal(&raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(1))})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return l.add(raftpb.EntryConfChange, data)
+}
+
+func openDB(t testing.TB, dir string) *storage.DB {
+	t.Helper()
+	db, err := storage.Open(storage.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func newMachine(t testing.TB) *Machine {
+	t.Helper()
+	db := openDB(t, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	m, err := Open(db, Options{Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustApply(t testing.TB, m *Machine, entries ...*raftpb.Entry) {
+	t.Helper()
+	if err := m.Apply(entries); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustNode(t testing.TB, m *Machine, p string) *ledgerpb.Node {
+	t.Helper()
+	n, err := m.Node(p)
+	if err != nil {
+		t.Fatalf("Node(%s): %v", p, err)
+	}
+	return n
+}
+
+func mustRecord(t testing.TB, m *Machine, n int) *ledgerpb.ProposalRecord {
+	t.Helper()
+	rec, err := m.Proposal([32]byte(pid(n)))
+	if err != nil {
+		t.Fatalf("Proposal(%d): %v", n, err)
+	}
+	return rec
+}
+
+func props(n *ledgerpb.Node) string {
+	s := ""
+	for _, p := range n.GetProperties() {
+		s += fmt.Sprintf("%s=%s;", p.GetName(), p.GetValueJson())
+	}
+	return s
+}

@@ -1,0 +1,361 @@
+// Package state is the validator's deterministic state machine: it applies
+// committed raft entries to the content tree, the proposal records, the
+// event log and the segment chain in Pebble, and answers reads about them.
+//
+// Apply is a pure function of (state, entry): no clock, no randomness, no
+// map iteration, no I/O besides Pebble. See DESIGN.md and hash.go.
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// Errors.
+var (
+	// ErrNotFound is returned by the reads when nothing is stored there.
+	ErrNotFound = errors.New("state: not found")
+	// ErrIndexGap is returned by Apply when an entry does not follow the
+	// applied index: entries were lost between raft and the state machine.
+	ErrIndexGap = errors.New("state: entry does not follow the applied index")
+	// ErrCorruptState is wrapped by errors about stored state that does not
+	// decode.
+	ErrCorruptState = errors.New("state: corrupt state")
+)
+
+// Options configures a Machine.
+type Options struct {
+	// Logger receives the machine's log. Default zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Machine is the replicated state of one validator. Apply is called by one
+// goroutine (the consensus apply loop); the reads may be called
+// concurrently with it and with each other.
+type Machine struct {
+	db  *storage.DB
+	log *zap.Logger
+
+	applyMu sync.Mutex // one Apply at a time
+
+	mu      sync.RWMutex
+	meta    meta
+	changed chan struct{}
+}
+
+// meta is the in-memory copy of the metadata keys, moved only after the
+// batch that writes them has committed.
+type meta struct {
+	applied     uint64
+	stateHash   [32]byte
+	segmentHash [32]byte
+	lastEvent   uint64
+}
+
+// Open loads the state kept in db.
+func Open(db *storage.DB, opts Options) (*Machine, error) {
+	if db == nil {
+		return nil, errors.New("state: db is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	m := &Machine{db: db, log: opts.Logger, changed: make(chan struct{})}
+	pdb := db.Pebble()
+	var err error
+	if m.meta.applied, err = getUint64(pdb, []byte(storage.AppliedIndexKey)); err != nil {
+		return nil, err
+	}
+	if m.meta.lastEvent, err = getUint64(pdb, []byte(storage.EventSeqKey)); err != nil {
+		return nil, err
+	}
+	if m.meta.stateHash, err = getHash(pdb, []byte(storage.StateHashKey)); err != nil {
+		return nil, err
+	}
+	if m.meta.segmentHash, err = getHash(pdb, []byte(storage.SegmentHashKey)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func getUint64(r pebble.Reader, key []byte) (uint64, error) {
+	v, err := storage.Get(r, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, ok := storage.Uint64(v)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q holds %d bytes, want 8", ErrCorruptState, key, len(v))
+	}
+	return n, nil
+}
+
+func getHash(r pebble.Reader, key []byte) ([32]byte, error) {
+	var h [32]byte
+	v, err := storage.Get(r, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return h, nil
+	}
+	if err != nil {
+		return h, err
+	}
+	if len(v) != 32 {
+		return h, fmt.Errorf("%w: %q holds %d bytes, want 32", ErrCorruptState, key, len(v))
+	}
+	copy(h[:], v)
+	return h, nil
+}
+
+// marshal is the one encoding of every stored message: deterministic,
+// because the bytes are hashed into the state hash.
+func marshal(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// Apply applies committed entries in order (consensus.Applier). Entries at
+// or below the applied index are skipped, so a redelivery is harmless; an
+// entry after a gap is an error. The state changes of all entries, the
+// applied index and the state hash are written in one Pebble batch.
+//
+// The batch is committed without fsync: the entries are already durable in
+// the raft log, which shares this database's write-ahead log, so a crash
+// either keeps the batch or loses it together with everything after it, and
+// raft then redelivers the entries from the applied index on. The next
+// synced raft write makes it durable.
+func (m *Machine) Apply(entries []*raftpb.Entry) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.RLock()
+	cur := m.meta
+	m.mu.RUnlock()
+
+	b := m.db.Pebble().NewIndexedBatch()
+	defer b.Close()
+	a := &applier{b: b, mut: newMutations(b), meta: &cur, log: m.log}
+	n := 0
+	for _, e := range entries {
+		if e.GetIndex() <= cur.applied {
+			continue
+		}
+		if e.GetIndex() != cur.applied+1 {
+			return fmt.Errorf("%w: entry %d after applied index %d", ErrIndexGap, e.GetIndex(), cur.applied)
+		}
+		if err := a.applyEntry(e); err != nil {
+			return fmt.Errorf("state: apply entry %d: %w", e.GetIndex(), err)
+		}
+		cur.stateHash = nextStateHash(cur.stateHash, e.GetIndex(), e.GetTerm(), a.mut.digest())
+		cur.applied = e.GetIndex()
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	for _, kv := range []struct {
+		key, value []byte
+	}{
+		{[]byte(storage.AppliedIndexKey), storage.PutUint64(cur.applied)},
+		{[]byte(storage.StateHashKey), cur.stateHash[:]},
+		{[]byte(storage.SegmentHashKey), cur.segmentHash[:]},
+		{[]byte(storage.EventSeqKey), storage.PutUint64(cur.lastEvent)},
+	} {
+		if err := b.Set(kv.key, kv.value, nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
+
+	m.mu.Lock()
+	m.meta = cur
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+	return nil
+}
+
+// AppliedIndex returns the index of the last applied entry.
+func (m *Machine) AppliedIndex() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.applied
+}
+
+// StateHash returns the rolling state hash at AppliedIndex (hash.go).
+func (m *Machine) StateHash() [32]byte {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.stateHash
+}
+
+// SegmentHash returns the hash of the newest segment (zero before the first).
+func (m *Machine) SegmentHash() [32]byte {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.segmentHash
+}
+
+// LastEventID returns the id of the newest event (0 before the first).
+func (m *Machine) LastEventID() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.lastEvent
+}
+
+// Changed returns a channel that is closed after the next Apply that
+// applied anything. Take the channel, then read the state, then wait: no
+// change is missed that way.
+func (m *Machine) Changed() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
+}
+
+// Node returns the content node at path, or ErrNotFound.
+func (m *Machine) Node(path string) (*ledgerpb.Node, error) {
+	n, err := getNode(m.db.Pebble(), path)
+	if err != nil {
+		return nil, err
+	}
+	if n == nil {
+		return nil, ErrNotFound
+	}
+	return n, nil
+}
+
+// Children returns the names of the direct children of path in byte order,
+// at most limit of them (limit <= 0: all). A name is listed when any node
+// exists below it, so the implicit intermediate segments of a path (the
+// wallet fan-out, say) are listed too. See ChildrenAfter for paging.
+func (m *Machine) Children(path string, limit int) ([]string, error) {
+	return m.ChildrenAfter(path, "", limit)
+}
+
+// ChildrenAfter is Children starting after the child name after ("" for the
+// first page).
+//
+// It does not visit grandchildren: after reading a child's first key it
+// seeks past the child's whole subtree (a contiguous key range, see
+// storage.SubtreeBounds), so the cost is one seek per child.
+func (m *Machine) ChildrenAfter(path, after string, limit int) ([]string, error) {
+	lower, upper := storage.ChildrenBounds(path)
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var names []string
+	var ok bool
+	if after == "" {
+		ok = it.First()
+	} else {
+		ok = it.SeekGE(skipKey(lower, after))
+	}
+	for ; ok; ok = it.SeekGE(skipKey(lower, names[len(names)-1])) {
+		rest := it.Key()[len(lower):]
+		if i := bytes.IndexByte(rest, storage.PathSeparator); i >= 0 {
+			rest = rest[:i]
+		}
+		names = append(names, string(rest))
+		if limit > 0 && len(names) >= limit {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// skipKey is the first key after the subtree of child name under prefix.
+func skipKey(prefix []byte, name string) []byte {
+	k := make([]byte, 0, len(prefix)+len(name)+1)
+	k = append(append(k, prefix...), name...)
+	return append(k, storage.PathSeparator+1)
+}
+
+// Proposal returns the record of a proposal id, or ErrNotFound.
+func (m *Machine) Proposal(id [32]byte) (*ledgerpb.ProposalRecord, error) {
+	rec, err := getRecord(m.db.Pebble(), id[:])
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, ErrNotFound
+	}
+	return rec, nil
+}
+
+// EventsSince returns the events with id > afterID in id order, at most
+// limit of them (limit <= 0: all).
+func (m *Machine) EventsSince(afterID uint64, limit int) ([]*ledgerpb.Event, error) {
+	if afterID == ^uint64(0) {
+		return nil, nil
+	}
+	_, upper := storage.EventBounds()
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: storage.EventKey(afterID + 1), UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []*ledgerpb.Event
+	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
+		ev := &ledgerpb.Event{}
+		if err := proto.Unmarshal(it.Value(), ev); err != nil {
+			return nil, fmt.Errorf("%w: event %x: %v", ErrCorruptState, it.Key(), err)
+		}
+		out = append(out, ev)
+	}
+	return out, it.Error()
+}
+
+// Segment returns the segment of raft index, or ErrNotFound (entries that
+// changed nothing have none).
+func (m *Machine) Segment(index uint64) (*ledgerpb.Segment, error) {
+	v, err := storage.Get(m.db.Pebble(), storage.SegmentKey(index))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	seg := &ledgerpb.Segment{}
+	if err := proto.Unmarshal(v, seg); err != nil {
+		return nil, fmt.Errorf("%w: segment %d: %v", ErrCorruptState, index, err)
+	}
+	return seg, nil
+}
+
+// SegmentsFrom calls fn with the raft index, the stored bytes and the hash
+// (hash.go) of each segment with index >= from, in index order, until fn
+// returns false. It is what a chain verifier or a TAR exporter reads.
+func (m *Machine) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, hash [32]byte) bool) error {
+	_, upper := storage.SegmentBounds()
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: storage.SegmentKey(from), UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		idx, _ := storage.Uint64(k[len(k)-8:])
+		raw := it.Value()
+		if !fn(idx, raw, segmentHash(raw)) {
+			break
+		}
+	}
+	return it.Error()
+}

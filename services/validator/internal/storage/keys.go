@@ -1,0 +1,210 @@
+package storage
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// Key layout
+//
+// Every key the validator writes lives in this one file, so that the layout
+// can be read (and changed) in one place. Keys start with a short ASCII
+// prefix naming the concern; integers are encoded big-endian with a fixed
+// width, so Pebble's bytewise order is numeric order.
+//
+// Two top-level namespaces keep raft's own data apart from the replicated
+// state, so that a future state snapshot is "every key under StatePrefix at
+// the applied index" and the raft log can be truncated without touching it:
+//
+//	r/  raft (owned by internal/consensus; not replicated as state)
+//	    r/e/<index:8>           raft log entry: 8-byte term, then the marshaled raftpb.Entry
+//	    r/hs                    raftpb.HardState
+//	    r/cs                    conf state record (index of the last conf change + raftpb.ConfState)
+//	    r/sn                    raftpb.Snapshot metadata of the newest snapshot (no data)
+//	    r/tr                    log truncation point: index and term of the last discarded entry
+//
+//	s/  replicated state (owned by internal/state; identical on every validator)
+//	    s/n/<path>              ledgerpb.Node; '/' in the path is encoded as 0x00 (see NodeKey)
+//	    s/p/<id:32>             ledgerpb.ProposalRecord by proposal id
+//	    s/v/<id:8>              ledgerpb.Event by sequence number
+//	    s/g/<index:8>           ledgerpb.Segment by raft index
+//	    s/m/applied             applied raft index (8 bytes)
+//	    s/m/hash                rolling state hash (32 bytes)
+//	    s/m/seghash             hash of the newest segment (32 bytes)
+//	    s/m/event               last assigned event id (8 bytes)
+const (
+	// RaftPrefix is the namespace of the raft log and raft metadata.
+	RaftPrefix = "r/"
+	// StatePrefix is the namespace of the replicated state machine.
+	StatePrefix = "s/"
+
+	raftEntryPrefix = RaftPrefix + "e/"
+	nodePrefix      = StatePrefix + "n/"
+	proposalPrefix  = StatePrefix + "p/"
+	eventPrefix     = StatePrefix + "v/"
+	segmentPrefix   = StatePrefix + "g/"
+)
+
+// Fixed keys (constants, so no caller can modify a shared key slice;
+// convert with []byte(...)).
+const (
+	// RaftHardStateKey holds the raftpb.HardState.
+	RaftHardStateKey = RaftPrefix + "hs"
+	// RaftConfStateKey holds the conf state and the index it was applied at.
+	RaftConfStateKey = RaftPrefix + "cs"
+	// RaftSnapshotKey holds the metadata of the newest raft snapshot.
+	RaftSnapshotKey = RaftPrefix + "sn"
+	// RaftTruncatedKey holds the index and term of the last discarded log entry.
+	RaftTruncatedKey = RaftPrefix + "tr"
+
+	// AppliedIndexKey holds the last applied raft index, big-endian uint64.
+	AppliedIndexKey = StatePrefix + "m/applied"
+	// StateHashKey holds the rolling state hash.
+	StateHashKey = StatePrefix + "m/hash"
+	// SegmentHashKey holds the hash of the newest segment.
+	SegmentHashKey = StatePrefix + "m/seghash"
+	// EventSeqKey holds the last assigned event id, big-endian uint64.
+	EventSeqKey = StatePrefix + "m/event"
+)
+
+// PathSeparator is the byte that stands for '/' inside node keys. It is the
+// smallest byte, so a node's descendants sort directly after the node and
+// before any sibling whose name extends the node's name ("a", "a/x", "a-b"
+// rather than "a", "a-b", "a/x"); a subtree is then one contiguous key range.
+// Path segments never contain it ([A-Za-z0-9._:-]+).
+const PathSeparator = 0x00
+
+func withUint64(prefix string, v uint64) []byte {
+	k := make([]byte, len(prefix)+8)
+	copy(k, prefix)
+	binary.BigEndian.PutUint64(k[len(prefix):], v)
+	return k
+}
+
+// RaftEntryKey is the key of the raft log entry at index.
+func RaftEntryKey(index uint64) []byte { return withUint64(raftEntryPrefix, index) }
+
+// RaftEntryIndex returns the index encoded in a raft entry key.
+func RaftEntryIndex(key []byte) (uint64, bool) {
+	if len(key) != len(raftEntryPrefix)+8 || string(key[:len(raftEntryPrefix)]) != raftEntryPrefix {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(raftEntryPrefix):]), true
+}
+
+// RaftEntryBounds returns the key range [lower, upper) of the raft log
+// entries with lo <= index < hi.
+func RaftEntryBounds(lo, hi uint64) (lower, upper []byte) {
+	return RaftEntryKey(lo), RaftEntryKey(hi)
+}
+
+// RaftEntryPrefixBounds returns the key range of the whole raft log.
+func RaftEntryPrefixBounds() (lower, upper []byte) {
+	return []byte(raftEntryPrefix), PrefixEnd([]byte(raftEntryPrefix))
+}
+
+// encodePath maps a path to its key form: '/' becomes PathSeparator.
+func encodePath(dst []byte, path string) []byte {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c == '/' {
+			c = PathSeparator
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// NodeKey is the key of the content node at path (a full path starting
+// with '/', without a trailing slash).
+func NodeKey(path string) []byte {
+	k := make([]byte, 0, len(nodePrefix)+len(path))
+	k = append(k, nodePrefix...)
+	return encodePath(k, path)
+}
+
+// NodePath returns the path encoded in a node key.
+func NodePath(key []byte) (string, bool) {
+	if len(key) < len(nodePrefix) || string(key[:len(nodePrefix)]) != nodePrefix {
+		return "", false
+	}
+	rest := key[len(nodePrefix):]
+	var b strings.Builder
+	b.Grow(len(rest))
+	for _, c := range rest {
+		if c == PathSeparator {
+			c = '/'
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}
+
+// SubtreeBounds returns the key range [lower, upper) holding the node at
+// path and all its descendants, and no other node.
+func SubtreeBounds(path string) (lower, upper []byte) {
+	lower = NodeKey(path)
+	upper = append(append([]byte(nil), lower...), PathSeparator+1)
+	return lower, upper
+}
+
+// ChildrenBounds returns the key range [lower, upper) of the strict
+// descendants of path. The root is "/" (or ""). lower is also the prefix
+// every descendant key starts with.
+func ChildrenBounds(path string) (lower, upper []byte) {
+	path = strings.TrimSuffix(path, "/")
+	lower = append(NodeKey(path), PathSeparator)
+	upper = append(NodeKey(path), PathSeparator+1)
+	return lower, upper
+}
+
+// ProposalKey is the key of the record of a proposal id.
+func ProposalKey(id [32]byte) []byte {
+	k := make([]byte, 0, len(proposalPrefix)+32)
+	k = append(k, proposalPrefix...)
+	return append(k, id[:]...)
+}
+
+// EventKey is the key of the event with sequence number id.
+func EventKey(id uint64) []byte { return withUint64(eventPrefix, id) }
+
+// EventBounds returns the key range of all events.
+func EventBounds() (lower, upper []byte) {
+	return []byte(eventPrefix), PrefixEnd([]byte(eventPrefix))
+}
+
+// SegmentKey is the key of the segment of raft index.
+func SegmentKey(index uint64) []byte { return withUint64(segmentPrefix, index) }
+
+// SegmentBounds returns the key range of all segments.
+func SegmentBounds() (lower, upper []byte) {
+	return []byte(segmentPrefix), PrefixEnd([]byte(segmentPrefix))
+}
+
+// PrefixEnd returns the smallest key greater than every key with prefix p,
+// or nil (no upper bound) if p is all 0xff.
+func PrefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// PutUint64 encodes v as 8 big-endian bytes.
+func PutUint64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+// Uint64 decodes 8 big-endian bytes.
+func Uint64(b []byte) (uint64, bool) {
+	if len(b) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b), true
+}

@@ -1,0 +1,182 @@
+// Package storage opens the validator's single Pebble database and defines
+// the layout of its keys (see keys.go).
+//
+// One database per validator holds both the raft log (internal/consensus)
+// and the replicated state (internal/state). Sharing one database means
+// sharing one write-ahead log: a synced raft write also makes every earlier
+// unsynced state write durable, which is what lets the state machine commit
+// its batches without an fsync of its own (see internal/state/DESIGN.md).
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"go.uber.org/zap"
+)
+
+// DefaultCacheSize is the block cache size used when Options.CacheSize is 0.
+const DefaultCacheSize = 256 << 20
+
+// DefaultMemTableSize is the memtable size used when Options.MemTableSize
+// is 0. Larger than Pebble's default (4 MiB) because the validator writes
+// whole batches of proposals at a time.
+const DefaultMemTableSize = 32 << 20
+
+// Options configures Open. The zero value plus a Dir is a valid, durable
+// configuration.
+type Options struct {
+	// Dir is the directory of the database. Required; created if missing.
+	Dir string
+
+	// CacheSize is the size in bytes of the block cache. Pebble reserves the
+	// memory of live memtables (up to two while one flushes) from it, so it
+	// must be at least 4 × MemTableSize; below that, reads stop being cached
+	// at all. Default DefaultCacheSize.
+	CacheSize int64
+
+	// MemTableSize is the size in bytes of one memtable.
+	// Default DefaultMemTableSize.
+	MemTableSize uint64
+
+	// NoSync turns off fsync for writes that must be durable (the raft log
+	// and hard state). Sync is on by default; turn it off only for tests and
+	// benchmarks: with NoSync, a crash of the machine (not only the process)
+	// may lose entries raft has acknowledged to its peers.
+	NoSync bool
+
+	// Logger receives Pebble's log messages. Default: no logging (zap.NewNop).
+	// Pebble never writes to stderr through the standard library logger.
+	Logger *zap.Logger
+}
+
+// ErrInvalidOptions is wrapped by the errors of Options.Validate.
+var ErrInvalidOptions = errors.New("storage: invalid options")
+
+// ErrNotFound is returned by Get when the key does not exist.
+var ErrNotFound = errors.New("storage: not found")
+
+// withDefaults returns a copy of o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o
+}
+
+// Validate reports whether o, after defaults, can be used to open a database.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	switch {
+	case o.Dir == "":
+		return fmt.Errorf("%w: Dir is required", ErrInvalidOptions)
+	case o.CacheSize < 0:
+		return fmt.Errorf("%w: CacheSize %d is negative", ErrInvalidOptions, o.CacheSize)
+	case o.MemTableSize < 1<<20 || o.MemTableSize > 4<<30:
+		return fmt.Errorf("%w: MemTableSize %d is not within [1 MiB, 4 GiB]", ErrInvalidOptions, o.MemTableSize)
+	case uint64(o.CacheSize) < 4*o.MemTableSize:
+		return fmt.Errorf("%w: CacheSize %d is below 4 × MemTableSize (%d)", ErrInvalidOptions, o.CacheSize, 4*o.MemTableSize)
+	}
+	return nil
+}
+
+// DB is the validator's Pebble database.
+type DB struct {
+	pdb     *pebble.DB
+	durable *pebble.WriteOptions
+	dir     string
+}
+
+// Open opens (creating if needed) the database in opts.Dir.
+func Open(opts Options) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	cache := pebble.NewCache(opts.CacheSize)
+	// Pebble takes its own reference; ours goes when Open returns.
+	defer cache.Unref()
+	popts := &pebble.Options{
+		Cache:        cache,
+		MemTableSize: opts.MemTableSize,
+		Logger:       pebbleLogger{opts.Logger.Named("pebble").Sugar()},
+		// New databases start at the newest stable format; existing ones
+		// are ratcheted up to it.
+		FormatMajorVersion: pebble.FormatNewest,
+	}
+	// Apply looks up many keys that do not exist (a new path's previous
+	// revision, a new proposal id's record): bloom filters answer those
+	// without reading data blocks. Lower levels inherit L0's policy.
+	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	pdb, err := pebble.Open(opts.Dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+	}
+	durable := pebble.Sync
+	if opts.NoSync {
+		durable = pebble.NoSync
+	}
+	return &DB{pdb: pdb, durable: durable, dir: opts.Dir}, nil
+}
+
+// Pebble returns the underlying database. Writers use their own batches;
+// key layout is in keys.go.
+func (d *DB) Pebble() *pebble.DB { return d.pdb }
+
+// Dir returns the directory the database lives in.
+func (d *DB) Dir() string { return d.dir }
+
+// DurableWrites returns the write options for writes that must survive a
+// machine crash once Commit returns: pebble.Sync, or pebble.NoSync when the
+// database was opened with NoSync.
+func (d *DB) DurableWrites() *pebble.WriteOptions { return d.durable }
+
+// Get returns a copy of the value of key, or ErrNotFound.
+func (d *DB) Get(key []byte) ([]byte, error) {
+	return Get(d.pdb, key)
+}
+
+// Get returns a copy of the value of key in r (a database, an indexed
+// batch or a snapshot), or ErrNotFound.
+func Get(r pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	if err := closer.Close(); err != nil {
+		return nil, fmt.Errorf("storage: get: %w", err)
+	}
+	return out, nil
+}
+
+// Close closes the database. Every batch and iterator must be closed first.
+func (d *DB) Close() error {
+	if err := d.pdb.Close(); err != nil {
+		return fmt.Errorf("storage: close: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger sends Pebble's messages to zap instead of the standard
+// library logger (which writes to stderr).
+type pebbleLogger struct{ s *zap.SugaredLogger }
+
+func (l pebbleLogger) Infof(format string, args ...any)  { l.s.Infof(format, args...) }
+func (l pebbleLogger) Errorf(format string, args ...any) { l.s.Errorf(format, args...) }
+
+// Fatalf is called by Pebble on corruption and broken invariants, after
+// which it must not continue; zap's Fatal logs and exits like Pebble's own
+// default logger does.
+func (l pebbleLogger) Fatalf(format string, args ...any) { l.s.Fatalf(format, args...) }

@@ -1,0 +1,127 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		ok   bool
+	}{
+		{"defaults", Options{Dir: "x"}, true},
+		{"no dir", Options{}, false},
+		{"negative cache", Options{Dir: "x", CacheSize: -1}, false},
+		{"tiny memtable", Options{Dir: "x", MemTableSize: 1024}, false},
+		{"cache smaller than memtables", Options{Dir: "x", CacheSize: 64 << 20, MemTableSize: 32 << 20}, false},
+	} {
+		err := tc.opts.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: error %v does not wrap ErrInvalidOptions", tc.name, err)
+		}
+	}
+}
+
+func TestOpenGetReopen(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.DurableWrites() != pebble.Sync {
+		t.Fatal("sync must be on by default")
+	}
+	if _, err := db.Get([]byte("missing")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(missing) = %v, want ErrNotFound", err)
+	}
+	if err := db.Pebble().Set([]byte(AppliedIndexKey), PutUint64(42), db.DurableWrites()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	v, err := db.Get([]byte(AppliedIndexKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := Uint64(v); !ok || n != 42 {
+		t.Fatalf("applied = %v, want 42", v)
+	}
+}
+
+func TestIntegerKeysSortNumerically(t *testing.T) {
+	idx := []uint64{0, 1, 255, 256, 1 << 32, 1<<64 - 1}
+	for i := 1; i < len(idx); i++ {
+		for _, f := range []func(uint64) []byte{RaftEntryKey, EventKey, SegmentKey} {
+			if bytes.Compare(f(idx[i-1]), f(idx[i])) >= 0 {
+				t.Fatalf("key(%d) does not sort before key(%d)", idx[i-1], idx[i])
+			}
+		}
+	}
+	if n, ok := RaftEntryIndex(RaftEntryKey(300)); !ok || n != 300 {
+		t.Fatalf("RaftEntryIndex round trip = %d, %v", n, ok)
+	}
+}
+
+func TestNodeKeysKeepSubtreesContiguous(t *testing.T) {
+	paths := []string{"/a/b-c", "/a/b/x/y", "/a/b", "/a/b.d", "/a/b/x", "/a/ba", "/a/b/z"}
+	keys := make([][]byte, len(paths))
+	for i, p := range paths {
+		keys[i] = NodeKey(p)
+		if back, ok := NodePath(keys[i]); !ok || back != p {
+			t.Fatalf("NodePath(NodeKey(%q)) = %q", p, back)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	var got []string
+	for _, k := range keys {
+		p, _ := NodePath(k)
+		got = append(got, p)
+	}
+	want := []string{"/a/b", "/a/b/x", "/a/b/x/y", "/a/b/z", "/a/b-c", "/a/b.d", "/a/ba"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order = %q, want %q", got, want)
+	}
+	lo, hi := SubtreeBounds("/a/b")
+	var in []string
+	for _, p := range want {
+		k := NodeKey(p)
+		if bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 {
+			in = append(in, p)
+		}
+	}
+	if !slices.Equal(in, []string{"/a/b", "/a/b/x", "/a/b/x/y", "/a/b/z"}) {
+		t.Fatalf("subtree of /a/b = %q", in)
+	}
+	clo, chi := ChildrenBounds("/a/b/")
+	if !bytes.HasPrefix(NodeKey("/a/b/x"), clo) || bytes.Compare(NodeKey("/a/b/z"), chi) >= 0 || bytes.Compare(NodeKey("/a/b"), clo) >= 0 {
+		t.Fatal("ChildrenBounds does not bracket exactly the descendants")
+	}
+	rlo, _ := ChildrenBounds("/")
+	if !bytes.HasPrefix(NodeKey("/a"), rlo) {
+		t.Fatal("root ChildrenBounds does not cover /a")
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	if got := PrefixEnd([]byte("s/")); string(got) != "s0" {
+		t.Fatalf("PrefixEnd(s/) = %q", got)
+	}
+	if got := PrefixEnd([]byte{0xff, 0xff}); got != nil {
+		t.Fatalf("PrefixEnd(ff ff) = %x, want nil", got)
+	}
+}
