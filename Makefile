@@ -2,7 +2,7 @@
 # `make run` starts the whole system locally; `make test` runs every test.
 
 GO        ?= go
-PACKAGES  := ./pkg/... ./services/... ./tools/... ./tests/...
+PACKAGES  := ./pkg/... ./services/validator/... ./services/edge/... ./services/chain-watcher/... ./tools/... ./tests/...
 BENCHTIME ?= 1x
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12

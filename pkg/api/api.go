@@ -221,18 +221,19 @@ const FolderType = "ledger:folder"
 // Node is the body of GET /api/explore: one node with its properties and the
 // names of its direct children.
 type Node struct {
-	Path         string                     `json:"path"`
-	PrimaryType  string                     `json:"primaryType"`
-	Virtual      bool                       `json:"virtual,omitempty"`
-	Properties   map[string]json.RawMessage `json:"properties"`
-	Children     []string                   `json:"children"`
-	Wallet       string                     `json:"wallet"`
-	Organization string                     `json:"organization"`
-	ContentType  string                     `json:"contentType,omitempty"`
-	ProposalID   string                     `json:"proposalId"`
-	Revision     uint64                     `json:"revision"`
-	CommitIndex  uint64                     `json:"commitIndex"`
-	UpdatedAt    time.Time                  `json:"updatedAt"`
+	Path        string                     `json:"path"`
+	PrimaryType string                     `json:"primaryType"`
+	Virtual     bool                       `json:"virtual,omitempty"`
+	Properties  map[string]json.RawMessage `json:"properties"`
+	Children    []string                   `json:"children"`
+	// The members below are absent on virtual nodes.
+	Wallet       string     `json:"wallet,omitempty"`
+	Organization string     `json:"organization,omitempty"`
+	ContentType  string     `json:"contentType,omitempty"`
+	ProposalID   string     `json:"proposalId,omitempty"`
+	Revision     uint64     `json:"revision,omitempty"`
+	CommitIndex  uint64     `json:"commitIndex,omitempty"`
+	UpdatedAt    *time.Time `json:"updatedAt,omitempty"`
 }
 
 // VirtualNode renders a path that has children but no node.
@@ -249,6 +250,7 @@ func NodeFromRecord(n *ledgerpb.Node, children []string) Node {
 	if children == nil {
 		children = []string{}
 	}
+	updated := time.UnixMilli(n.GetUpdatedAtMs()).UTC()
 	return Node{
 		Path:         n.GetPath(),
 		PrimaryType:  n.GetPrimaryType(),
@@ -260,6 +262,6 @@ func NodeFromRecord(n *ledgerpb.Node, children []string) Node {
 		ProposalID:   common.BytesToHash(n.GetProposalId()).Hex(),
 		Revision:     n.GetRevision(),
 		CommitIndex:  n.GetCommitIndex(),
-		UpdatedAt:    time.UnixMilli(n.GetUpdatedAtMs()).UTC(),
+		UpdatedAt:    &updated,
 	}
 }

@@ -1,0 +1,109 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/kelseyhightower/envconfig"
+)
+
+// EnvPrefix is the prefix of the watcher's environment variables
+// (DECISIONS D10: one prefix per service), e.g. WATCHER_RPC_URL.
+const EnvPrefix = "WATCHER"
+
+// Config is the watcher's configuration, read from the environment by
+// LoadConfig. Every field has a default except ContractAddress.
+type Config struct {
+	RPCURL          string        `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoint (HTTP)"`
+	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid logs are published"`
+	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
+	Confirmations   uint64        `envconfig:"CONFIRMATIONS" default:"2" desc:"a block is read once head - block >= this many blocks"`
+	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"1s" desc:"how often the chain head is polled when caught up"`
+	StartBlock      uint64        `envconfig:"START_BLOCK" default:"0" desc:"first block read when no checkpoint exists (the contract's deployment block)"`
+	MaxBlockRange   uint64        `envconfig:"MAX_BLOCK_RANGE" default:"2000" desc:"most blocks per eth_getLogs call"`
+	Stream          string        `envconfig:"STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream of chain events (subjects chain.>)"`
+	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"24h" desc:"how long JetStream deduplicates a payment's message id"`
+	Bucket          string        `envconfig:"BUCKET" default:"CHAIN_WATCHER" desc:"JetStream key-value bucket of the checkpoint (key cursor-<chainId>)"`
+	Replicas        int           `envconfig:"REPLICAS" default:"1" desc:"replicas of the stream and the bucket in a NATS cluster"`
+	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health endpoint; empty disables it"`
+
+	// HTTPListener, when set, serves /health instead of listening on
+	// HTTPAddr: tests pass a listener on port 0 to know the address. Run
+	// closes it.
+	HTTPListener net.Listener `ignored:"true"`
+}
+
+// LoadConfig reads the configuration from the environment and validates it.
+func LoadConfig() (Config, error) {
+	var cfg Config
+	if err := envconfig.Process(EnvPrefix, &cfg); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Usage prints the environment variables, their types, defaults and
+// descriptions.
+func Usage() error {
+	return envconfig.Usage(EnvPrefix, &Config{})
+}
+
+// ErrInvalidConfig is wrapped by every error of Validate.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// Validate checks values that envconfig cannot.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.RPCURL == "" {
+		bad("RPC_URL is empty")
+	}
+	if !common.IsHexAddress(c.ContractAddress) || common.HexToAddress(c.ContractAddress) == (common.Address{}) {
+		bad("CONTRACT_ADDRESS %q is not a contract address", c.ContractAddress)
+	}
+	if c.NATSURL == "" {
+		bad("NATS_URL is empty")
+	}
+	if c.PollInterval <= 0 {
+		bad("POLL_INTERVAL %s must be positive", c.PollInterval)
+	}
+	if c.MaxBlockRange == 0 {
+		bad("MAX_BLOCK_RANGE must be at least 1")
+	}
+	if !validName(c.Stream) {
+		bad("STREAM %q must be letters, digits, - and _", c.Stream)
+	}
+	if !validName(c.Bucket) {
+		bad("BUCKET %q must be letters, digits, - and _", c.Bucket)
+	}
+	if c.DuplicateWindow <= 0 {
+		bad("DUPLICATE_WINDOW %s must be positive", c.DuplicateWindow)
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		bad("REPLICAS %d must be 1 to 5", c.Replicas)
+	}
+	return errors.Join(errs...)
+}
+
+// validName accepts the names JetStream allows for streams and buckets that
+// are also safe in subjects.
+func validName(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	})
+}
+
+// contract returns the parsed contract address; Validate has checked it.
+func (c Config) contract() common.Address { return common.HexToAddress(c.ContractAddress) }

@@ -1,0 +1,142 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
+)
+
+// status is what /health reports. It belongs to one Run.
+type status struct {
+	mu        sync.Mutex
+	ready     bool
+	chainID   uint64
+	cursor    *watch.Cursor
+	head      uint64
+	lastErr   string
+	lastErrAt time.Time
+	updatedAt time.Time
+}
+
+func newStatus() *status { return &status{} }
+
+func (s *status) setReady(chainID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ready, s.chainID = true, chainID
+}
+
+func (s *status) setCursor(c watch.Cursor) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cursor = &c
+	s.updatedAt = time.Now()
+}
+
+func (s *status) setHead(h uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.head = h
+}
+
+// setStep records the outcome of the last watch step: an error makes
+// /health fail until a step succeeds.
+func (s *status) setStep(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.lastErr = ""
+		return
+	}
+	s.lastErr, s.lastErrAt = err.Error(), time.Now()
+}
+
+// healthReport is the JSON body of /health.
+type healthReport struct {
+	Status      string `json:"status"` // "ok", "starting" or "failing"
+	ChainID     uint64 `json:"chainId,omitempty"`
+	CursorBlock uint64 `json:"cursorBlock,omitempty"`
+	CursorHash  string `json:"cursorHash,omitempty"`
+	HeadBlock   uint64 `json:"headBlock,omitempty"`
+	UpdatedAt   string `json:"updatedAt,omitempty"`
+	LastError   string `json:"lastError,omitempty"`
+	LastErrorAt string `json:"lastErrorAt,omitempty"`
+}
+
+// report returns the body and the HTTP status: 200 when the watcher runs and
+// its last publication attempt succeeded, 503 otherwise.
+func (s *status) report() (healthReport, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := healthReport{Status: "ok", ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr}
+	if s.cursor != nil {
+		r.CursorBlock, r.CursorHash = s.cursor.Block, s.cursor.Hash.Hex()
+		r.UpdatedAt = s.updatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if s.lastErr != "" {
+		r.LastErrorAt = s.lastErrAt.UTC().Format(time.RFC3339Nano)
+	}
+	switch {
+	case !s.ready:
+		r.Status = "starting"
+		return r, http.StatusServiceUnavailable
+	case s.lastErr != "":
+		r.Status = "failing"
+		return r, http.StatusServiceUnavailable
+	}
+	return r, http.StatusOK
+}
+
+func (s *status) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, code := s.report()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// serveHealth serves /health on cfg.HTTPListener or cfg.HTTPAddr (none when
+// both are empty) and returns the function that stops it.
+func serveHealth(cfg Config, st *status, log *zap.Logger) (stop func(), err error) {
+	ln := cfg.HTTPListener
+	if ln == nil {
+		if cfg.HTTPAddr == "" {
+			return func() {}, nil
+		}
+		ln, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("health endpoint: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/health", st)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health endpoint stopped", zap.Error(err))
+		}
+	}()
+	log.Info("health endpoint listening", zap.String("addr", ln.Addr().String()))
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}

@@ -1,0 +1,50 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
+)
+
+func TestHealthTransitions(t *testing.T) {
+	st := newStatus()
+	get := func(method string) (int, healthReport) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		st.ServeHTTP(rec, httptest.NewRequest(method, "/health", nil))
+		var r healthReport
+		if rec.Code != http.StatusMethodNotAllowed {
+			if err := json.NewDecoder(rec.Body).Decode(&r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code, r
+	}
+	if code, r := get(http.MethodGet); code != http.StatusServiceUnavailable || r.Status != "starting" {
+		t.Errorf("before ready: %d %+v", code, r)
+	}
+	st.setReady(1337)
+	if code, r := get(http.MethodGet); code != http.StatusOK || r.Status != "ok" || r.ChainID != 1337 {
+		t.Errorf("ready: %d %+v", code, r)
+	}
+	st.setStep(errors.New("rpc down"))
+	if code, r := get(http.MethodGet); code != http.StatusServiceUnavailable || r.Status != "failing" || r.LastError != "rpc down" || r.LastErrorAt == "" {
+		t.Errorf("after an error: %d %+v", code, r)
+	}
+	st.setStep(nil)
+	st.setCursor(watch.Cursor{Block: 9, Hash: common.HexToHash("0x09")})
+	st.setHead(11)
+	code, r := get(http.MethodGet)
+	if code != http.StatusOK || r.LastError != "" || r.CursorBlock != 9 || r.HeadBlock != 11 || r.CursorHash != common.HexToHash("0x09").Hex() {
+		t.Errorf("recovered: %d %+v", code, r)
+	}
+	if code, _ := get(http.MethodPost); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", code)
+	}
+}

@@ -1,0 +1,132 @@
+// Package publish puts observed payments on NATS JetStream: it declares the
+// chain events stream and publishes each payment as a protobuf
+// ledgerpb.Payment on chain.<chainId>.payments, with the payment's
+// Nats-Msg-Id, waiting for the stream's acknowledgement.
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/payment"
+)
+
+// Subjects is the subject filter of the chain events stream: payments and
+// epochs of every chain (payment.Subject, payment.EpochSubject).
+const Subjects = "chain.>"
+
+// ErrWrongStream is returned when the server stored a payment in a stream
+// other than the configured one (another stream also binds the subject).
+var ErrWrongStream = errors.New("publish: payment stored in an unexpected stream")
+
+// StreamConfig is what EnsureStream declares.
+type StreamConfig struct {
+	// Name of the stream, e.g. "CHAIN_EVENTS".
+	Name string
+	// DuplicateWindow is how long the server remembers message ids. A
+	// payment republished within it (after a crash between publish and
+	// checkpoint) is dropped as a duplicate.
+	DuplicateWindow time.Duration
+	// Replicas is the number of copies in a cluster; 0 means 1.
+	Replicas int
+}
+
+// StreamManager is the part of jetstream.JetStream EnsureStream uses.
+type StreamManager interface {
+	CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error)
+}
+
+// EnsureStream creates the stream, or updates it to cfg when it exists, so
+// that any number of watchers can declare it at start.
+//
+// Durability: the stream is file-backed and keeps payments with no age limit
+// (validators rebuild their payment index from it). PersistMode is left at
+// the default, where the ack follows the write, never async. JetStream has
+// no per-stream fsync setting: acknowledged payments survive a machine crash
+// only when the server runs with sync_interval: always (Options.SyncAlways);
+// by default it fsyncs every 2 minutes.
+func EnsureStream(ctx context.Context, js StreamManager, cfg StreamConfig) (*jetstream.StreamInfo, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("publish: no stream name")
+	}
+	if cfg.DuplicateWindow <= 0 {
+		return nil, fmt.Errorf("publish: duplicate window %s must be positive", cfg.DuplicateWindow)
+	}
+	replicas := max(cfg.Replicas, 1)
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Name,
+		Description: "Payment contract logs and epoch updates, published by chain-watcher",
+		Subjects:    []string{Subjects},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		Duplicates:  cfg.DuplicateWindow,
+		PersistMode: jetstream.DefaultPersistMode,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publish: declare stream %s: %w", cfg.Name, err)
+	}
+	info := s.CachedInfo()
+	if info.Config.PersistMode == jetstream.AsyncPersistMode {
+		// The persist mode of an existing stream cannot be changed: refuse
+		// to publish where acks may precede writes.
+		return nil, fmt.Errorf("publish: stream %s uses async persistence; acknowledged payments could be lost", cfg.Name)
+	}
+	return info, nil
+}
+
+// Sender is the part of jetstream.JetStream a Publisher uses.
+type Sender interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Publisher publishes payments to one stream.
+type Publisher struct {
+	js     Sender
+	stream string
+}
+
+// NewPublisher returns a Publisher that expects its messages to land in
+// stream.
+func NewPublisher(js Sender, stream string) *Publisher {
+	return &Publisher{js: js, stream: stream}
+}
+
+// Result is the stream's acknowledgement of one payment.
+type Result struct {
+	Sequence uint64
+	// Duplicate is true when the stream already held this message id: the
+	// payment was published before, by this watcher before a restart or
+	// by another instance.
+	Duplicate bool
+}
+
+// Publish publishes p and returns once the stream has acknowledged it (stored
+// or recognised as a duplicate).
+func (p *Publisher) Publish(ctx context.Context, pay payment.ProposalPaid) (Result, error) {
+	data, err := proto.Marshal(pay.Proto())
+	if err != nil {
+		return Result{}, fmt.Errorf("publish: encode payment %s: %w", pay.MsgID(), err)
+	}
+	msg := &nats.Msg{Subject: payment.Subject(pay.ChainID), Data: data, Header: nats.Header{}}
+	ack, err := p.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(pay.MsgID()),
+		// The server refuses the message unless the subject binds to this
+		// stream, so a misrouted payment is an error, not a silent loss.
+		jetstream.WithExpectStream(p.stream),
+	)
+	if err != nil {
+		return Result{}, fmt.Errorf("publish: payment %s: %w", pay.MsgID(), err)
+	}
+	if ack.Stream != p.stream {
+		return Result{}, fmt.Errorf("%w: %s, want %s", ErrWrongStream, ack.Stream, p.stream)
+	}
+	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}

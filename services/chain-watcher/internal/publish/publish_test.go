@@ -1,0 +1,143 @@
+package publish_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/testenv"
+)
+
+func samplePayment(logIndex uint) payment.ProposalPaid {
+	return payment.ProposalPaid{
+		ChainID:            1337,
+		Contract:           common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3"),
+		ProposalID:         common.HexToHash("0x1234"),
+		Payer:              common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"),
+		Amount:             payment.Express.Price(payment.ETH),
+		Class:              payment.Express,
+		Token:              payment.ETH,
+		PreferredValidator: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+		Timestamp:          1_700_000_000,
+		TxHash:             common.HexToHash("0xaa"),
+		BlockHash:          common.HexToHash("0xbb"),
+		BlockNumber:        42,
+		LogIndex:           logIndex,
+		Confirmations:      2,
+	}
+}
+
+func TestEnsureStreamIsIdempotent(t *testing.T) {
+	ctx := testenv.Context(t)
+	js := testenv.JetStream(t, testenv.NATS(t))
+	cfg := publish.StreamConfig{Name: "CHAIN_EVENTS", DuplicateWindow: time.Hour}
+	for i := range 2 {
+		info, err := publish.EnsureStream(ctx, js, cfg)
+		if err != nil {
+			t.Fatalf("declaration %d: %v", i, err)
+		}
+		c := info.Config
+		if c.Storage != jetstream.FileStorage || c.Duplicates != time.Hour || len(c.Subjects) != 1 || c.Subjects[0] != "chain.>" ||
+			c.MaxAge != 0 || c.PersistMode == jetstream.AsyncPersistMode {
+			t.Fatalf("declaration %d: config %+v", i, c)
+		}
+	}
+	// A changed window is applied to the existing stream.
+	cfg.DuplicateWindow = 2 * time.Hour
+	info, err := publish.EnsureStream(ctx, js, cfg)
+	if err != nil || info.Config.Duplicates != 2*time.Hour {
+		t.Fatalf("update: %v, %v", info, err)
+	}
+	if _, err := publish.EnsureStream(ctx, js, publish.StreamConfig{Name: "X"}); err == nil {
+		t.Error("zero duplicate window accepted")
+	}
+}
+
+func TestPublishStoresOnceWithMsgID(t *testing.T) {
+	ctx := testenv.Context(t)
+	js := testenv.JetStream(t, testenv.NATS(t))
+	if _, err := publish.EnsureStream(ctx, js, publish.StreamConfig{Name: "CHAIN_EVENTS", DuplicateWindow: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	pub := publish.NewPublisher(js, "CHAIN_EVENTS")
+	p := samplePayment(3)
+	first, err := pub.Publish(ctx, p)
+	if err != nil || first.Duplicate || first.Sequence != 1 {
+		t.Fatalf("first publish: %+v, %v", first, err)
+	}
+	again, err := pub.Publish(ctx, p)
+	if err != nil || !again.Duplicate {
+		t.Fatalf("republish: %+v, %v; want an acknowledged duplicate", again, err)
+	}
+	other, err := pub.Publish(ctx, samplePayment(4))
+	if err != nil || other.Duplicate || other.Sequence != 2 {
+		t.Fatalf("second payment: %+v, %v", other, err)
+	}
+
+	stream, err := js.Stream(ctx, "CHAIN_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "chain.1337.payments" {
+		t.Errorf("subject %q", msg.Subject)
+	}
+	if got := msg.Header.Get(jetstream.MsgIDHeader); got != p.MsgID() {
+		t.Errorf("Nats-Msg-Id %q, want %q", got, p.MsgID())
+	}
+	var m ledgerpb.Payment
+	if err := proto.Unmarshal(msg.Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	back, err := payment.FromProto(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Amount.Cmp(p.Amount) != 0 {
+		t.Errorf("amount %v, want %v", back.Amount, p.Amount)
+	}
+	back.Amount, p.Amount = nil, nil
+	if back != p {
+		t.Errorf("stored payment\n got  %+v\n want %+v", back, p)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 2 {
+		t.Errorf("stream holds %v messages (%v), want 2", info.State.Msgs, err)
+	}
+}
+
+func TestPublishRefusesAnotherStream(t *testing.T) {
+	ctx := testenv.Context(t)
+	js := testenv.JetStream(t, testenv.NATS(t))
+	if _, err := publish.EnsureStream(ctx, js, publish.StreamConfig{Name: "CHAIN_EVENTS", DuplicateWindow: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	// The subject binds to CHAIN_EVENTS; a publisher expecting OTHER is
+	// refused by the server (expected stream does not match), and nothing
+	// is stored.
+	_, err := publish.NewPublisher(js, "OTHER").Publish(ctx, samplePayment(0))
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != streamNotMatch {
+		t.Fatalf("publish expecting another stream: %v, want API error %d", err, streamNotMatch)
+	}
+	stream, err := js.Stream(ctx, "CHAIN_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("stream holds %v messages (%v), want 0", info.State.Msgs, err)
+	}
+}
+
+// streamNotMatch is the server's JSStreamNotMatchErr code; nats.go has no
+// constant for it.
+const streamNotMatch jetstream.ErrorCode = 10060

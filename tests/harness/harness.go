@@ -1,0 +1,168 @@
+// Package harness starts a whole Content Ledger network in one process for
+// tests and benchmarks: go-ethereum's simulated chain running the compiled
+// payment contract, an embedded NATS server with JetStream, the
+// chain-watcher, a validator and the edge, each on loopback ports. Nothing
+// is mocked: the services are started through the same Run functions as
+// their binaries.
+package harness
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	watcher "github.com/contentledger/contentledger/services/chain-watcher/app"
+	edge "github.com/contentledger/contentledger/services/edge/app"
+	validator "github.com/contentledger/contentledger/services/validator/app"
+	"github.com/contentledger/contentledger/tools/devchain"
+	"github.com/contentledger/contentledger/tools/devnats"
+	"github.com/contentledger/contentledger/tools/ledgerclient"
+)
+
+// Options shape the network. Zero values take the defaults noted.
+type Options struct {
+	Mode          validator.Mode // default TESTNET
+	PaymentWait   time.Duration  // default 10s
+	Confirmations uint64         // default 1
+	BlockInterval time.Duration  // default 100ms
+	Quiet         bool           // discard service logs (benchmarks)
+}
+
+// Network is a running network.
+type Network struct {
+	Chain        *devchain.Chain
+	NATSURL      string
+	ValidatorURL string
+	EdgeURL      string
+	Client       *ledgerclient.Client
+	Config       api.BlockchainConfig
+}
+
+// Start starts a network and stops it when the test ends.
+func Start(t testing.TB, o Options) *Network {
+	t.Helper()
+	if o.Mode == "" {
+		o.Mode = validator.Testnet
+	}
+	if o.PaymentWait == 0 {
+		o.PaymentWait = 10 * time.Second
+	}
+	if o.Confirmations == 0 {
+		o.Confirmations = 1
+	}
+	if o.BlockInterval == 0 {
+		o.BlockInterval = 100 * time.Millisecond
+	}
+	log := zap.NewNop()
+	if !o.Quiet {
+		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	dir := t.TempDir()
+
+	chain, err := devchain.Start(devchain.Config{Addr: "127.0.0.1:0", BlockInterval: o.BlockInterval})
+	if err != nil {
+		t.Fatalf("dev chain: %v", err)
+	}
+	nats, err := devnats.Start(devnats.Config{Port: -1, StoreDir: filepath.Join(dir, "nats")})
+	if err != nil {
+		chain.Close()
+		t.Fatalf("nats: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	failed := make(chan error, 3)
+	run := func(name string, fn func() error) {
+		wg.Go(func() {
+			if err := fn(); err != nil && ctx.Err() == nil {
+				failed <- err
+				t.Errorf("%s stopped: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		nats.Stop()
+		chain.Close()
+	})
+
+	n := &Network{Chain: chain, NATSURL: nats.ClientURL()}
+	run("chain-watcher", func() error {
+		return watcher.Run(ctx, watcher.Config{
+			RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: n.NATSURL,
+			Confirmations: o.Confirmations, PollInterval: 50 * time.Millisecond, StartBlock: chain.DeployBlock,
+			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: time.Hour, Bucket: "CHAIN_WATCHER", Replicas: 1,
+		}, log.Named("watcher"))
+	})
+
+	vready := make(chan string, 1)
+	run("validator", func() error {
+		return validator.Run(ctx, validator.Config{
+			Mode: o.Mode, NodeID: 1, ClusterID: "test", DataDir: filepath.Join(dir, "validator-1"), HTTPAddr: "127.0.0.1:0",
+			ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(), USDCAddress: chain.DevUSDC.Hex(),
+			Confirmations: o.Confirmations, NATSURL: n.NATSURL, PaymentStream: "CHAIN_EVENTS", PaymentWait: o.PaymentWait,
+			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
+			MaxPending: 10_000, MaxBatch: 512,
+		}, log.Named("validator"), vready)
+	})
+	n.ValidatorURL = "http://" + receive(t, vready, failed)
+
+	eready := make(chan string, 1)
+	run("edge", func() error {
+		return edge.Run(ctx, edge.Config{
+			HTTPAddr: "127.0.0.1:0", Validators: []string{n.ValidatorURL}, ClusterID: "test", UpstreamTimeout: 2 * time.Second,
+		}, log.Named("edge"), eready)
+	})
+	n.EdgeURL = "http://" + receive(t, eready, failed)
+
+	n.Client = &ledgerclient.Client{BaseURL: n.ValidatorURL}
+	// /health answers 200 once raft has a leader, the storage is open and,
+	// with payments verified, NATS is connected.
+	Eventually(t, 15*time.Second, func() bool {
+		resp, err := http.Get(n.ValidatorURL + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	cfg, err := n.Client.BlockchainConfig(ctx)
+	if err != nil {
+		t.Fatalf("blockchain config: %v", err)
+	}
+	n.Config = cfg
+	return n
+}
+
+func receive(t testing.TB, ready <-chan string, failed <-chan error) string {
+	t.Helper()
+	select {
+	case addr := <-ready:
+		return addr
+	case err := <-failed:
+		t.Fatalf("service failed to start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("service did not start within 30s")
+	}
+	return ""
+}
+
+// Eventually polls cond until it holds or the deadline passes.
+func Eventually(t testing.TB, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,229 @@
+// Package ledgerclient is a Go client of the validator's proposal routes:
+// it builds and signs proposal forms (EIP-712, DECISIONS D1), pays for them
+// on the payment contract, submits them and follows their status. ledgerctl,
+// the end-to-end tests and the benchmarks use it, so they all speak to the
+// validator exactly as a client must.
+package ledgerclient
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+)
+
+// Client talks to one validator.
+type Client struct {
+	BaseURL string       // e.g. http://127.0.0.1:8090
+	Token   string       // bearer token, when the validator requires one
+	HTTP    *http.Client // nil: a client with a 90 s timeout
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 90 * time.Second}
+}
+
+// do sends a request and decodes a 2xx body into out; other answers become
+// an *apierror.Error (from the D5 body when there is one).
+func (c *Client) do(req *http.Request, out any) (int, error) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		var eb apierror.Body
+		if json.Unmarshal(body, &eb) == nil && eb.Error != nil {
+			return resp.StatusCode, eb.Error
+		}
+		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decoding answer: %w", req.Method, req.URL.Path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func (c *Client) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(req, out)
+	return err
+}
+
+// BlockchainConfig reads /v1/blockchain/config.
+func (c *Client) BlockchainConfig(ctx context.Context) (api.BlockchainConfig, error) {
+	var cfg api.BlockchainConfig
+	return cfg, c.get(ctx, "/v1/blockchain/config", &cfg)
+}
+
+// Status reads a proposal's status; wait > 0 lets the validator hold the
+// request until the status changes or wait passes.
+func (c *Client) Status(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error) {
+	var s api.ProposalStatus
+	path := api.StatusLink(id.Hex())
+	if wait > 0 {
+		path += "?wait=" + wait.String()
+	}
+	return s, c.get(ctx, path, &s)
+}
+
+// WaitFinal follows a proposal until it is COMMITTED, FINALIZED or
+// REJECTED, calling progress on every status change.
+func (c *Client) WaitFinal(ctx context.Context, id common.Hash, progress func(api.ProposalStatus)) (api.ProposalStatus, error) {
+	last := ""
+	for {
+		s, err := c.Status(ctx, id, 30*time.Second)
+		if err != nil {
+			return s, err
+		}
+		if s.Status != last && progress != nil {
+			progress(s)
+		}
+		last = s.Status
+		if api.Terminal(s.Status) {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return s, ctx.Err()
+		}
+	}
+}
+
+// Submitted is the answer to a submission: 202 with a receipt for a new
+// proposal, or 200 with the current status of an identical earlier one.
+type Submitted struct {
+	HTTPStatus int
+	Receipt    api.Receipt        // on 202
+	Existing   api.ProposalStatus // on 200
+}
+
+// Submit posts a proposal form to /v1/propose-write or /v1/propose-delete.
+func (c *Client) Submit(ctx context.Context, action proposal.Action, form url.Values) (Submitted, error) {
+	route := "/v1/propose-write"
+	if action == proposal.Delete {
+		route = "/v1/propose-delete"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+route, strings.NewReader(form.Encode()))
+	if err != nil {
+		return Submitted{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	var raw json.RawMessage
+	code, err := c.do(req, &raw)
+	out := Submitted{HTTPStatus: code}
+	if err != nil {
+		return out, err
+	}
+	if code == http.StatusAccepted {
+		err = json.Unmarshal(raw, &out.Receipt)
+	} else {
+		err = json.Unmarshal(raw, &out.Existing)
+	}
+	return out, err
+}
+
+// Proposal is what an author wants to write or delete.
+type Proposal struct {
+	Action       proposal.Action // Write when empty
+	ID           common.Hash     // random when zero
+	Message      []byte
+	Organization string // "default" when empty
+	ContentType  string
+	Path         string // below the organization; default <contentType>/<id prefix>
+	Class        payment.Class
+}
+
+// NewProposalID returns a random proposal id.
+func NewProposalID() common.Hash {
+	var id common.Hash
+	if _, err := rand.Read(id[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return id
+}
+
+// Form builds the signed form of p for the cluster described by cfg. txHash
+// is the payment transaction, zero when the mode verifies no payments. It
+// fills in p's defaults (ID, organization) and returns the full content path.
+func Form(cfg api.BlockchainConfig, key *ecdsa.PrivateKey, p *Proposal, txHash common.Hash) (url.Values, string, error) {
+	if p.Action == "" {
+		p.Action = proposal.Write
+	}
+	if p.ID == (common.Hash{}) {
+		p.ID = NewProposalID()
+	}
+	if p.Organization == "" {
+		p.Organization = proposal.DefaultOrganization
+	}
+	sub := p.Path
+	if sub == "" {
+		if p.Action == proposal.Delete {
+			return nil, "", errors.New("a delete needs a path")
+		}
+		sub = proposal.DefaultSubPath(p.ContentType, p.ID)
+	}
+	wallet := crypto.PubkeyToAddress(key.PublicKey)
+	path := proposal.ContentPath(cfg.ContentRoot, wallet, p.Organization, sub)
+	var msgHash common.Hash
+	if p.Action == proposal.Write {
+		msgHash = signing.MessageHash(p.Message)
+	}
+	domain := signing.Domain{ChainID: cfg.EIP712.ChainID, VerifyingContract: common.HexToAddress(cfg.EIP712.VerifyingContract)}
+	sig, err := signing.Sign(domain, signing.Proposal{
+		Action: string(p.Action), ProposalID: p.ID, Wallet: wallet, Path: path,
+		Organization: p.Organization, ContentType: p.ContentType, PaymentTier: p.Class.Name(), MessageHash: msgHash,
+	}, key)
+	if err != nil {
+		return nil, "", err
+	}
+	form := url.Values{
+		proposal.FieldProposalID:    {p.ID.Hex()},
+		proposal.FieldWalletAddress: {wallet.Hex()},
+		proposal.FieldSignature:     {hexutil.Encode(sig)},
+		proposal.FieldOrganization:  {p.Organization},
+		proposal.FieldPaymentTier:   {p.Class.Name()},
+		proposal.FieldPath:          {sub},
+	}
+	if p.Action == proposal.Write {
+		form.Set(proposal.FieldMessage, string(p.Message))
+	}
+	if p.ContentType != "" {
+		form.Set(proposal.FieldContentType, p.ContentType)
+	}
+	if txHash != (common.Hash{}) {
+		form.Set(proposal.FieldEthereumTxHash, txHash.Hex())
+	}
+	return form, path, nil
+}

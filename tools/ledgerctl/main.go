@@ -1,0 +1,330 @@
+// Command ledgerctl is the author and operator CLI of Content Ledger.
+//
+//	ledgerctl keygen                       make a new wallet key
+//	ledgerctl write  [flags] MESSAGE       pay, sign, submit and wait for COMMITTED
+//	ledgerctl delete [flags] --path P      the same for a delete
+//	ledgerctl status [flags] PROPOSAL_ID   show a proposal's status
+//
+// Every command takes --json for machine-readable output.
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/tools/ledgerclient"
+)
+
+const usage = `ledgerctl: the Content Ledger CLI
+
+usage:
+  ledgerctl keygen [--json]
+  ledgerctl write  [--key HEX] [--org ORG] [--type TYPE] [--path PATH] [--tier CLASS] [--file F] [MESSAGE]
+  ledgerctl delete [--key HEX] [--org ORG] [--tier CLASS] --path PATH
+  ledgerctl status [--wait 30s] PROPOSAL_ID
+
+common flags:
+  --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090)
+  --rpc URL         Ethereum JSON-RPC for payments (env LEDGER_RPC, default http://127.0.0.1:8545)
+  --token T         bearer token of the validator (env LEDGER_TOKEN)
+  --key HEX         wallet private key (env LEDGER_KEY)
+  --json            print JSON
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "keygen":
+		err = keygen(os.Args[2:], os.Stdout)
+	case "write":
+		err = propose(ctx, proposal.Write, os.Args[2:], os.Stdout, os.Stderr)
+	case "delete":
+		err = propose(ctx, proposal.Delete, os.Args[2:], os.Stdout, os.Stderr)
+	case "status":
+		err = status(ctx, os.Args[2:], os.Stdout)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		err = fmt.Errorf("unknown command %q\n\n%s", os.Args[1], usage)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ledgerctl:", err)
+		os.Exit(1)
+	}
+}
+
+// commonFlags holds the flags every command shares.
+type commonFlags struct {
+	validator, rpc, token, key string
+	json                       bool
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.validator, "validator", envOr("LEDGER_VALIDATOR", "http://127.0.0.1:8090"), "validator HTTP API")
+	fs.StringVar(&c.rpc, "rpc", envOr("LEDGER_RPC", "http://127.0.0.1:8545"), "Ethereum JSON-RPC endpoint")
+	fs.StringVar(&c.token, "token", os.Getenv("LEDGER_TOKEN"), "validator bearer token")
+	fs.StringVar(&c.key, "key", os.Getenv("LEDGER_KEY"), "wallet private key, hex")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+}
+
+func (c *commonFlags) client() *ledgerclient.Client {
+	return &ledgerclient.Client{BaseURL: c.validator, Token: c.token}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func keygen(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	var c commonFlags
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		return err
+	}
+	addr := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	priv := hexutil.Encode(crypto.FromECDSA(key))
+	if c.json {
+		return printJSON(out, map[string]string{"address": addr, "privateKey": priv})
+	}
+	_, err = fmt.Fprintf(out, "address:     %s\nprivate key: %s\nkeep the private key secret; pass it as --key or LEDGER_KEY\n", addr, priv)
+	return err
+}
+
+func parseKey(s string) (*ecdsa.PrivateKey, error) {
+	if s == "" {
+		return nil, errors.New("no wallet key: pass --key or set LEDGER_KEY (ledgerctl keygen makes one)")
+	}
+	key, err := crypto.HexToECDSA(strings.TrimPrefix(s, "0x"))
+	if err != nil {
+		return nil, fmt.Errorf("wallet key: %w", err)
+	}
+	return key, nil
+}
+
+// result is the JSON output of write and delete.
+type result struct {
+	ProposalID string             `json:"proposalId"`
+	Path       string             `json:"path"`
+	TxHash     string             `json:"ethereumTxHash,omitempty"`
+	Status     api.ProposalStatus `json:"status"`
+}
+
+func propose(ctx context.Context, action proposal.Action, args []string, out, progressOut io.Writer) error {
+	fs := flag.NewFlagSet(string(action), flag.ContinueOnError)
+	var c commonFlags
+	c.register(fs)
+	org := fs.String("org", "", "organization (default \"default\")")
+	contentType := fs.String("type", "", "content type label")
+	path := fs.String("path", "", "node path below the organization")
+	tier := fs.String("tier", "standard", "payment class: standard, express or priority")
+	file := fs.String("file", "", "read the message from this file (- for stdin)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	key, err := parseKey(c.key)
+	if err != nil {
+		return err
+	}
+	class, err := payment.ParseClass(*tier)
+	if err != nil {
+		return err
+	}
+	p := &ledgerclient.Proposal{Action: action, Organization: *org, ContentType: *contentType, Path: *path, Class: class}
+	if action == proposal.Write {
+		if p.Message, err = readMessage(*file, fs.Args()); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	progress := func(format string, a ...any) {
+		if !c.json {
+			fmt.Fprintf(progressOut, format+"\n", a...)
+		}
+	}
+
+	client := c.client()
+	cfg, err := client.BlockchainConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the validator's blockchain config: %w", err)
+	}
+	progress("validator %s: %s mode, chain %d, contract %s", c.validator, cfg.Mode, cfg.ChainID, cfg.ContractAddress)
+
+	if p.ID == (common.Hash{}) {
+		p.ID = ledgerclient.NewProposalID()
+	}
+	var txHash common.Hash
+	if cfg.PaymentsVerified {
+		eth, err := ethclient.DialContext(ctx, c.rpc)
+		if err != nil {
+			return fmt.Errorf("connecting to %s: %w", c.rpc, err)
+		}
+		defer eth.Close()
+		progress("paying %s ETH (%s) for proposal %s ...", payment.FormatAmount(class.Price(payment.ETH), payment.ETH), class.Name(), p.ID.Hex())
+		receipt, err := ledgerclient.Pay(ctx, eth, key, cfg.ChainID, common.HexToAddress(cfg.ContractAddress), p.ID, class)
+		if err != nil {
+			return err
+		}
+		txHash = receipt.TxHash
+		progress("paid in transaction %s (block %d)", txHash.Hex(), receipt.BlockNumber)
+	}
+
+	form, fullPath, err := ledgerclient.Form(cfg, key, p, txHash)
+	if err != nil {
+		return err
+	}
+	sub, err := client.Submit(ctx, action, form)
+	if err != nil {
+		return describe(err)
+	}
+	progress("submitted %s to %s: HTTP %d", p.ID.Hex(), fullPath, sub.HTTPStatus)
+	final, err := client.WaitFinal(ctx, p.ID, func(s api.ProposalStatus) {
+		line := "status " + s.Status
+		if s.Reason != "" {
+			line += " (" + s.Reason + ")"
+		}
+		if s.CommitIndex > 0 {
+			line += fmt.Sprintf(" at raft index %d", s.CommitIndex)
+		}
+		progress("%s", line)
+	})
+	if err != nil {
+		return describe(err)
+	}
+	if c.json {
+		if err := printJSON(out, result{ProposalID: p.ID.Hex(), Path: fullPath, TxHash: hexOrEmpty(txHash), Status: final}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "%s %s\n", final.Status, fullPath)
+	}
+	if final.Status == api.StatusRejected {
+		return fmt.Errorf("proposal rejected: %s", final.Reason)
+	}
+	return nil
+}
+
+func hexOrEmpty(h common.Hash) string {
+	if h == (common.Hash{}) {
+		return ""
+	}
+	return h.Hex()
+}
+
+func readMessage(file string, args []string) ([]byte, error) {
+	switch {
+	case file == "-":
+		return io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+	case file != "":
+		return os.ReadFile(file)
+	case len(args) == 1:
+		return []byte(args[0]), nil
+	}
+	return nil, errors.New("give the message as one argument or with --file")
+}
+
+// describe makes an API error read well on a terminal.
+func describe(err error) error {
+	if e := apierror.As(err); e != nil {
+		msg := fmt.Sprintf("%s: %s", e.Code, e.Message)
+		if e.Retryable {
+			msg += " (retryable)"
+		}
+		return errors.New(msg)
+	}
+	return err
+}
+
+// formatAmount renders an amount of a token's smallest unit in whole units.
+func formatAmount(amount, token string) string {
+	v, ok := new(big.Int).SetString(amount, 10)
+	if !ok {
+		return amount
+	}
+	t := payment.ETH
+	if token == payment.USDC.String() {
+		t = payment.USDC
+	}
+	return payment.FormatAmount(v, t)
+}
+
+func status(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var c commonFlags
+	c.register(fs)
+	wait := fs.Duration("wait", 0, "wait up to this long for the status to change")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("give one proposal id")
+	}
+	id := fs.Arg(0)
+	if len(id) != 66 || !strings.HasPrefix(id, "0x") {
+		return fmt.Errorf("proposal id %q is not 0x followed by 64 hex digits", id)
+	}
+	s, err := c.client().Status(ctx, common.HexToHash(id), *wait)
+	if err != nil {
+		return describe(err)
+	}
+	if c.json {
+		return printJSON(out, s)
+	}
+	fmt.Fprintf(out, "proposal   %s\nstatus     %s\n", s.ProposalID, s.Status)
+	if s.Reason != "" {
+		fmt.Fprintf(out, "reason     %s\n", s.Reason)
+	}
+	fmt.Fprintf(out, "action     %s\nwallet     %s\npath       %s\ntier       %s\nepoch      %d\naccepted   %s\n",
+		s.Action, s.Wallet, s.Path, s.Tier, s.Epoch, s.AcceptedAt.Format(time.RFC3339))
+	if s.CommitIndex > 0 {
+		fmt.Fprintf(out, "index      %d\n", s.CommitIndex)
+	}
+	if s.CommittedAt != nil {
+		fmt.Fprintf(out, "committed  %s\n", s.CommittedAt.Format(time.RFC3339))
+	}
+	if s.Payment != nil {
+		fmt.Fprintf(out, "payment    %s (block %d, %s %s)\n", s.Payment.TxHash, s.Payment.BlockNumber, formatAmount(s.Payment.Amount, s.Payment.Token), s.Payment.Token)
+	}
+	return nil
+}
