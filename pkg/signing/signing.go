@@ -234,7 +234,8 @@ func digest(td *apitypes.TypedData, separator common.Hash, msg apitypes.TypedDat
 // wallets produce. Nonces are RFC 6979, so the result is deterministic and
 // matches ethers' for the same key and data; s is always low.
 func (s *Signer) Sign(p Proposal, key *ecdsa.PrivateKey) ([]byte, error) {
-	if key == nil || key.D == nil || key.Curve == nil { // crypto.Sign would panic
+	// go-ethereum's crypto.Sign reads the raw scalar and panics on a nil one.
+	if key == nil || key.D == nil || key.Curve == nil { //nolint:staticcheck // SA1019: checked because crypto.Sign uses it
 		return nil, errors.New("signing: nil or incomplete private key")
 	}
 	h, err := s.Digest(p)

@@ -421,7 +421,7 @@ func TestNilInputs(t *testing.T) {
 	if _, err := Sign(devDomain, p, nil); err == nil {
 		t.Error("Sign with nil key succeeded")
 	}
-	if _, err := Sign(devDomain, p, &ecdsa.PrivateKey{D: big.NewInt(1)}); err == nil {
+	if _, err := Sign(devDomain, p, &ecdsa.PrivateKey{D: big.NewInt(1)}); err == nil { //nolint:staticcheck // SA1019: a key without a curve, on purpose
 		t.Error("Sign with curveless key succeeded")
 	}
 	if err := (&Signer{}).Verify(p, make([]byte, 65), p.Wallet); err == nil {
