@@ -3,7 +3,8 @@
 
 GO        ?= go
 PACKAGES  := ./pkg/... ./services/validator/... ./services/edge/... ./services/chain-watcher/... ./tools/... ./tests/...
-BENCHTIME ?= 1x
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
@@ -39,9 +40,9 @@ lint:
 	$(GO) vet $(PACKAGES)
 	$(GO) run $(GOLANGCI) run $(PACKAGES)
 
-## bench: Go benchmarks in Go's benchmark format, for benchstat
+## bench: Go benchmarks in Go's benchmark format; BENCHCOUNT=6 and benchstat compare runs
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PACKAGES)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
