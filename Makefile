@@ -12,7 +12,8 @@ PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
-	$(GO) run ./tools/devnet
+	$(GO) build -o bin/devnet ./tools/devnet
+	exec ./bin/devnet
 
 ## test: every test of every module, with the race detector
 test:
