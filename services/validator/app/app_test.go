@@ -26,6 +26,10 @@ var testContract = common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180a
 
 // startMock runs a MOCK-mode validator on a temp dir and returns its URL.
 func startMock(t *testing.T) string {
+	return startMockWith(t, func(*Config) {})
+}
+
+func startMockWith(t *testing.T, edit func(*Config)) string {
 	t.Helper()
 	cfg := Config{
 		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0",
@@ -33,6 +37,7 @@ func startMock(t *testing.T) string {
 		EpochLength: 384 * time.Second, TickInterval: 20 * time.Millisecond, PaymentWait: time.Second,
 		MaxPending: 100, MaxBatch: 64,
 	}
+	edit(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -224,5 +229,39 @@ func TestSignatureRejections(t *testing.T) {
 	}
 	if i, h := stateOf(t, base); i != index || h != hash {
 		t.Fatal("refused proposals changed state")
+	}
+}
+
+func TestAuthToken(t *testing.T) {
+	base := startMockWith(t, func(c *Config) { c.AuthToken = "s3cret" })
+	call := func(path, token string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	for _, path := range []string{"/health", "/health/local"} {
+		if code, _ := call(path, ""); code != http.StatusOK {
+			t.Errorf("%s without a token: %d", path, code)
+		}
+	}
+	code, body := call("/v1/blockchain/config", "")
+	if code != http.StatusUnauthorized || body["error"].(map[string]any)["code"] != string(apierror.Unauthorized) {
+		t.Errorf("no token: %d %v", code, body)
+	}
+	code, body = call("/v1/blockchain/config", "wrong")
+	if code != http.StatusForbidden || body["error"].(map[string]any)["code"] != string(apierror.Forbidden) {
+		t.Errorf("wrong token: %d %v", code, body)
+	}
+	if code, body = call("/v1/blockchain/config", "s3cret"); code != http.StatusOK || body["mode"] != "MOCK" {
+		t.Errorf("right token: %d %v", code, body)
 	}
 }
