@@ -103,17 +103,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
-	e := httpapi.New(httpapi.Config{
-		AuthToken:  cfg.AuthToken,
-		Form:       form,
-		Blockchain: blockchainConfig(cfg, domain),
-	}, log.Named("api"), pipe, stateView{machine}, health)
-
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("validator: listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
+	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, members: members(cfg, ln.Addr().String())}
+	e := httpapi.New(httpapi.Config{
+		AuthToken:  cfg.AuthToken,
+		Form:       form,
+		Blockchain: blockchainConfig(cfg, domain),
+	}, log.Named("api"), pipe, stateView{machine}, health, cluster)
+
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
 
 	errc := make(chan error, 4)

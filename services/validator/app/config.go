@@ -3,6 +3,10 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +34,12 @@ type Config struct {
 	ClusterID string `envconfig:"CLUSTER_ID" default:"contentledger-local" desc:"name of the cluster"`
 	DataDir   string `envconfig:"DATA_DIR" default:"./data/validator-1" desc:"directory of the Pebble database"`
 	HTTPAddr  string `envconfig:"HTTP_ADDR" default:"0.0.0.0:8090" desc:"address of the HTTP API"`
+	PeerAddr  string `envconfig:"PEER_ADDR" default:"0.0.0.0:7090" desc:"address raft peers connect to"`
+	// InitialCluster lists the first members, as etcd's --initial-cluster
+	// does: id=peerHost:port=apiURL, comma-separated. Empty: a single-node
+	// cluster of NodeID. Used only to bootstrap an empty data directory and
+	// to know the peers' addresses.
+	InitialCluster string `envconfig:"INITIAL_CLUSTER" desc:"id=peerAddr=apiURL,... of the first members; empty: single node"`
 	AuthToken string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
@@ -73,10 +83,54 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes <= 0 || c.EpochLength <= 0 || c.PaymentWait <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_MESSAGE_BYTES, EPOCH_LENGTH and PAYMENT_WAIT must be positive"))
 	}
+	if members, err := ParseCluster(c.InitialCluster); err != nil {
+		errs = append(errs, err)
+	} else if len(members) > 0 && !slices.ContainsFunc(members, func(m Member) bool { return m.ID == c.NodeID }) {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER does not name this node (%d)", c.NodeID))
+	}
 	if strings.Contains(c.ContentRoot, "/") || c.ContentRoot == "" {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_CONTENT_ROOT %q must be one path segment", c.ContentRoot))
 	}
 	return errors.Join(errs...)
+}
+
+// Member is one validator of the cluster.
+type Member struct {
+	ID       uint64 `json:"id"`
+	PeerAddr string `json:"peerAddr"` // host:port of raft traffic
+	APIURL   string `json:"apiUrl"`   // base URL of the HTTP API
+}
+
+// ParseCluster parses id=peerAddr=apiURL,... (see Config.InitialCluster).
+func ParseCluster(s string) ([]Member, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Member
+	seen := map[uint64]bool{}
+	for _, item := range strings.Split(s, ",") {
+		parts := strings.Split(strings.TrimSpace(item), "=")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER item %q is not id=peerAddr=apiURL", item)
+		}
+		id, err := strconv.ParseUint(parts[0], 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER item %q: id must be a positive integer", item)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER names node %d twice", id)
+		}
+		seen[id] = true
+		if _, _, err := net.SplitHostPort(parts[1]); err != nil {
+			return nil, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER item %q: peer address: %v", item, err)
+		}
+		u, err := url.Parse(parts[2])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER item %q: API URL must be http(s)://host:port", item)
+		}
+		out = append(out, Member{ID: id, PeerAddr: parts[1], APIURL: strings.TrimRight(parts[2], "/")})
+	}
+	return out, nil
 }
 
 // VerifiesPayments reports whether the mode checks payments.

@@ -7,8 +7,10 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/nats-io/nats.go"
 
+	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
@@ -90,4 +92,54 @@ func (h *healthView) Health() map[string]any {
 		"stateHash":    common.Hash(hash).Hex(),
 		"checks":       checks,
 	}
+}
+
+// clusterView answers the consensus routes from the raft node, the state
+// machine and the member list.
+type clusterView struct {
+	cfg     Config
+	node    *consensus.Node
+	machine *state.Machine
+	epochs  *epoch.Clock
+	members []api.Member
+}
+
+func (v *clusterView) Members() []api.Member { return v.members }
+
+func (v *clusterView) Status() api.ConsensusStatus {
+	st := v.node.Status()
+	peers := []string{}
+	for _, m := range v.members {
+		if m.ID != v.cfg.NodeID {
+			peers = append(peers, m.Name)
+		}
+	}
+	return api.ConsensusStatus{
+		ContractVersion: api.ConsensusStatusVersion,
+		ClusterID:       v.cfg.ClusterID,
+		NodeID:          v.cfg.NodeID,
+		Name:            api.NodeName(v.cfg.NodeID),
+		Role:            string(st.Role),
+		Term:            st.Term,
+		Leader:          st.Leader,
+		Peers:           peers,
+		Epoch:           v.epochs.Current(),
+		CommitIndex:     st.CommitIndex,
+		AppliedIndex:    v.machine.AppliedIndex(),
+		StateHash:       common.Hash(v.machine.StateHash()).Hex(),
+	}
+}
+
+// members turns the configured cluster into API members; a single node with
+// no configured cluster is its own only member, reachable at its HTTP address.
+func members(cfg Config, httpAddr string) []api.Member {
+	parsed, _ := ParseCluster(cfg.InitialCluster) // validated by Config.Validate
+	if len(parsed) == 0 {
+		parsed = []Member{{ID: cfg.NodeID, PeerAddr: cfg.PeerAddr, APIURL: "http://" + httpAddr}}
+	}
+	out := make([]api.Member, len(parsed))
+	for i, m := range parsed {
+		out[i] = api.Member{ID: m.ID, Name: api.NodeName(m.ID), PeerAddr: m.PeerAddr, APIURL: m.APIURL}
+	}
+	return out
 }

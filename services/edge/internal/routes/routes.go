@@ -73,6 +73,7 @@ func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	g := e.Group("/ops/v1", s.authenticate)
 	g.GET("/health", s.health)
+	g.GET("/cluster", s.cluster)
 	g.GET("/explorer/proposal/:proposalId", s.proposal)
 	e.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	return e

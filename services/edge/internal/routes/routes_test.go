@@ -183,3 +183,29 @@ func TestAuthLanes(t *testing.T) {
 		t.Fatalf("general token refused: %d %v", status, body)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	status := func(id uint64, role, hash string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.status.v1", "nodeId": id,
+				"name": "validator-" + string(rune('0'+id)), "role": role, "term": 3, "appliedIndex": 9, "commitIndex": 9, "stateHash": hash})
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := serve(t, auth.Lanes{}, status(1, "LEADER", "0xaa").URL, status(2, "FOLLOWER", "0xaa").URL, deadURL(t))
+	_, body := get(t, srv.URL+"/ops/v1/cluster", "")
+	data := assertEnvelope(t, body)
+	if data["leaderNodeId"] != "validator-1" || data["reachable"] != float64(2) || data["quorum"] != float64(2) || data["stateHashAgreement"] != true {
+		t.Fatalf("cluster %v", data)
+	}
+	if nodes := data["nodes"].([]any); len(nodes) != 3 || nodes[2].(map[string]any)["reachable"] != false {
+		t.Fatalf("nodes %v", nodes)
+	}
+
+	srv = serve(t, auth.Lanes{}, status(1, "LEADER", "0xaa").URL, status(2, "FOLLOWER", "0xbb").URL)
+	_, body = get(t, srv.URL+"/ops/v1/cluster", "")
+	if data := assertEnvelope(t, body); data["stateHashAgreement"] != false {
+		t.Fatalf("diverged hashes at one index not flagged: %v", data)
+	}
+}

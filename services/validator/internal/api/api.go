@@ -63,17 +63,20 @@ type Server struct {
 	proposals Proposals
 	content   Content
 	health    Health
+	cluster   Cluster
+	peerHTTP  *http.Client // forwarding and peer status calls
 }
 
 // New builds the echo instance with every route.
-func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, health Health) *echo.Echo {
+func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, health Health, cluster Cluster) *echo.Echo {
 	if cfg.MaxStatusWait <= 0 {
 		cfg.MaxStatusWait = 60 * time.Second
 	}
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = 1000
 	}
-	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health}
+	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health, cluster: cluster,
+		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -82,13 +85,17 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	// local-diagnostic
 	e.GET("/health", s.getHealth)
 	e.GET("/health/local", s.getHealth)
+	e.GET("/health/cluster", s.clusterHealth)
 	e.GET("/api/explore", s.explore)
 	// source
 	e.GET("/v1/blockchain/config", s.blockchainConfig)
+	e.GET("/v1/consensus/leader", s.consensusLeader)
+	e.GET("/v1/consensus/status", s.consensusStatus)
 	// internal
 	e.POST("/v1/propose-write", s.proposeWrite)
 	e.POST("/v1/propose-delete", s.proposeDelete)
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
+	e.GET("/v1/peers", s.peers)
 	return e
 }
 

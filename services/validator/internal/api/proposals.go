@@ -27,6 +27,9 @@ func (s *Server) proposeWrite(c echo.Context) error { return s.propose(c, propos
 func (s *Server) proposeDelete(c echo.Context) error { return s.propose(c, proposal.ParseDelete) }
 
 func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options) (*proposal.Submission, error)) error {
+	if handled, err := s.forward(c); handled {
+		return err
+	}
 	form, err := s.readForm(c)
 	if err != nil {
 		return err
@@ -86,6 +89,14 @@ func (s *Server) proposalStatus(c echo.Context) error {
 		wait = min(d, s.cfg.MaxStatusWait)
 	}
 	status, err := s.proposals.WaitStatus(c.Request().Context(), id, wait)
+	// A follower holds only applied records: a proposal still in the
+	// leader's pipeline is the leader's to report. Without a leader, the
+	// local answer stands.
+	if apierror.CodeOf(err) == apierror.NotFound {
+		if handled, ferr := s.forward(c); handled && ferr == nil {
+			return nil
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,102 @@
+package api
+
+import "strconv"
+
+// Contract version markers of the consensus source routes.
+const (
+	ConsensusLeaderVersion = "consensus.leader.v1"
+	ConsensusStatusVersion = "consensus.status.v1"
+	PeersVersion           = "consensus.peers.v1"
+	ClusterHealthVersion   = "health.cluster.v1"
+)
+
+// Roles of a validator in raft.
+const (
+	RoleLeader    = "LEADER"
+	RoleFollower  = "FOLLOWER"
+	RoleCandidate = "CANDIDATE"
+)
+
+// NodeName is the display name of a validator id, as peers lists show it.
+func NodeName(id uint64) string { return "validator-" + strconv.FormatUint(id, 10) }
+
+// Member is one validator of the cluster.
+type Member struct {
+	ID       uint64 `json:"id"`
+	Name     string `json:"name"`
+	PeerAddr string `json:"peerAddr"`
+	APIURL   string `json:"apiUrl"`
+}
+
+// LeaderInfo is the body of GET /v1/consensus/leader.
+type LeaderInfo struct {
+	ContractVersion string `json:"contractVersion"`
+	Known           bool   `json:"known"`
+	LeaderID        uint64 `json:"leaderId,omitempty"`
+	LeaderName      string `json:"leaderName,omitempty"`
+	LeaderURL       string `json:"leaderUrl,omitempty"`
+	Term            uint64 `json:"term"`
+	Self            bool   `json:"self"` // this validator is the leader
+}
+
+// ConsensusStatus is the body of GET /v1/consensus/status: one validator's
+// view of itself and the cluster.
+type ConsensusStatus struct {
+	ContractVersion string   `json:"contractVersion"`
+	ClusterID       string   `json:"clusterId"`
+	NodeID          uint64   `json:"nodeId"`
+	Name            string   `json:"name"`
+	Role            string   `json:"role"`
+	Term            uint64   `json:"term"`
+	Leader          uint64   `json:"leader"` // 0 when unknown
+	Peers           []string `json:"peers"`  // names of the other members
+	Epoch           uint64   `json:"epoch"`
+	CommitIndex     uint64   `json:"commitIndex"`
+	AppliedIndex    uint64   `json:"appliedIndex"`
+	StateHash       string   `json:"stateHash"`
+}
+
+// Peers is the body of GET /v1/peers.
+type Peers struct {
+	ContractVersion string     `json:"contractVersion"`
+	Self            uint64     `json:"self"`
+	Peers           []PeerView `json:"peers"`
+}
+
+// PeerView is one member as another sees it.
+type PeerView struct {
+	Member
+	Self     bool `json:"self"`
+	IsLeader bool `json:"isLeader"`
+}
+
+// ClusterHealth is the body of GET /health/cluster: every member's
+// (appliedIndex, stateHash) side by side, so a disagreement is visible.
+type ClusterHealth struct {
+	ContractVersion string `json:"contractVersion"`
+	Status          string `json:"status"` // ok, degraded, unavailable
+	Quorum          int    `json:"quorum"`
+	Reachable       int    `json:"reachable"`
+	Leader          uint64 `json:"leader"`
+	// StateHashAgreement is false when two members at the same applied
+	// index report different state hashes; members at different indexes
+	// are not compared (ComparedAt says at which index the hashes were).
+	StateHashAgreement bool         `json:"stateHashAgreement"`
+	ComparedAt         uint64       `json:"comparedAt,omitempty"`
+	Nodes              []NodeHealth `json:"nodes"`
+}
+
+// NodeHealth is one member in ClusterHealth.
+type NodeHealth struct {
+	ID           uint64 `json:"id"`
+	Name         string `json:"name"`
+	APIURL       string `json:"apiUrl"`
+	Reachable    bool   `json:"reachable"`
+	Error        string `json:"error,omitempty"`
+	Role         string `json:"role,omitempty"`
+	Term         uint64 `json:"term,omitempty"`
+	AppliedIndex uint64 `json:"appliedIndex,omitempty"`
+	CommitIndex  uint64 `json:"commitIndex,omitempty"`
+	StateHash    string `json:"stateHash,omitempty"`
+	LatencyMs    int64  `json:"latencyMs"`
+}

@@ -1,0 +1,36 @@
+package app
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseCluster(t *testing.T) {
+	got, err := ParseCluster("1=127.0.0.1:7090=http://127.0.0.1:8090, 2=10.0.0.2:7090=https://v2.example:8090/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1] != (Member{ID: 2, PeerAddr: "10.0.0.2:7090", APIURL: "https://v2.example:8090"}) {
+		t.Fatalf("parsed %+v", got)
+	}
+	if m, err := ParseCluster(" "); err != nil || m != nil {
+		t.Fatalf("empty: %v %v", m, err)
+	}
+	for _, bad := range []string{"1=a=http://x", "0=h:1=http://x", "1=h:1=http://x,1=h:2=http://y", "1=h:1=ftp://x", "1=h:1", "x=h:1=http://x"} {
+		if _, err := ParseCluster(bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestValidateNamesThisNode(t *testing.T) {
+	c := Config{Mode: Mock, NodeID: 3, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		InitialCluster: "1=h:1=http://a:1,2=h:2=http://b:2"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "does not name this node") {
+		t.Fatalf("got %v", err)
+	}
+	c.Mode = ""
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "MODE") {
+		t.Fatalf("no mode: %v", err)
+	}
+}
