@@ -1,6 +1,9 @@
 package api
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // Contract version markers of the consensus source routes.
 const (
@@ -99,4 +102,54 @@ type NodeHealth struct {
 	CommitIndex  uint64 `json:"commitIndex,omitempty"`
 	StateHash    string `json:"stateHash,omitempty"`
 	LatencyMs    int64  `json:"latencyMs"`
+}
+
+// Contract version markers of the messaging-layer detail routes.
+const (
+	LeadershipHistoryVersion   = "msgbus.leadership-history.v1"
+	ValidatorIdentitiesVersion = "msgbus.validator-identities.v1"
+	NodeStatusVersion          = "msgbus.node-status.v1"
+	ClusterStateVersion        = "msgbus.cluster-state.v1"
+)
+
+// LeadershipChange is one change of leader, role or term as a validator saw it.
+type LeadershipChange struct {
+	Term   uint64    `json:"term"`
+	Leader uint64    `json:"leader"` // 0: no leader known
+	Role   string    `json:"role"`   // this validator's role after the change
+	At     time.Time `json:"at"`
+}
+
+// LeadershipHistory is the body of GET /v1/msgbus/leadership-history.
+type LeadershipHistory struct {
+	ContractVersion string             `json:"contractVersion"`
+	NodeID          uint64             `json:"nodeId"`
+	Changes         uint64             `json:"changes"` // since start, including ones no longer listed
+	History         []LeadershipChange `json:"history"`
+}
+
+// ValidatorIdentities is the body of GET /v1/msgbus/validator-identities.
+type ValidatorIdentities struct {
+	ContractVersion string     `json:"contractVersion"`
+	Validators      []PeerView `json:"validators"`
+}
+
+// NodeStatus is the body of GET /v1/msgbus/node-status.
+type NodeStatus struct {
+	ConsensusStatus
+	StartedAt         time.Time `json:"startedAt"`
+	UptimeSeconds     int64     `json:"uptimeSeconds"`
+	LeadershipChanges uint64    `json:"leadershipChanges"`
+}
+
+// ClusterState is the body of GET /v1/msgbus/cluster-state: membership as
+// raft holds it, beside the configured members.
+type ClusterState struct {
+	ContractVersion string   `json:"contractVersion"`
+	Leader          uint64   `json:"leader"`
+	Term            uint64   `json:"term"`
+	Voters          []uint64 `json:"voters"`
+	Learners        []uint64 `json:"learners"`
+	Quorum          int      `json:"quorum"`
+	Members         []Member `json:"members"`
 }

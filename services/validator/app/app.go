@@ -108,7 +108,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		return fmt.Errorf("validator: listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
-	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, members: members(cfg, ln.Addr().String())}
+	leadership := newLeadershipLog(256)
+	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, members: members(cfg, ln.Addr().String()),
+		leadership: leadership, startedAt: now()}
 	e := httpapi.New(httpapi.Config{
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
@@ -118,6 +120,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
 
 	errc := make(chan error, 4)
+	go leadership.follow(ctx, node, now)
 	go func() { errc <- pipe.Run(ctx) }()
 	if follower != nil {
 		go func() { errc <- follower.Run(ctx) }()

@@ -265,3 +265,41 @@ func TestAuthToken(t *testing.T) {
 		t.Errorf("right token: %d %v", code, body)
 	}
 }
+
+func TestConsensusRoutesSingleNode(t *testing.T) {
+	base := startMock(t)
+	var leader api.LeaderInfo
+	getJSON(t, base+"/v1/consensus/leader", &leader)
+	if !leader.Known || !leader.Self || leader.LeaderID != 1 || leader.LeaderURL != base || leader.ContractVersion != api.ConsensusLeaderVersion {
+		t.Fatalf("leader %+v", leader)
+	}
+	var st api.ConsensusStatus
+	getJSON(t, base+"/v1/consensus/status", &st)
+	if st.Role != api.RoleLeader || st.Term == 0 || st.AppliedIndex == 0 || len(st.Peers) != 0 || st.Epoch < 1000 || len(st.StateHash) != 66 {
+		t.Fatalf("status %+v", st)
+	}
+	var peers api.Peers
+	getJSON(t, base+"/v1/peers", &peers)
+	if len(peers.Peers) != 1 || !peers.Peers[0].Self || !peers.Peers[0].IsLeader {
+		t.Fatalf("peers %+v", peers)
+	}
+	var health api.ClusterHealth
+	if code := getJSON(t, base+"/health/cluster", &health); code != http.StatusOK || health.Status != "ok" || !health.StateHashAgreement || health.Reachable != 1 {
+		t.Fatalf("cluster health %d %+v", code, health)
+	}
+	var history api.LeadershipHistory
+	getJSON(t, base+"/v1/msgbus/leadership-history", &history)
+	if len(history.History) == 0 || history.History[len(history.History)-1].Leader != 1 {
+		t.Fatalf("leadership history %+v", history)
+	}
+	var cs api.ClusterState
+	getJSON(t, base+"/v1/msgbus/cluster-state", &cs)
+	if len(cs.Voters) != 1 || cs.Voters[0] != 1 || cs.Quorum != 1 {
+		t.Fatalf("cluster state %+v", cs)
+	}
+	var ns api.NodeStatus
+	getJSON(t, base+"/v1/msgbus/node-status", &ns)
+	if ns.NodeID != 1 || ns.LeadershipChanges == 0 || ns.StartedAt.IsZero() {
+		t.Fatalf("node status %+v", ns)
+	}
+}

@@ -40,7 +40,7 @@ type Config struct {
 	// cluster of NodeID. Used only to bootstrap an empty data directory and
 	// to know the peers' addresses.
 	InitialCluster string `envconfig:"INITIAL_CLUSTER" desc:"id=peerAddr=apiURL,... of the first members; empty: single node"`
-	AuthToken string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
+	AuthToken      string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
 	ContractAddress string `envconfig:"CONTRACT_ADDRESS" desc:"payment contract address; required unless MOCK"`

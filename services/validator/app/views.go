@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/nats-io/nats.go"
@@ -97,14 +98,27 @@ func (h *healthView) Health() map[string]any {
 // clusterView answers the consensus routes from the raft node, the state
 // machine and the member list.
 type clusterView struct {
-	cfg     Config
-	node    *consensus.Node
-	machine *state.Machine
-	epochs  *epoch.Clock
-	members []api.Member
+	cfg        Config
+	node       *consensus.Node
+	machine    *state.Machine
+	epochs     *epoch.Clock
+	members    []api.Member
+	leadership *leadershipLog
+	startedAt  time.Time
 }
 
 func (v *clusterView) Members() []api.Member { return v.members }
+
+func (v *clusterView) StartedAt() time.Time { return v.startedAt }
+
+func (v *clusterView) LeadershipHistory() ([]api.LeadershipChange, uint64) {
+	return v.leadership.History()
+}
+
+func (v *clusterView) Membership() (voters, learners []uint64) {
+	cs := v.node.ConfState()
+	return append([]uint64{}, cs.GetVoters()...), append([]uint64{}, cs.GetLearners()...)
+}
 
 func (v *clusterView) Status() api.ConsensusStatus {
 	st := v.node.Status()

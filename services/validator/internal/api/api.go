@@ -96,6 +96,10 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.POST("/v1/propose-delete", s.proposeDelete)
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
 	e.GET("/v1/peers", s.peers)
+	e.GET("/v1/msgbus/leadership-history", s.leadershipHistory)
+	e.GET("/v1/msgbus/validator-identities", s.validatorIdentities)
+	e.GET("/v1/msgbus/node-status", s.nodeStatus)
+	e.GET("/v1/msgbus/cluster-state", s.clusterState)
 	return e
 }
 

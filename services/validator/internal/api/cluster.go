@@ -24,6 +24,12 @@ type Cluster interface {
 	Status() api.ConsensusStatus
 	// Members lists the cluster's validators, this one included.
 	Members() []api.Member
+	// Membership is the voters and learners raft holds.
+	Membership() (voters, learners []uint64)
+	// LeadershipHistory lists the leader changes this node saw, and their count.
+	LeadershipHistory() ([]api.LeadershipChange, uint64)
+	// StartedAt is when this validator started.
+	StartedAt() time.Time
 }
 
 // forwardedHeader marks a request a follower forwarded to the leader; a

@@ -1,0 +1,47 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/contentledger/contentledger/pkg/api"
+)
+
+// Messaging-layer detail routes (/v1/msgbus/*): local diagnostics of the
+// raft layer as this validator sees it.
+
+func (s *Server) leadershipHistory(c echo.Context) error {
+	history, changes := s.cluster.LeadershipHistory()
+	if history == nil {
+		history = []api.LeadershipChange{}
+	}
+	return c.JSON(http.StatusOK, api.LeadershipHistory{ContractVersion: api.LeadershipHistoryVersion,
+		NodeID: s.cluster.Status().NodeID, Changes: changes, History: history})
+}
+
+func (s *Server) validatorIdentities(c echo.Context) error {
+	st := s.cluster.Status()
+	out := api.ValidatorIdentities{ContractVersion: api.ValidatorIdentitiesVersion, Validators: []api.PeerView{}}
+	for _, m := range s.cluster.Members() {
+		out.Validators = append(out.Validators, api.PeerView{Member: m, Self: m.ID == st.NodeID, IsLeader: m.ID == st.Leader})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) nodeStatus(c echo.Context) error {
+	st := s.cluster.Status()
+	st.ContractVersion = api.NodeStatusVersion
+	_, changes := s.cluster.LeadershipHistory()
+	started := s.cluster.StartedAt()
+	return c.JSON(http.StatusOK, api.NodeStatus{ConsensusStatus: st, StartedAt: started,
+		UptimeSeconds: int64(time.Since(started) / time.Second), LeadershipChanges: changes})
+}
+
+func (s *Server) clusterState(c echo.Context) error {
+	st := s.cluster.Status()
+	voters, learners := s.cluster.Membership()
+	return c.JSON(http.StatusOK, api.ClusterState{ContractVersion: api.ClusterStateVersion, Leader: st.Leader, Term: st.Term,
+		Voters: voters, Learners: learners, Quorum: len(voters)/2 + 1, Members: s.cluster.Members()})
+}
