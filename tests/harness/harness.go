@@ -35,19 +35,23 @@ type Options struct {
 	Quiet         bool           // discard service logs (benchmarks)
 }
 
+// Backing is the part of a network validators depend on: the chain with
+// the payment contract, NATS with JetStream, and the chain-watcher.
+type Backing struct {
+	Chain   *devchain.Chain
+	NATSURL string
+}
+
 // Network is a running network.
 type Network struct {
-	Chain        *devchain.Chain
-	NATSURL      string
+	*Backing
 	ValidatorURL string
 	EdgeURL      string
 	Client       *ledgerclient.Client
 	Config       api.BlockchainConfig
 }
 
-// Start starts a network and stops it when the test ends.
-func Start(t testing.TB, o Options) *Network {
-	t.Helper()
+func (o *Options) defaults() {
 	if o.Mode == "" {
 		o.Mode = validator.Testnet
 	}
@@ -60,25 +64,64 @@ func Start(t testing.TB, o Options) *Network {
 	if o.BlockInterval == 0 {
 		o.BlockInterval = 100 * time.Millisecond
 	}
-	log := zap.NewNop()
-	if !o.Quiet {
-		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	}
-	dir := t.TempDir()
+}
 
+func (o Options) logger(t testing.TB) *zap.Logger {
+	if o.Quiet {
+		return zap.NewNop()
+	}
+	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+}
+
+// StartBacking starts the chain, NATS and the chain-watcher, and stops them
+// when the test ends.
+func StartBacking(t testing.TB, o Options) *Backing {
+	t.Helper()
+	o.defaults()
+	log := o.logger(t)
 	chain, err := devchain.Start(devchain.Config{Addr: "127.0.0.1:0", BlockInterval: o.BlockInterval})
 	if err != nil {
 		t.Fatalf("dev chain: %v", err)
 	}
-	nats, err := devnats.Start(devnats.Config{Port: -1, StoreDir: filepath.Join(dir, "nats")})
+	nats, err := devnats.Start(devnats.Config{Port: -1, StoreDir: filepath.Join(t.TempDir(), "nats")})
 	if err != nil {
-		chain.Close()
+		_ = chain.Close()
 		t.Fatalf("nats: %v", err)
 	}
+	b := &Backing{Chain: chain, NATSURL: nats.ClientURL()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := watcher.Run(ctx, watcher.Config{
+			RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: b.NATSURL,
+			Confirmations: o.Confirmations, PollInterval: 50 * time.Millisecond, StartBlock: chain.DeployBlock,
+			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: time.Hour, Bucket: "CHAIN_WATCHER", Replicas: 1,
+		}, log.Named("watcher"))
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("chain-watcher stopped: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nats.Stop()
+		_ = chain.Close()
+	})
+	return b
+}
+
+// Start starts a network and stops it when the test ends.
+func Start(t testing.TB, o Options) *Network {
+	t.Helper()
+	o.defaults()
+	log := o.logger(t)
+	n := &Network{Backing: StartBacking(t, o)}
+	dir := t.TempDir()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	failed := make(chan error, 3)
+	failed := make(chan error, 2)
 	run := func(name string, fn func() error) {
 		wg.Go(func() {
 			if err := fn(); err != nil && ctx.Err() == nil {
@@ -90,24 +133,14 @@ func Start(t testing.TB, o Options) *Network {
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		nats.Stop()
-		chain.Close()
 	})
 
-	n := &Network{Chain: chain, NATSURL: nats.ClientURL()}
-	run("chain-watcher", func() error {
-		return watcher.Run(ctx, watcher.Config{
-			RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: n.NATSURL,
-			Confirmations: o.Confirmations, PollInterval: 50 * time.Millisecond, StartBlock: chain.DeployBlock,
-			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: time.Hour, Bucket: "CHAIN_WATCHER", Replicas: 1,
-		}, log.Named("watcher"))
-	})
-
+	chain := n.Chain
 	vready := make(chan string, 1)
 	run("validator", func() error {
 		return validator.Run(ctx, validator.Config{
 			Mode: o.Mode, NodeID: 1, ClusterID: "test", DataDir: filepath.Join(dir, "validator-1"), HTTPAddr: "127.0.0.1:0",
-			ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(), USDCAddress: chain.DevUSDC.Hex(),
+			PeerAddr: "127.0.0.1:0", ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(), USDCAddress: chain.DevUSDC.Hex(),
 			Confirmations: o.Confirmations, NATSURL: n.NATSURL, PaymentStream: "CHAIN_EVENTS", PaymentWait: o.PaymentWait,
 			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
 			MaxPending: 10_000, MaxBatch: 512,

@@ -1,0 +1,213 @@
+// Package system runs validator binaries as separate processes on loopback
+// and does to them what production does: kill -9, restart, wipe. The chain,
+// NATS and the chain-watcher run in the test process.
+package system
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/tests/harness"
+	"github.com/contentledger/contentledger/tools/ledgerclient"
+)
+
+// validatorBin is built once by TestMain.
+var validatorBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "contentledger-system-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	validatorBin = filepath.Join(dir, "validator")
+	build := exec.Command("go", "build", "-o", validatorBin, "github.com/contentledger/contentledger/services/validator/cmd/validator")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the validator:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// node is one validator process.
+type node struct {
+	id       uint64
+	httpAddr string
+	peerAddr string
+	dataDir  string
+	logPath  string
+	env      []string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+}
+
+func (n *node) url() string { return "http://" + n.httpAddr }
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// cluster is a set of validator processes sharing one chain and NATS.
+type cluster struct {
+	t     testing.TB
+	net   *harness.Backing
+	nodes []*node
+}
+
+// newCluster starts size validators (MOCK mode when backing is nil).
+func newCluster(t testing.TB, size int, mode string) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	if mode != "MOCK" {
+		c.net = harness.StartBacking(t, harness.Options{})
+	}
+	dir := t.TempDir()
+	var initial []string
+	for i := 1; i <= size; i++ {
+		n := &node{id: uint64(i), httpAddr: freeAddr(t), peerAddr: freeAddr(t), dataDir: filepath.Join(dir, "v"+strconv.Itoa(i)),
+			logPath: filepath.Join(dir, "v"+strconv.Itoa(i)+".log")}
+		initial = append(initial, fmt.Sprintf("%d=%s=%s", n.id, n.peerAddr, n.url()))
+		c.nodes = append(c.nodes, n)
+	}
+	for _, n := range c.nodes {
+		n.env = append(os.Environ(),
+			"SVC_VALIDATOR_MODE="+mode,
+			"SVC_VALIDATOR_NODE_ID="+strconv.FormatUint(n.id, 10),
+			"SVC_VALIDATOR_DATA_DIR="+n.dataDir,
+			"SVC_VALIDATOR_HTTP_ADDR="+n.httpAddr,
+			"SVC_VALIDATOR_PEER_ADDR="+n.peerAddr,
+			"SVC_VALIDATOR_PAYMENT_WAIT=10s",
+			"SVC_VALIDATOR_TICK_INTERVAL=100ms",
+		)
+		if size > 1 {
+			n.env = append(n.env, "SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(initial, ","))
+		}
+		if c.net != nil {
+			n.env = append(n.env,
+				"SVC_VALIDATOR_CHAIN_ID=1337",
+				"SVC_VALIDATOR_CONTRACT_ADDRESS="+c.net.Chain.PaymentLedger.Hex(),
+				"SVC_VALIDATOR_NATS_URL="+c.net.NATSURL,
+				"SVC_VALIDATOR_CONFIRMATIONS=1",
+			)
+		}
+		c.start(n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			c.kill(n)
+		}
+		if t.Failed() {
+			for _, n := range c.nodes {
+				if b, err := os.ReadFile(n.logPath); err == nil {
+					t.Logf("log of validator %d (last 4 KiB):\n%s", n.id, tail(b, 4096))
+				}
+			}
+		}
+	})
+	return c
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func (c *cluster) start(n *node) {
+	c.t.Helper()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n.cmd = exec.Command(validatorBin)
+	n.cmd.Env, n.cmd.Stdout, n.cmd.Stderr = n.env, logf, logf
+	if err := n.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	n.exited = make(chan struct{})
+	go func() {
+		_ = n.cmd.Wait()
+		logf.Close()
+		close(n.exited)
+	}()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (c *cluster) kill(n *node) {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.exited
+}
+
+// client returns a client of node n.
+func (c *cluster) client(n *node) *ledgerclient.Client {
+	return &ledgerclient.Client{BaseURL: n.url(), HTTP: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// waitLeader waits until some node reports itself leader and returns it.
+func (c *cluster) waitLeader() *node {
+	c.t.Helper()
+	var leader *node
+	harness.Eventually(c.t, 30*time.Second, func() bool {
+		for _, n := range c.nodes {
+			var st api.ConsensusStatus
+			if get(n.url()+"/v1/consensus/status", &st) == nil && st.Role == api.RoleLeader {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+func get(u string, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return decodeJSON(resp, out)
+}
+
+func decodeJSON(resp *http.Response, out any) error {
+	return json.NewDecoder(resp.Body).Decode(out)
+}
