@@ -174,21 +174,7 @@ func (c *cluster) client(n *node) *ledgerclient.Client {
 }
 
 // waitLeader waits until some node reports itself leader and returns it.
-func (c *cluster) waitLeader() *node {
-	c.t.Helper()
-	var leader *node
-	harness.Eventually(c.t, 30*time.Second, func() bool {
-		for _, n := range c.nodes {
-			var st api.ConsensusStatus
-			if get(n.url()+"/v1/consensus/status", &st) == nil && st.Role == api.RoleLeader {
-				leader = n
-				return true
-			}
-		}
-		return false
-	})
-	return leader
-}
+func (c *cluster) waitLeader() *node { return c.waitLeaderAmong(c.nodes) }
 
 func get(u string, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

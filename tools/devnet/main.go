@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -66,11 +67,27 @@ type options struct {
 	confirmations uint64
 }
 
+// validators is the size of the local cluster.
+const validators = 3
+
 const (
-	validatorAddr = "127.0.0.1:8090"
-	edgeAddr      = "127.0.0.1:8787"
-	watcherAddr   = "127.0.0.1:8091"
+	edgeAddr    = "127.0.0.1:8787"
+	watcherAddr = "127.0.0.1:8091"
 )
+
+// validatorHTTP and validatorPeer are the addresses of validator i (1-based):
+// 8090, 8190, 8290 for HTTP and 7090, 7190, 7290 for raft.
+func validatorHTTP(i int) string { return fmt.Sprintf("127.0.0.1:%d", 8090+100*(i-1)) }
+func validatorPeer(i int) string { return fmt.Sprintf("127.0.0.1:%d", 7090+100*(i-1)) }
+
+// validatorURLs are the base URLs of the validators' HTTP APIs.
+func validatorURLs() []string {
+	var urls []string
+	for i := 1; i <= validators; i++ {
+		urls = append(urls, "http://"+validatorHTTP(i))
+	}
+	return urls
+}
 
 func run(ctx context.Context, log *zap.Logger, o options) error {
 	if err := os.RemoveAll(o.dataDir); err != nil {
@@ -92,7 +109,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 2+validators)
 	start := func(name string, fn func(context.Context) error) {
 		wg.Go(func() {
 			if err := fn(ctx); err != nil && ctx.Err() == nil {
@@ -109,22 +126,35 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			Replicas: 1, HTTPAddr: watcherAddr,
 		}, log.Named("watcher"))
 	})
-	vcfg := validator.Config{
-		Mode: o.mode, NodeID: 1, ClusterID: "contentledger-dev", DataDir: filepath.Join(o.dataDir, "validator-1"),
-		HTTPAddr: validatorAddr, ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(),
-		USDCAddress: chain.DevUSDC.Hex(), Confirmations: o.confirmations, NATSURL: natsURL, PaymentStream: "CHAIN_EVENTS",
-		PaymentWait: 2 * time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
-		TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512,
+	urls := validatorURLs()
+	var initial []string
+	for i, u := range urls {
+		initial = append(initial, fmt.Sprintf("%d=%s=%s", i+1, validatorPeer(i+1), u))
 	}
-	start("validator-1", func(ctx context.Context) error { return validator.Run(ctx, vcfg, log.Named("validator-1"), nil) })
+	for i := 1; i <= validators; i++ {
+		name := fmt.Sprintf("validator-%d", i)
+		vcfg := validator.Config{
+			Mode: o.mode, NodeID: uint64(i), ClusterID: "contentledger-dev", DataDir: filepath.Join(o.dataDir, name),
+			HTTPAddr: validatorHTTP(i), PeerAddr: validatorPeer(i), InitialCluster: strings.Join(initial, ","),
+			ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(),
+			USDCAddress: chain.DevUSDC.Hex(), Confirmations: o.confirmations, NATSURL: natsURL, PaymentStream: "CHAIN_EVENTS",
+			PaymentWait: 2 * time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
+			TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512,
+		}
+		start(name, func(ctx context.Context) error { return validator.Run(ctx, vcfg, log.Named(name), nil) })
+	}
 	start("edge", func(ctx context.Context) error {
 		return edge.Run(ctx, edge.Config{
-			HTTPAddr: edgeAddr, Validators: []string{"http://" + validatorAddr}, ClusterID: "contentledger-dev",
+			HTTPAddr: edgeAddr, Validators: urls, ClusterID: "contentledger-dev",
 			UpstreamTimeout: 2 * time.Second,
 		}, log.Named("edge"), nil)
 	})
 
-	if err := waitHealthy(ctx, "http://"+watcherAddr+"/health", "http://"+validatorAddr+"/health", "http://"+edgeAddr+"/health"); err != nil {
+	health := []string{"http://" + watcherAddr + "/health", "http://" + edgeAddr + "/health"}
+	for _, u := range urls {
+		health = append(health, u+"/health")
+	}
+	if err := waitHealthy(ctx, health...); err != nil {
 		cancel()
 		wg.Wait()
 		select {
@@ -180,12 +210,12 @@ Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each s
   dev USDC       %s
   NATS           %s   JetStream, stream CHAIN_EVENTS
   chain-watcher  http://%s/health   %d confirmation(s)
-  validator-1    http://%s   mode %s
+  validators     %s   mode %s, raft peers on 7090, 7190, 7290
   edge           http://%s/ops/v1/health
 
 Well-known dev accounts (10,000 ETH each; never use these keys on a real network):
 `, o.dataDir, chain.URL, chain.ChainID, o.block, chain.PaymentLedger.Hex(), chain.DevUSDC.Hex(), natsURL,
-		watcherAddr, o.confirmations, validatorAddr, o.mode, edgeAddr)
+		watcherAddr, o.confirmations, strings.Join(validatorURLs(), " "), o.mode, edgeAddr)
 	for i, a := range devchain.DevAccounts {
 		fmt.Printf("  %-2s %s  %s\n", strconv.Itoa(i), a.Address.Hex(), "0x"+a.PrivateKeyHex)
 	}
@@ -196,5 +226,6 @@ Try it:
   go run ./tools/ledgerctl status <proposalId>
   curl -s 'http://%s/api/explore?path=<path printed by write>'
   curl -s http://%s/ops/v1/explorer/proposal/<proposalId>
-`, "0x"+devchain.DevAccounts[1].PrivateKeyHex, validatorAddr, edgeAddr)
+  curl -s http://%s/health/cluster
+`, "0x"+devchain.DevAccounts[1].PrivateKeyHex, validatorHTTP(1), edgeAddr, validatorHTTP(2))
 }

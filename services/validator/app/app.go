@@ -28,6 +28,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
 // Run starts the validator and serves until ctx ends, then stops every part
@@ -49,15 +50,48 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if err != nil {
 		return err
 	}
+	initial, _ := ParseCluster(cfg.InitialCluster) // validated above
+	peerIDs := make([]uint64, len(initial))
+	for i, m := range initial {
+		peerIDs[i] = m.ID
+	}
+	// A single node needs no peer transport; a cluster talks raft over TCP.
+	var (
+		peers         *transport.Transport
+		raftTransport consensus.Transport = consensus.NopTransport{}
+	)
+	if len(initial) > 1 {
+		peers, err = transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr, Logger: log.Named("transport")})
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, peers.Close()) }()
+		// Both ends must know each other before the first message: a node
+		// refuses connections from senders it has not registered.
+		for _, m := range initial {
+			if m.ID != cfg.NodeID {
+				if err := peers.AddPeer(m.ID, m.PeerAddr); err != nil {
+					return err
+				}
+			}
+		}
+		raftTransport = peers
+	}
 	node, err := consensus.Start(consensus.Config{
 		ID:           cfg.NodeID,
+		Peers:        peerIDs,
 		TickInterval: cfg.TickInterval,
 		Logger:       log.Named("raft"),
-	}, db, machine, consensus.NopTransport{})
+	}, db, machine, raftTransport)
 	if err != nil {
 		return err
 	}
-	defer node.Stop()
+	defer node.Stop() // before the transport closes: deferred calls run last-in first-out
+	if peers != nil {
+		if err := peers.Start(node); err != nil {
+			return err
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

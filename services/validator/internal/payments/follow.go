@@ -40,7 +40,12 @@ func (f *Follower) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		f.Log.Warn("payment subscription interrupted; resubscribing", zap.Error(err), zap.Duration("after", retry))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			// Expected at start: the chain-watcher declares the stream.
+			f.Log.Info("payment stream not declared yet; waiting for the chain-watcher", zap.String("stream", f.Stream))
+		} else {
+			f.Log.Warn("payment subscription interrupted; resubscribing", zap.Error(err), zap.Duration("after", retry))
+		}
 		select {
 		case <-time.After(retry):
 		case <-ctx.Done():

@@ -1,0 +1,274 @@
+package transport
+
+// The inbound side: an accept loop and one goroutine per connection.
+//
+// Nothing is trusted before the handshake: an accepted connection gets
+// DialTimeout to complete TLS and the hello, the hello is checked (version,
+// cluster, receiver, known sender) and refused with a reason the dialer
+// logs. After it, each frame's length is checked before its buffer is
+// allocated and each message is checked against the hello (decodeMessage);
+// anything malformed closes the connection — the sender reconnects, and a
+// broken peer shows up in ProtocolErrors and its LastError rather than in
+// raft.
+//
+// Received messages go to Raft.Step one at a time in arrival order. A slow
+// Step holds back only this connection's reads, which fills the sender's
+// socket and then its queue, where it drops: backpressure ends at the
+// sender's non-blocking Send, never at a Ready loop.
+//
+// A peer has at most one inbound connection of each kind: a newer one (the
+// peer reconnected while its old connection was half-dead) replaces the
+// older one, which is closed.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func (t *Transport) acceptLoop() {
+	defer t.wg.Done()
+	var delay time.Duration // after temporary accept errors, like net/http
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			if t.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			t.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", delay))
+			select {
+			case <-time.After(delay):
+				continue
+			case <-t.ctx.Done():
+				return
+			}
+		}
+		delay = 0
+		t.stats.connsAccepted.Add(1)
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		t.conns[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.serveConn(c)
+	}
+}
+
+func (t *Transport) untrack(c net.Conn, key *streamKey) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	if key != nil && t.streams[*key] == c {
+		delete(t.streams, *key)
+	}
+	t.mu.Unlock()
+}
+
+// refuse counts and logs a refused handshake and, when reply is set, tells
+// the dialer why with status. (Nothing is written to a connection that
+// failed TLS or does not speak the protocol: it could not read it.)
+func (t *Transport) refuse(c net.Conn, remote string, reply bool, status byte, err error) {
+	t.stats.handshakesRefused.Add(1)
+	if errors.Is(err, io.EOF) {
+		// Closed before saying anything: a TCP health probe or a dialer
+		// that gave up. Not worth a warning every probe period.
+		t.log.Debug("raft peer connection closed before its handshake", zap.String("remote", remote), zap.Error(err))
+		return
+	}
+	t.log.Warn("raft peer connection refused", zap.String("remote", remote), zap.Error(err))
+	if reply {
+		_, _ = c.Write(appendReply(nil, status, err.Error()))
+	}
+}
+
+func (t *Transport) serveConn(raw net.Conn) {
+	defer t.wg.Done()
+	var key *streamKey
+	defer func() {
+		t.untrack(raw, key)
+		_ = raw.Close()
+	}()
+	remote := raw.RemoteAddr().String()
+
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	conn := raw
+	if t.serverTLS != nil {
+		tc := tls.Server(raw, t.serverTLS)
+		if err := tc.HandshakeContext(t.ctx); err != nil {
+			t.refuse(raw, remote, false, 0, fmt.Errorf("tls handshake: %w", err))
+			return
+		}
+		conn = tc
+	}
+	r := bufio.NewReaderSize(conn, streamBufSize)
+	h, err := readHello(r)
+	if err != nil {
+		// Only a peer of another version understands a reply.
+		t.refuse(conn, remote, errors.Is(err, ErrVersionMismatch), statusBadVersion, fmt.Errorf("handshake: %w", err))
+		return
+	}
+	status, err := t.admit(h)
+	if err != nil {
+		t.refuse(conn, remote, true, status, err)
+		return
+	}
+	key = &streamKey{from: h.from, kind: h.kind}
+	p, ok := t.register(*key, raw)
+	if !ok {
+		return // closing, or the sender was just removed
+	}
+	if _, err := conn.Write(appendReply(nil, statusOK, "")); err != nil {
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+
+	log := t.log.With(zap.Uint64("peer", h.from), zap.String("remote", remote))
+	if h.kind == kindStream {
+		err = t.readStream(r, h, p)
+	} else {
+		err = t.receiveSnapshot(conn, r, h, p, log)
+	}
+	switch {
+	case err == nil, t.ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		// The peer closed, was replaced or removed, or we are closing.
+	case errors.Is(err, ErrProtocol), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrSnapshotTooLarge):
+		t.stats.protocolErrors.Add(1)
+		p.setError(fmt.Errorf("inbound: %w", err))
+		log.Warn("closing raft peer connection on a protocol error", zap.Error(err))
+	default:
+		log.Debug("raft peer connection closed", zap.Error(err))
+	}
+}
+
+// admit checks a hello: cluster, receiver and a registered sender.
+func (t *Transport) admit(h hello) (byte, error) {
+	switch {
+	case h.cluster != t.cfg.ClusterID:
+		return statusClusterMismatch, fmt.Errorf("%w: peer %d is in cluster %q, this node in %q",
+			ErrClusterMismatch, h.from, h.cluster, t.cfg.ClusterID)
+	case h.to != t.cfg.NodeID:
+		return statusWrongReceiver, fmt.Errorf("%w: peer %d dialed node %d, this is node %d",
+			ErrWrongReceiver, h.from, h.to, t.cfg.NodeID)
+	case t.peer(h.from) == nil:
+		return statusUnknownSender, fmt.Errorf("%w: %d is not a peer of node %d", ErrUnknownSender, h.from, t.cfg.NodeID)
+	}
+	return statusOK, nil
+}
+
+// register makes c the current connection of key, closing the one it
+// replaces; false when the transport is closing or the sender was removed
+// since admit (RemovePeer closes only the connections registered before).
+func (t *Transport) register(key streamKey, c net.Conn) (*peer, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[key.from]
+	if t.closed || p == nil {
+		return nil, false
+	}
+	if old, ok := t.streams[key]; ok && old != c {
+		_ = old.Close()
+	}
+	t.streams[key] = c
+	return p, true
+}
+
+func (t *Transport) raftOrNil() Raft {
+	if ref := t.raft.Load(); ref != nil {
+		return ref.r
+	}
+	return nil
+}
+
+// readStream hands every frame of a stream to raft until an error.
+func (t *Transport) readStream(r io.Reader, h hello, p *peer) error {
+	rf := t.raftOrNil() // bound: connections are accepted only after Start
+	var buf []byte
+	for {
+		body, err := readFrame(r, t.cfg.MaxFrameSize, &buf)
+		if err != nil {
+			return err
+		}
+		m, err := decodeMessage(body, h)
+		if err != nil {
+			return err
+		}
+		p.msgsRecv.Add(1)
+		p.bytesRecv.Add(uint64(frameHdrLen + len(body)))
+		t.stats.msgsRecv.Add(1)
+		if cap(buf) > keepBufSize {
+			buf = nil
+		}
+		ctx, cancel := context.WithTimeout(t.ctx, t.cfg.StepTimeout)
+		err = rf.Step(ctx, m)
+		cancel()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return t.ctx.Err()
+			}
+			// Dropped: raft retransmits what matters. Not a reason to
+			// close the connection.
+			t.stats.stepErrors.Add(1)
+		}
+	}
+}
+
+// receiveSnapshot reads one snapshot, hands it to raft and acknowledges it.
+func (t *Transport) receiveSnapshot(conn net.Conn, r *bufio.Reader, h hello, p *peer, log *zap.Logger) error {
+	rf := t.raftOrNil()
+	// Header and payload must keep arriving; a stalled sender is dropped
+	// after WriteTimeout without progress.
+	dr := &deadlineReader{conn: conn, r: r, timeout: t.cfg.WriteTimeout}
+	var buf []byte
+	body, err := readFrame(dr, t.cfg.MaxFrameSize, &buf)
+	if err != nil {
+		return err
+	}
+	m, err := decodeMessage(body, h)
+	if err != nil {
+		return err
+	}
+	size, err := readSnapshotSize(dr, t.cfg.MaxSnapshotSize)
+	if err != nil {
+		_, _ = conn.Write(appendReply(nil, statusRejected, err.Error()))
+		return err
+	}
+	// Grow with the data actually received rather than trusting size for
+	// one big allocation up front.
+	var data bytes.Buffer
+	data.Grow(int(min(size, snapshotChunk)))
+	if _, err := io.CopyN(&data, dr, size); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	m.Snapshot.Data = data.Bytes()
+	p.bytesRecv.Add(uint64(frameHdrLen + len(body) + 8 + int(size)))
+
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.StepTimeout)
+	err = rf.Step(ctx, m)
+	cancel()
+	_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+	if err != nil {
+		t.stats.stepErrors.Add(1)
+		log.Warn("received snapshot not taken by raft", zap.Error(err))
+		_, _ = conn.Write(appendReply(nil, statusRejected, "raft: "+err.Error()))
+		return nil
+	}
+	p.snapsRecv.Add(1)
+	log.Info("snapshot received", zap.Uint64("snapshot_index", m.GetSnapshot().GetMetadata().GetIndex()), zap.Int64("bytes", size))
+	_, err = conn.Write(appendReply(nil, statusOK, ""))
+	return err
+}

@@ -1,0 +1,124 @@
+package system
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/tests/harness"
+	"github.com/contentledger/contentledger/tools/ledgerclient"
+)
+
+// write submits one signed write through node n and waits for it to commit.
+func (c *cluster) write(n *node, message string) (common.Hash, string) {
+	c.t.Helper()
+	client := c.client(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := client.BlockchainConfig(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	key, _ := crypto.GenerateKey()
+	p := &ledgerclient.Proposal{Message: []byte(message), ContentType: "page"}
+	form, path, err := ledgerclient.Form(cfg, key, p, common.Hash{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := client.Submit(ctx, proposal.Write, form); err != nil {
+		c.t.Fatalf("submit through validator %d: %v", n.id, err)
+	}
+	s, err := client.WaitFinal(ctx, p.ID, nil)
+	if err != nil || s.Status != api.StatusCommitted {
+		c.t.Fatalf("proposal through validator %d: %s %v", n.id, s.Status, err)
+	}
+	return p.ID, path
+}
+
+// converged waits until every running node reports the same applied index
+// and state hash, and returns them.
+func (c *cluster) converged(running ...*node) (uint64, string) {
+	c.t.Helper()
+	var index uint64
+	var hash string
+	harness.Eventually(c.t, 30*time.Second, func() bool {
+		index, hash = 0, ""
+		for i, n := range running {
+			var st api.ConsensusStatus
+			if get(n.url()+"/v1/consensus/status", &st) != nil {
+				return false
+			}
+			if i == 0 {
+				index, hash = st.AppliedIndex, st.StateHash
+			} else if st.AppliedIndex != index || st.StateHash != hash {
+				return false
+			}
+		}
+		return true
+	})
+	return index, hash
+}
+
+func TestThreeValidatorsFailover(t *testing.T) {
+	c := newCluster(t, 3, "MOCK")
+	leader := c.waitLeader()
+	var follower *node
+	for _, n := range c.nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+	id, path := c.write(follower, `{"title":"through a follower"}`)
+	c.converged(c.nodes...)
+	for _, n := range c.nodes {
+		var node api.Node
+		if err := get(n.url()+"/api/explore?path="+path, &node); err != nil || node.ProposalID != id.Hex() {
+			t.Fatalf("validator %d does not hold %s: %v", n.id, path, err)
+		}
+	}
+	var health api.ClusterHealth
+	if err := get(follower.url()+"/health/cluster", &health); err != nil || health.Status != "ok" || !health.StateHashAgreement || health.Reachable != 3 {
+		t.Fatalf("cluster health %+v %v", health, err)
+	}
+
+	c.kill(leader)
+	var survivors []*node
+	for _, n := range c.nodes {
+		if n != leader {
+			survivors = append(survivors, n)
+		}
+	}
+	next := c.waitLeaderAmong(survivors)
+	if next == leader {
+		t.Fatal("the killed leader is still leader")
+	}
+	c.write(survivors[0], `{"title":"after failover"}`)
+	c.converged(survivors...)
+
+	c.start(leader)
+	index, hash := c.converged(c.nodes...)
+	t.Logf("all three at index %d with state hash %s", index, hash)
+}
+
+// waitLeaderAmong waits for one of nodes to report itself leader.
+func (c *cluster) waitLeaderAmong(nodes []*node) *node {
+	c.t.Helper()
+	var leader *node
+	harness.Eventually(c.t, 30*time.Second, func() bool {
+		for _, n := range nodes {
+			var st api.ConsensusStatus
+			if get(n.url()+"/v1/consensus/status", &st) == nil && st.Role == api.RoleLeader {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
