@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/tests/harness"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
