@@ -69,8 +69,27 @@ type Peers struct {
 // PeerView is one member as another sees it.
 type PeerView struct {
 	Member
-	Self     bool `json:"self"`
-	IsLeader bool `json:"isLeader"`
+	Self      bool           `json:"self"`
+	IsLeader  bool           `json:"isLeader"`
+	Transport *PeerTransport `json:"transport,omitempty"` // absent for self and single nodes
+}
+
+// PeerTransport is the raft transport's view of one peer.
+type PeerTransport struct {
+	Connected         bool       `json:"connected"`
+	InboundConnected  bool       `json:"inboundConnected"`
+	MsgsSent          uint64     `json:"msgsSent"`
+	MsgsRecv          uint64     `json:"msgsRecv"`
+	BytesSent         uint64     `json:"bytesSent"`
+	BytesRecv         uint64     `json:"bytesRecv"`
+	Dropped           uint64     `json:"dropped"`
+	QueueDepth        int        `json:"queueDepth"`
+	Reconnects        uint64     `json:"reconnects"`
+	LastError         string     `json:"lastError,omitempty"`
+	LastErrorAt       *time.Time `json:"lastErrorAt,omitempty"`
+	SnapshotsSent     uint64     `json:"snapshotsSent"`
+	SnapshotsFailed   uint64     `json:"snapshotsFailed"`
+	SnapshotsReceived uint64     `json:"snapshotsReceived"`
 }
 
 // ClusterHealth is the body of GET /health/cluster: every member's

@@ -74,8 +74,9 @@ type cluster struct {
 	nodes []*node
 }
 
-// newCluster starts size validators (MOCK mode when backing is nil).
-func newCluster(t testing.TB, size int, mode string) *cluster {
+// newCluster starts size validators in mode; MOCK needs no chain. extraEnv
+// adds settings to every validator.
+func newCluster(t testing.TB, size int, mode string, extraEnv ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	if mode != "MOCK" {
@@ -99,6 +100,7 @@ func newCluster(t testing.TB, size int, mode string) *cluster {
 			"SVC_VALIDATOR_PAYMENT_WAIT=10s",
 			"SVC_VALIDATOR_TICK_INTERVAL=100ms",
 		)
+		n.env = append(n.env, extraEnv...)
 		if size > 1 {
 			n.env = append(n.env, "SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(initial, ","))
 		}

@@ -82,6 +82,15 @@ func TestThreeValidatorsFailover(t *testing.T) {
 			t.Fatalf("validator %d does not hold %s: %v", n.id, path, err)
 		}
 	}
+	var peers api.Peers
+	if err := get(leader.url()+"/v1/peers", &peers); err != nil || len(peers.Peers) != 3 {
+		t.Fatalf("peers %+v %v", peers, err)
+	}
+	for _, p := range peers.Peers {
+		if !p.Self && (p.Transport == nil || !p.Transport.Connected || p.Transport.MsgsSent == 0) {
+			t.Fatalf("leader's transport to validator %d: %+v", p.ID, p.Transport)
+		}
+	}
 	var health api.ClusterHealth
 	if err := get(follower.url()+"/health/cluster", &health); err != nil || health.Status != "ok" || !health.StateHashAgreement || health.Reachable != 3 {
 		t.Fatalf("cluster health %+v %v", health, err)

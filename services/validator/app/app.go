@@ -78,10 +78,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		raftTransport = peers
 	}
 	node, err := consensus.Start(consensus.Config{
-		ID:           cfg.NodeID,
-		Peers:        peerIDs,
-		TickInterval: cfg.TickInterval,
-		Logger:       log.Named("raft"),
+		ID:               cfg.NodeID,
+		Peers:            peerIDs,
+		TickInterval:     cfg.TickInterval,
+		SnapshotEntries:  cfg.SnapshotEntries,
+		CompactionMargin: cfg.CompactionMargin,
+		Logger:           log.Named("raft"),
 	}, db, machine, raftTransport)
 	if err != nil {
 		return err
@@ -144,7 +146,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
 	leadership := newLeadershipLog(256)
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, members: members(cfg, ln.Addr().String()),
-		leadership: leadership, startedAt: now()}
+		leadership: leadership, startedAt: now(), peers: peers}
 	e := httpapi.New(httpapi.Config{
 		AuthToken:  cfg.AuthToken,
 		Form:       form,

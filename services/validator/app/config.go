@@ -51,13 +51,15 @@ type Config struct {
 	PaymentStream string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
 	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" default:"2m" desc:"how long a proposal waits for its payment before payment_not_found"`
 
-	ContentRoot     string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
-	MaxMessageBytes int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
-	EpochLength     time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"length of an epoch"`
-	TickInterval    time.Duration `envconfig:"TICK_INTERVAL" default:"100ms" desc:"raft tick; 100ms or more in production"`
-	MaxPending      int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
-	MaxBatch        int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
-	NoSync          bool          `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
+	ContentRoot      string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
+	MaxMessageBytes  int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
+	EpochLength      time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"length of an epoch"`
+	TickInterval     time.Duration `envconfig:"TICK_INTERVAL" default:"100ms" desc:"raft tick; 100ms or more in production"`
+	SnapshotEntries  uint64        `envconfig:"SNAPSHOT_ENTRIES" default:"10000" desc:"applied entries between raft snapshots"`
+	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
+	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
+	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	NoSync           bool          `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
 }
 
 // Validate reports a configuration that cannot run.

@@ -14,6 +14,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
 // raftView adapts the raft node to what the pipeline asks of it.
@@ -105,6 +106,28 @@ type clusterView struct {
 	members    []api.Member
 	leadership *leadershipLog
 	startedAt  time.Time
+	peers      *transport.Transport // nil for a single node
+}
+
+func (v *clusterView) PeerTransport(id uint64) *api.PeerTransport {
+	if v.peers == nil || id == v.cfg.NodeID {
+		return nil
+	}
+	st, ok := v.peers.Stats()[id]
+	if !ok {
+		return nil
+	}
+	out := &api.PeerTransport{
+		Connected: st.Connected, InboundConnected: st.InboundConnected, MsgsSent: st.MsgsSent, MsgsRecv: st.MsgsRecv,
+		BytesSent: st.BytesSent, BytesRecv: st.BytesRecv, Dropped: st.Dropped, QueueDepth: st.QueueDepth,
+		Reconnects: st.Reconnects, LastError: st.LastError, SnapshotsSent: st.SnapshotsSent,
+		SnapshotsFailed: st.SnapshotsFailed, SnapshotsReceived: st.SnapshotsReceived,
+	}
+	if !st.LastErrorAt.IsZero() {
+		at := st.LastErrorAt.UTC()
+		out.LastErrorAt = &at
+	}
+	return out
 }
 
 func (v *clusterView) Members() []api.Member { return v.members }

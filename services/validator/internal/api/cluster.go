@@ -30,6 +30,9 @@ type Cluster interface {
 	LeadershipHistory() ([]api.LeadershipChange, uint64)
 	// StartedAt is when this validator started.
 	StartedAt() time.Time
+	// PeerTransport is the raft transport's view of a peer, nil when there
+	// is none.
+	PeerTransport(id uint64) *api.PeerTransport
 }
 
 // forwardedHeader marks a request a follower forwarded to the leader; a
@@ -115,7 +118,8 @@ func (s *Server) peers(c echo.Context) error {
 	st := s.cluster.Status()
 	out := api.Peers{ContractVersion: api.PeersVersion, Self: st.NodeID, Peers: []api.PeerView{}}
 	for _, m := range s.cluster.Members() {
-		out.Peers = append(out.Peers, api.PeerView{Member: m, Self: m.ID == st.NodeID, IsLeader: m.ID == st.Leader})
+		out.Peers = append(out.Peers, api.PeerView{Member: m, Self: m.ID == st.NodeID, IsLeader: m.ID == st.Leader,
+			Transport: s.cluster.PeerTransport(m.ID)})
 	}
 	return c.JSON(http.StatusOK, out)
 }

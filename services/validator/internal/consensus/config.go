@@ -31,6 +31,13 @@ const (
 	// DefaultMaxApplyLag is how many committed but not yet applied entries
 	// make Propose refuse new work with ErrApplyBacklog.
 	DefaultMaxApplyLag = 5000
+	// DefaultSnapshotEntries is how many entries are applied between two
+	// snapshots of the state.
+	DefaultSnapshotEntries = 10_000
+	// DefaultCompactionMargin is how many entries before a new snapshot's
+	// index stay in the log, so that a follower slightly behind catches up
+	// from the log rather than by a snapshot.
+	DefaultCompactionMargin = 5_000
 )
 
 // Config configures a Node. Zero fields take the defaults above; PreVote and
@@ -80,9 +87,27 @@ type Config struct {
 	// DefaultMaxApplyLag.
 	MaxApplyLag uint64
 
+	// SnapshotEntries is the number of entries applied since the last
+	// snapshot after which the node snapshots its state and compacts its
+	// log. Only appliers that implement Snapshotter are snapshotted; with
+	// any other the log is never compacted. Default DefaultSnapshotEntries.
+	SnapshotEntries uint64
+
+	// CompactionMargin is the number of entries before a new snapshot's
+	// index that compaction keeps: the log is truncated up to
+	// snapshot index − CompactionMargin. Followers further behind than that
+	// receive the snapshot. Default DefaultCompactionMargin.
+	CompactionMargin uint64
+
 	// Logger receives raft's and the node's log. Default zap.NewNop().
 	Logger *zap.Logger
 }
+
+// maxSnapshotEntries bounds SnapshotEntries and CompactionMargin: beyond
+// it the log would hold more than a node can reasonably replay or keep,
+// and an accidental huge value (a negative number cast to uint64) would
+// silently turn compaction off.
+const maxSnapshotEntries = 1 << 32
 
 // ErrInvalidConfig is wrapped by the errors of Config.Validate.
 var ErrInvalidConfig = errors.New("consensus: invalid config")
@@ -109,6 +134,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxApplyLag == 0 {
 		c.MaxApplyLag = DefaultMaxApplyLag
 	}
+	if c.SnapshotEntries == 0 {
+		c.SnapshotEntries = DefaultSnapshotEntries
+	}
+	if c.CompactionMargin == 0 {
+		c.CompactionMargin = DefaultCompactionMargin
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -132,6 +163,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ElectionTicks %d must be greater than HeartbeatTicks %d", ErrInvalidConfig, c.ElectionTicks, c.HeartbeatTicks)
 	case c.MaxInflightMsgs < 1:
 		return fmt.Errorf("%w: MaxInflightMsgs %d must be at least 1", ErrInvalidConfig, c.MaxInflightMsgs)
+	case c.SnapshotEntries > maxSnapshotEntries:
+		return fmt.Errorf("%w: SnapshotEntries %d is above %d", ErrInvalidConfig, c.SnapshotEntries, uint64(maxSnapshotEntries))
+	case c.CompactionMargin > maxSnapshotEntries:
+		return fmt.Errorf("%w: CompactionMargin %d is above %d", ErrInvalidConfig, c.CompactionMargin, uint64(maxSnapshotEntries))
 	case !c.Join && !slices.Contains(c.Peers, c.ID):
 		return fmt.Errorf("%w: Peers %v do not include ID %d", ErrInvalidConfig, c.Peers, c.ID)
 	}

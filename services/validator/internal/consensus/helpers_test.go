@@ -2,14 +2,18 @@ package consensus
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -22,14 +26,25 @@ import (
 // data of every normal entry under t/d/<index> and its applied index under
 // t/applied in the same batch, like the real state machine does, and fails
 // on any entry it has already applied or that leaves a gap.
+//
+// snapKVApplier adds snapshots of everything under t/ (Snapshotter,
+// SnapshotVerifier), in a format of its own.
 type kvApplier struct {
 	db *storage.DB
 
-	mu      sync.Mutex
-	applied uint64
-	block   chan struct{} // when non-nil, Apply waits for it to close
-	fail    error         // when non-nil, Apply returns it
+	mu       sync.Mutex
+	applied  uint64
+	restores int           // snapshots restored
+	block    chan struct{} // when non-nil, Apply waits for it to close
+	fail     error         // when non-nil, Apply returns it
 }
+
+type snapKVApplier struct{ *kvApplier }
+
+var (
+	_ Snapshotter      = snapKVApplier{}
+	_ SnapshotVerifier = snapKVApplier{}
+)
 
 var kvAppliedKey = []byte("t/applied")
 
@@ -106,6 +121,111 @@ func (a *kvApplier) data(t testing.TB) []string {
 	return out
 }
 
+var kvPrefix = []byte("t/")
+
+// OpenSnapshot captures t/ at index (Snapshotter).
+func (a snapKVApplier) OpenSnapshot(index, term uint64) (SnapshotData, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.applied != index {
+		return nil, fmt.Errorf("snapshot at %d asked, applied %d", index, a.applied)
+	}
+	return &kvSnapshot{snap: a.db.Pebble().NewSnapshot(), index: index, term: term}, nil
+}
+
+type kvSnapshot struct {
+	snap        *pebble.Snapshot
+	index, term uint64
+}
+
+// WriteTo writes index ‖ term ‖ (len ‖ key ‖ len ‖ value)* ‖ CRC-32 of it all.
+func (s *kvSnapshot) WriteTo(w io.Writer) (int64, error) {
+	var buf []byte
+	buf = binary.BigEndian.AppendUint64(buf, s.index)
+	buf = binary.BigEndian.AppendUint64(buf, s.term)
+	it, err := s.snap.NewIter(&pebble.IterOptions{LowerBound: kvPrefix, UpperBound: storage.PrefixEnd(kvPrefix)})
+	if err != nil {
+		return 0, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(it.Key())))
+		buf = append(buf, it.Key()...)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(it.Value())))
+		buf = append(buf, it.Value()...)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return 0, err
+	}
+	buf = binary.BigEndian.AppendUint32(buf, crc32.ChecksumIEEE(buf))
+	n, err := w.Write(buf)
+	return int64(n), err
+}
+
+func (s *kvSnapshot) Close() error { return s.snap.Close() }
+
+// decodeKVSnapshot checks data and returns its pairs.
+func decodeKVSnapshot(snap *raftpb.Snapshot) ([][2][]byte, error) {
+	d := snap.GetData()
+	if len(d) < 20 || crc32.ChecksumIEEE(d[:len(d)-4]) != binary.BigEndian.Uint32(d[len(d)-4:]) {
+		return nil, errors.New("kv snapshot: bad checksum")
+	}
+	if binary.BigEndian.Uint64(d) != snap.GetMetadata().GetIndex() || binary.BigEndian.Uint64(d[8:]) != snap.GetMetadata().GetTerm() {
+		return nil, errors.New("kv snapshot: data does not match metadata")
+	}
+	var pairs [][2][]byte
+	d = d[16 : len(d)-4]
+	for len(d) > 0 {
+		var kv [2][]byte
+		for i := range kv {
+			if len(d) < 4 || uint64(len(d)-4) < uint64(binary.BigEndian.Uint32(d)) {
+				return nil, errors.New("kv snapshot: truncated")
+			}
+			n := binary.BigEndian.Uint32(d)
+			kv[i], d = d[4:4+n], d[4+n:]
+		}
+		pairs = append(pairs, kv)
+	}
+	return pairs, nil
+}
+
+// VerifySnapshot implements SnapshotVerifier.
+func (a snapKVApplier) VerifySnapshot(snap *raftpb.Snapshot) error {
+	_, err := decodeKVSnapshot(snap)
+	return err
+}
+
+// RestoreSnapshot replaces t/ with the snapshot's pairs in one batch.
+func (a snapKVApplier) RestoreSnapshot(snap *raftpb.Snapshot) error {
+	pairs, err := decodeKVSnapshot(snap)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.db.Pebble().NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(kvPrefix, storage.PrefixEnd(kvPrefix), nil); err != nil {
+		return err
+	}
+	for _, kv := range pairs {
+		if err := b.Set(kv[0], kv[1], nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(a.db.DurableWrites()); err != nil {
+		return err
+	}
+	a.applied = snap.GetMetadata().GetIndex()
+	a.restores++
+	return nil
+}
+
+func (a *kvApplier) restored() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.restores
+}
+
 func openDB(t testing.TB, dir string) *storage.DB {
 	t.Helper()
 	db, err := storage.Open(storage.Options{Dir: dir, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
@@ -169,12 +289,14 @@ type network struct {
 	nodes map[uint64]*Node
 	dbs   map[uint64]*storage.DB
 	inbox map[uint64]chan *raftpb.Message
+	cut   map[uint64]bool // partitioned: nothing in or out
 }
 
 func newNetwork(t testing.TB, ids ...uint64) *network {
 	nw := &network{
 		t: t, quit: make(chan struct{}),
 		nodes: map[uint64]*Node{}, dbs: map[uint64]*storage.DB{}, inbox: map[uint64]chan *raftpb.Message{},
+		cut: map[uint64]bool{},
 	}
 	for _, id := range ids {
 		ch := make(chan *raftpb.Message, 4096)
@@ -194,13 +316,29 @@ func (nw *network) deliver(id uint64, ch chan *raftpb.Message) {
 			return
 		case m := <-ch:
 			nw.mu.Lock()
-			n := nw.nodes[id]
+			n, from, cut := nw.nodes[id], nw.nodes[m.GetFrom()], nw.cut[id] || nw.cut[m.GetFrom()]
 			nw.mu.Unlock()
-			if n != nil {
-				_ = n.Step(context.Background(), m) // a stopped node drops it, like a dead peer
+			err := errors.New("unreachable")
+			if n != nil && !cut {
+				err = n.Step(context.Background(), m) // a stopped node drops it, like a dead peer
+			}
+			// Like a real transport, tell the sender how a snapshot fared.
+			if m.GetType() == raftpb.MsgSnap && from != nil {
+				status := raft.SnapshotFinish
+				if err != nil {
+					status = raft.SnapshotFailure
+				}
+				from.ReportSnapshot(id, status)
 			}
 		}
 	}
+}
+
+// partition cuts id off from every peer (on) or reconnects it.
+func (nw *network) partition(id uint64, on bool) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.cut[id] = on
 }
 
 // attach makes id reachable (n) or unreachable (nil); db is what the
@@ -226,8 +364,15 @@ func (tr netTransport) Send(msgs []*raftpb.Message) {
 	nw.mu.Lock()
 	db := nw.dbs[tr.from]
 	sender := nw.nodes[tr.from]
+	cut := nw.cut[tr.from]
 	nw.mu.Unlock()
 	for _, m := range msgs {
+		if cut {
+			if m.GetType() == raftpb.MsgSnap && sender != nil {
+				sender.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+			}
+			continue
+		}
 		if db != nil {
 			if checked, err := checkPersisted(db, m); err != nil {
 				nw.t.Errorf("node %d sent %v before persisting: %v", tr.from, m.GetType(), err)
@@ -244,6 +389,9 @@ func (tr netTransport) Send(msgs []*raftpb.Message) {
 		default:
 			if sender != nil {
 				sender.ReportUnreachable(m.GetTo())
+				if m.GetType() == raftpb.MsgSnap {
+					sender.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+				}
 			}
 		}
 	}
@@ -255,8 +403,12 @@ func checkPersisted(db *storage.DB, m *raftpb.Message) (checked bool, err error)
 	switch {
 	case m.GetType() == raftpb.MsgAppResp && !m.GetReject() && m.GetIndex() > 0:
 		// Send runs on the sender's Ready loop right after its save, so
-		// nothing can have overwritten the entry in between.
+		// nothing can have overwritten the entry in between. An entry
+		// covered by a stored snapshot is as durable as one in the log.
 		if _, err := db.Get(storage.RaftEntryKey(m.GetIndex())); err != nil {
+			if v, terr := db.Get([]byte(storage.RaftTruncatedKey)); terr == nil && len(v) == 16 && binary.BigEndian.Uint64(v) >= m.GetIndex() {
+				return true, nil
+			}
 			return true, fmt.Errorf("acknowledges entry %d that is not in Pebble: %v", m.GetIndex(), err)
 		}
 		return true, nil

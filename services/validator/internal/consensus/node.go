@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,11 +42,53 @@ type Applier interface {
 }
 
 // SnapshotRestorer is implemented by appliers that can replace their state
-// with a raft snapshot sent by the leader. Without it, a received snapshot
-// stops the node with ErrSnapshotUnsupported. (State snapshots are a later
-// task; until then the log is never compacted and no snapshot is sent.)
+// with a raft snapshot's. Without it, Step refuses snapshot messages with
+// ErrSnapshotUnsupported (the node cannot catch up once its peers have
+// compacted past it) and Start refuses a stored snapshot newer than the
+// state.
+//
+// RestoreSnapshot replaces the applied state with snap.Data, which is what
+// a Snapshotter's SnapshotData wrote for snap.Metadata: atomically, durably,
+// and after verifying it completely — refused data must leave the state
+// untouched. Afterwards AppliedIndex() is snap.Metadata.Index. It is called
+// on the apply goroutine, never concurrently with Apply, and also by Start
+// when a crash came between storing a received snapshot and restoring it.
+// An error stops the node (ErrApplyFailed).
 type SnapshotRestorer interface {
 	RestoreSnapshot(snap *raftpb.Snapshot) error
+}
+
+// SnapshotVerifier is implemented by restorers that can check a snapshot's
+// data without applying it. Step then refuses a snapshot message whose
+// data does not verify (ErrBadSnapshot) before raft accepts it: once raft
+// has, the node can only restore it or stop.
+type SnapshotVerifier interface {
+	VerifySnapshot(snap *raftpb.Snapshot) error
+}
+
+// Snapshotter is implemented by appliers that can also write their state
+// as a snapshot. Only for them does the node make snapshots and compact its
+// log (Config.SnapshotEntries, Config.CompactionMargin; see snapshot.go).
+//
+// OpenSnapshot captures the applied state for a snapshot at (index, term),
+// where index is AppliedIndex(): the node calls it on the apply goroutine
+// between two Apply calls. It must be cheap (a Pebble snapshot, say): the
+// capture is encoded afterwards by SnapshotData.WriteTo on another
+// goroutine while Apply goes on, then closed. What WriteTo writes is the
+// Snapshot.Data that RestoreSnapshot receives on another node.
+type Snapshotter interface {
+	SnapshotRestorer
+	OpenSnapshot(index, term uint64) (SnapshotData, error)
+}
+
+// SnapshotData is a captured state that writes itself as snapshot data.
+//
+// It is an alias of an unnamed interface type, so that an applier can
+// declare OpenSnapshot with the same literal result type and implement
+// Snapshotter without importing this package.
+type SnapshotData = interface {
+	io.WriterTo
+	io.Closer
 }
 
 // Transport carries raft messages to peers.
@@ -54,8 +97,13 @@ type SnapshotRestorer interface {
 // messages depend on are durable. It must not block for long (queue per peer
 // and drop when full: raft retransmits) and must not modify the messages.
 // A transport that fails to reach a peer reports it with
-// Node.ReportUnreachable, and a failed snapshot with Node.ReportSnapshot;
-// incoming messages go to Node.Step.
+// Node.ReportUnreachable; incoming messages go to Node.Step.
+//
+// A MsgSnap carries the whole state in Snapshot.Data. After one, the
+// sending side must call Node.ReportSnapshot with raft.SnapshotFinish once
+// the receiver's Step accepted it, or raft.SnapshotFailure if it was not
+// delivered or Step refused it (ErrBadSnapshot): until then raft sends that
+// follower nothing else.
 type Transport interface {
 	Send(msgs []*raftpb.Message)
 }
@@ -80,9 +128,10 @@ var (
 	ErrProposalDropped = raft.ErrProposalDropped
 	// ErrApplyFailed wraps the Applier's error that stopped the node.
 	ErrApplyFailed = errors.New("consensus: apply failed")
-	// ErrSnapshotUnsupported stops a node that receives a snapshot while its
-	// applier cannot restore one.
-	ErrSnapshotUnsupported = errors.New("consensus: received a snapshot but the applier cannot restore snapshots")
+	// ErrSnapshotUnsupported is returned by Step for a snapshot message, and
+	// by Start for a stored snapshot newer than the state, when the applier
+	// is not a SnapshotRestorer.
+	ErrSnapshotUnsupported = errors.New("consensus: the applier cannot restore snapshots")
 	// ErrInconsistentState is returned by Start when the applier's state and
 	// the raft log do not belong together (for example a state directory
 	// from another node, or a state ahead of the log).
@@ -137,13 +186,15 @@ const applyQueueLen = 64
 
 // Node is a running raft member.
 type Node struct {
-	cfg       Config
-	log       *zap.Logger
-	storage   *Storage
-	raft      raft.Node
-	applier   Applier
-	restorer  SnapshotRestorer // nil if the applier cannot restore
-	transport Transport
+	cfg         Config
+	log         *zap.Logger
+	storage     *Storage
+	raft        raft.Node
+	applier     Applier
+	restorer    SnapshotRestorer // nil if the applier cannot restore
+	verifier    SnapshotVerifier // nil if it cannot verify before restoring
+	snapshotter Snapshotter      // nil: no snapshots, no compaction
+	transport   Transport
 
 	applyc chan applyJob
 
@@ -163,6 +214,12 @@ type Node struct {
 	statusMu  sync.Mutex
 	status    Status // ID, Role, Term, Leader, CommitIndex
 	leaderSig chan struct{}
+
+	// snapIndex is the applied index of the last snapshot made, attempted
+	// or restored (apply goroutine only); snapBusy is set while one is
+	// being written (snapshot.go).
+	snapIndex uint64
+	snapBusy  atomic.Bool
 }
 
 // Start opens the raft state in db and starts a node that applies committed
@@ -171,7 +228,12 @@ type Node struct {
 // On an empty log it bootstraps a new cluster of cfg.Peers (or, with
 // cfg.Join, waits to be contacted by an existing cluster); otherwise it
 // restarts from the log, telling raft that app has applied up to
-// app.AppliedIndex() so no entry is applied twice.
+// app.AppliedIndex() so no entry is applied twice. A stored snapshot newer
+// than the state (a crash between receiving it and restoring it) is
+// restored first.
+//
+// app may also implement SnapshotRestorer, SnapshotVerifier and Snapshotter;
+// a production applier implements all three.
 func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -187,13 +249,33 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With(zap.Uint64("raft_id", cfg.ID))
+	st.log = log.Named("storage")
+	restorer, _ := app.(SnapshotRestorer)
 
 	hs := st.HardState()
 	first, _ := st.FirstIndex()
 	last, _ := st.LastIndex()
 	applied := app.AppliedIndex()
-	snap, _ := st.Snapshot()
-	fresh := last == 0 && raft.IsEmptyHardState(hs) && raft.IsEmptySnap(snap)
+	snapMeta := st.SnapshotMetadata()
+	if snapMeta.GetIndex() > applied {
+		// The snapshot was stored but the state not restored from it yet.
+		if restorer == nil {
+			return nil, fmt.Errorf("%w: a snapshot at %d is newer than the state at %d", ErrSnapshotUnsupported, snapMeta.GetIndex(), applied)
+		}
+		snap, err := st.loadSnapshot()
+		if err != nil {
+			return nil, err
+		}
+		log.Info("restoring the stored snapshot", zap.Uint64("index", snapMeta.GetIndex()), zap.Uint64("applied", applied))
+		if err := restorer.RestoreSnapshot(snap); err != nil {
+			return nil, fmt.Errorf("%w: restore the stored snapshot at %d: %w", ErrApplyFailed, snapMeta.GetIndex(), err)
+		}
+		if applied = app.AppliedIndex(); applied != snapMeta.GetIndex() {
+			return nil, fmt.Errorf("%w: restored the snapshot at %d, but the state is at %d", ErrInconsistentState, snapMeta.GetIndex(), applied)
+		}
+	}
+	fresh := last == 0 && raft.IsEmptyHardState(hs) && snapMeta.GetIndex() == 0
 	switch {
 	case fresh && applied != 0:
 		return nil, fmt.Errorf("%w: the raft log is empty but the state is applied up to %d", ErrInconsistentState, applied)
@@ -207,7 +289,7 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 
 	n := &Node{
 		cfg:        cfg,
-		log:        cfg.Logger.With(zap.Uint64("raft_id", cfg.ID)),
+		log:        log,
 		storage:    st,
 		applier:    app,
 		transport:  tr,
@@ -218,7 +300,10 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 		leaderSig:  make(chan struct{}),
 		status:     Status{ID: cfg.ID, Role: RoleFollower, Term: hs.GetTerm(), CommitIndex: hs.GetCommit()},
 	}
-	n.restorer, _ = app.(SnapshotRestorer)
+	n.restorer = restorer
+	n.verifier, _ = app.(SnapshotVerifier)
+	n.snapshotter, _ = app.(Snapshotter)
+	n.snapIndex = snapMeta.GetIndex()
 	n.applyDone.Store(applied)
 
 	rc := &raft.Config{
@@ -398,6 +483,11 @@ func (n *Node) applyLoop() {
 				n.fail(err)
 				return
 			}
+			n.maybeSnapshot()
+		case <-n.storage.wantc:
+			// A snapshot is wanted now (Storage.Snapshot), even if no
+			// entry is being applied.
+			n.maybeSnapshot()
 		}
 	}
 }
@@ -407,10 +497,18 @@ func (n *Node) applyLoop() {
 // installed it and its ConfState is durable.
 func (n *Node) apply(job applyJob) error {
 	if job.snapshot != nil {
+		// raft has installed the snapshot's ConfState itself, and save has
+		// persisted it with the snapshot; only the state is left.
+		index := job.snapshot.GetMetadata().GetIndex()
 		if err := n.restorer.RestoreSnapshot(job.snapshot); err != nil {
-			return fmt.Errorf("%w: restore snapshot at %d: %w", ErrApplyFailed, job.snapshot.GetMetadata().GetIndex(), err)
+			return fmt.Errorf("%w: restore snapshot at %d: %w", ErrApplyFailed, index, err)
 		}
-		n.markApplied(job.snapshot.GetMetadata().GetIndex())
+		if got := n.applier.AppliedIndex(); got != index {
+			return fmt.Errorf("%w: restored the snapshot at %d, but the state is at %d", ErrApplyFailed, index, got)
+		}
+		n.snapIndex = index
+		n.markApplied(index)
+		n.log.Info("caught up through a snapshot", zap.Uint64("index", index), zap.Uint64("term", job.snapshot.GetMetadata().GetTerm()))
 	}
 	ents := job.entries
 	for len(ents) > 0 {
@@ -555,7 +653,25 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) err
 }
 
 // Step hands a message received from a peer to raft.
+//
+// A snapshot message is checked first, on the caller's goroutine: it is
+// refused with ErrSnapshotUnsupported when the applier cannot restore
+// snapshots, and with ErrBadSnapshot when its data does not verify
+// (SnapshotVerifier). Either way raft never sees it; the transport reports
+// raft.SnapshotFailure to the sender.
 func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
+	if m.GetType() == raftpb.MsgSnap {
+		if n.restorer == nil {
+			return ErrSnapshotUnsupported
+		}
+		if n.verifier != nil {
+			if err := n.verifier.VerifySnapshot(m.GetSnapshot()); err != nil {
+				n.log.Warn("refusing a snapshot whose data does not verify", zap.Uint64("from", m.GetFrom()),
+					zap.Uint64("index", m.GetSnapshot().GetMetadata().GetIndex()), zap.Error(err))
+				return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+			}
+		}
+	}
 	return n.mapErr(n.raft.Step(ctx, m))
 }
 
@@ -582,8 +698,7 @@ func (n *Node) ConfState() *raftpb.ConfState {
 	return cs
 }
 
-// Storage returns the node's raft log storage (for compaction and, later,
-// snapshots).
+// Storage returns the node's raft log storage (bounds, snapshot metadata).
 func (n *Node) Storage() *Storage { return n.storage }
 
 func (n *Node) mapErr(err error) error {

@@ -6,16 +6,22 @@ package consensus
 // value is the entry's term (8 bytes, big-endian) followed by the marshaled
 // raftpb.Entry, so Term(i) reads 8 bytes instead of decoding a batch of
 // proposals; r/hs holds the HardState; r/cs the ConfState with the index of
-// the conf change it reflects; r/sn the newest snapshot's metadata; r/tr the
-// truncation point (index and term of the last discarded entry).
+// the conf change it reflects; r/sn the newest snapshot's metadata, whose
+// data is a file (snapshot.go); r/tr the truncation point (index and term of
+// the last discarded entry).
 //
 // Concurrency: raft calls the read methods from its own goroutine while the
-// Ready loop writes. The bounds (first, last, last term), the HardState and
-// the ConfState are kept in memory under mu; entries are read from Pebble.
-// A Pebble write is committed before the in-memory bounds move, and raft
-// never reads from Storage an index it still holds in its unstable log (the
-// only indexes a concurrent write may be replacing), so a reader never sees
-// bounds that promise an entry that is not in Pebble yet.
+// Ready loop appends and the snapshot goroutine compacts. Writers serialize
+// on writeMu. The bounds (first, last, last term), the HardState, the
+// ConfState and the snapshot metadata are kept in memory under mu; entries
+// are read from Pebble. Appends commit to Pebble before the in-memory last
+// index moves, and raft never reads from Storage an index it still holds in
+// its unstable log (the only indexes an append may be replacing), so a
+// reader never sees bounds that promise an entry that is not in Pebble yet.
+// Compaction works the other way round: the in-memory truncation point moves
+// first, then the entries are deleted; a reader that finds an entry missing
+// checks the truncation point again and answers raft.ErrCompacted, which
+// raft expects from a racing compaction.
 //
 // There is no entry cache: raft reads recent entries from its unstable log
 // and Pebble serves the rest from the memtable or block cache. Add one only
@@ -25,11 +31,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -41,13 +51,26 @@ var ErrCorruptLog = errors.New("consensus: corrupt raft log")
 
 // Storage implements raft.Storage on the validator's Pebble database.
 type Storage struct {
-	db *storage.DB
+	db      *storage.DB
+	fs      vfs.FS
+	snapDir string
+	sync    bool // fsync snapshot files (off when the database was opened with NoSync)
+	log     *zap.Logger
+
+	// writeMu serializes the writers: save (Ready loop), Compact and
+	// createSnapshot (snapshot goroutine). Readers take only mu.
+	writeMu sync.Mutex
+
+	// wantSnapshot asks the apply goroutine for a new snapshot now rather
+	// than after SnapshotEntries (requestSnapshot); wantc wakes it up.
+	wantSnapshot atomic.Bool
+	wantc        chan struct{}
 
 	mu         sync.Mutex
 	hardState  *raftpb.HardState // nil until the first Save with one
 	confState  *raftpb.ConfState // never nil
 	confIndex  uint64            // index of the conf change confState reflects
-	snapshot   *raftpb.Snapshot  // metadata only; never nil
+	snapshot   *raftpb.Snapshot  // metadata only (the data is in its file); never nil
 	truncIndex uint64            // last discarded index; FirstIndex is truncIndex+1
 	truncTerm  uint64
 	lastIndex  uint64 // == truncIndex when the log holds no entry
@@ -56,9 +79,14 @@ type Storage struct {
 
 var _ raft.Storage = (*Storage)(nil)
 
-// OpenStorage loads the raft state kept in db.
+// OpenStorage loads the raft state kept in db and its snapshot directory
+// (storage.DB.SnapshotDir), deleting what a crash left there half made.
 func OpenStorage(db *storage.DB) (*Storage, error) {
-	s := &Storage{db: db, confState: raftpb.EnsureConfState(nil), snapshot: raftpb.EnsureSnapshot(nil)}
+	s := &Storage{
+		db: db, fs: db.FS(), snapDir: db.SnapshotDir(), sync: db.DurableWrites().Sync, log: zap.NewNop(),
+		wantc:     make(chan struct{}, 1),
+		confState: raftpb.EnsureConfState(nil), snapshot: raftpb.EnsureSnapshot(nil),
+	}
 	pdb := db.Pebble()
 
 	if v, err := storage.Get(pdb, []byte(storage.RaftHardStateKey)); err == nil {
@@ -129,6 +157,12 @@ func OpenStorage(db *storage.DB) (*Storage, error) {
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
+	if md := s.snapshot.GetMetadata(); md.GetIndex() < s.truncIndex {
+		return nil, fmt.Errorf("%w: the log is truncated at %d, past the snapshot at %d", ErrCorruptLog, s.truncIndex, md.GetIndex())
+	}
+	if err := s.openSnapshotDir(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -194,6 +228,9 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	for ok := it.First(); ok; ok = it.Next() {
 		idx, _ := storage.RaftEntryIndex(it.Key())
 		if idx != next {
+			if s.compactedSince(lo) {
+				return nil, raft.ErrCompacted
+			}
 			return nil, fmt.Errorf("%w: expected entry %d, found %d", ErrCorruptLog, next, idx)
 		}
 		e, err := decodeEntry(it.Value())
@@ -214,10 +251,22 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 		return nil, err
 	}
 	if !limited && next != hi {
+		if s.compactedSince(lo) {
+			return nil, raft.ErrCompacted
+		}
 		// The bounds promised entries that Pebble does not hold.
 		return nil, fmt.Errorf("%w: entries [%d, %d) missing", ErrCorruptLog, next, hi)
 	}
 	return out, nil
+}
+
+// compactedSince reports whether index has been discarded by now: a read
+// that found entries missing raced with a compaction (which moves the
+// truncation point before deleting).
+func (s *Storage) compactedSince(index uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return index <= s.truncIndex
 }
 
 // Term implements raft.Storage.
@@ -237,6 +286,16 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 	}
 	v, closer, err := s.db.Pebble().Get(storage.RaftEntryKey(i))
 	if errors.Is(err, pebble.ErrNotFound) {
+		// A compaction may have discarded it since the bounds were read.
+		s.mu.Lock()
+		trunc, truncTerm := s.truncIndex, s.truncTerm
+		s.mu.Unlock()
+		switch {
+		case i < trunc:
+			return 0, raft.ErrCompacted
+		case i == trunc:
+			return truncTerm, nil
+		}
 		return 0, raft.ErrUnavailable
 	}
 	if err != nil {
@@ -260,17 +319,43 @@ func (s *Storage) FirstIndex() (uint64, error) {
 	return s.truncIndex + 1, nil
 }
 
-// Snapshot implements raft.Storage. Until state snapshots exist (the
-// cluster task), it returns the stored metadata; if the log was compacted
-// past it, raft is told to retry later instead of being handed a snapshot
-// that does not cover the missing entries.
+// Snapshot implements raft.Storage: the newest snapshot, with its data read
+// from its file (snapshot.go). raft asks for it only to send it to a
+// follower behind the truncation point, and then uses it in one message.
+//
+// A snapshot older than the latest membership change is not served: the
+// follower may be the member that change added, and raft on the follower
+// ignores a snapshot whose ConfState does not include it (the leader would
+// send it again and again). raft is told to retry instead
+// (ErrSnapshotTemporarilyUnavailable; it does on a later heartbeat) and a
+// fresh snapshot is requested from the apply goroutine. An unreadable file
+// is treated the same way, after logging it: raft panics on any other
+// error. Before any snapshot exists it returns an empty one, which raft
+// never asks for: the log is only compacted behind a snapshot.
 func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.truncIndex > s.snapshot.GetMetadata().GetIndex() {
+	stale := s.confIndex > s.snapshot.GetMetadata().GetIndex() && s.snapshot.GetMetadata().GetIndex() > 0
+	s.mu.Unlock()
+	if stale {
+		s.requestSnapshot()
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	return proto.Clone(s.snapshot).(*raftpb.Snapshot), nil
+	snap, err := s.loadSnapshot()
+	if err != nil {
+		s.log.Error("cannot read the snapshot to send; asking for a new one", zap.Error(err))
+		s.requestSnapshot()
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return snap, nil
+}
+
+// requestSnapshot asks the apply goroutine for a new snapshot now.
+func (s *Storage) requestSnapshot() {
+	s.wantSnapshot.Store(true)
+	select {
+	case s.wantc <- struct{}{}:
+	default:
+	}
 }
 
 // ConfState returns the persisted membership and the index of the conf
@@ -293,7 +378,31 @@ func (s *Storage) HardState() *raftpb.HardState {
 
 // save persists one Ready's HardState, entries and snapshot in one Pebble
 // batch, synced when sync is true, then moves the in-memory bounds.
-func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+//
+// A snapshot's data goes to its file first (snapshot.go), which is synced
+// and published before the batch that records it commits: once the batch
+// is durable, so is everything a restart needs to restore the state.
+func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) (err error) {
+	hasSnap := !raft.IsEmptySnap(snap)
+	var tmp string
+	if hasSnap {
+		meta := snap.GetMetadata()
+		tmp, err = s.writeSnapshotFile(meta.GetIndex(), meta.GetTerm(), func(w io.Writer) error {
+			_, err := w.Write(snap.GetData())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				_ = s.fs.Remove(tmp) // a no-op once published
+			}
+		}()
+	}
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	trunc, truncTerm, last, lastTerm := s.truncIndex, s.truncTerm, s.lastIndex, s.lastTerm
 	s.mu.Unlock()
@@ -302,13 +411,14 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 	defer b.Close()
 	var newSnap *raftpb.Snapshot
 	var newCS *raftpb.ConfState
-	if !raft.IsEmptySnap(snap) {
+	if hasSnap {
 		// A snapshot replaces the whole log: everything up to its index is
-		// covered by it, anything after would be from a log it supersedes.
+		// covered by it, anything after would be from a log it supersedes
+		// (raft only hands out a snapshot that does not match its log).
 		meta := snap.GetMetadata()
 		newSnap = &raftpb.Snapshot{Metadata: proto.Clone(meta).(*raftpb.SnapshotMetadata)}
 		newSnap = raftpb.EnsureSnapshot(newSnap)
-		v, err := proto.Marshal(newSnap)
+		v, err := proto.MarshalOptions{Deterministic: true}.Marshal(newSnap)
 		if err != nil {
 			return err
 		}
@@ -326,6 +436,9 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 		trunc, truncTerm = meta.GetIndex(), meta.GetTerm()
 		last, lastTerm = trunc, truncTerm
 		if err := b.Set([]byte(storage.RaftTruncatedKey), encodeTruncation(trunc, truncTerm), nil); err != nil {
+			return err
+		}
+		if err := s.publishSnapshotFile(tmp, meta.GetIndex(), meta.GetTerm()); err != nil {
 			return err
 		}
 	}
@@ -380,7 +493,7 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 		return nil
 	}
 	wo := pebble.NoSync
-	if sync {
+	if sync || hasSnap {
 		wo = s.db.DurableWrites()
 	}
 	if err := b.Commit(wo); err != nil {
@@ -388,15 +501,20 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 	}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.truncIndex, s.truncTerm, s.lastIndex, s.lastTerm = trunc, truncTerm, last, lastTerm
 	if hs != nil && !raft.IsEmptyHardState(hs) {
 		s.hardState = proto.Clone(hs).(*raftpb.HardState)
 	}
+	var oldSnap *raftpb.SnapshotMetadata
 	if newSnap != nil {
+		oldSnap = s.snapshot.GetMetadata()
 		s.snapshot = newSnap
 		s.confState = newCS
 		s.confIndex = newSnap.GetMetadata().GetIndex()
+	}
+	s.mu.Unlock()
+	if newSnap != nil {
+		s.retireSnapshotFile(oldSnap, newSnap.GetMetadata())
 	}
 	return nil
 }
@@ -404,6 +522,8 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 // saveConfState durably records the membership after the conf change at
 // index was applied to raft.
 func (s *Storage) saveConfState(cs *raftpb.ConfState, index uint64) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	cs = raftpb.EnsureConfState(proto.Clone(cs).(*raftpb.ConfState))
 	if err := s.db.Pebble().Set([]byte(storage.RaftConfStateKey), encodeConfState(cs, index), s.db.DurableWrites()); err != nil {
 		return fmt.Errorf("consensus: persist conf state: %w", err)
@@ -415,24 +535,35 @@ func (s *Storage) saveConfState(cs *raftpb.ConfState, index uint64) error {
 }
 
 // Compact discards the log entries up to and including index, keeping its
-// term for raft's matching. The caller must have applied index. Do not
-// compact a multi-node cluster's log before state snapshots exist: a
-// follower that falls behind the compaction point can then not catch up
-// (raft keeps asking for a snapshot that Snapshot cannot give).
+// term for raft's matching. index must be applied and at or below the
+// newest snapshot's index (ErrCompactBeyondSnapshot): a follower that needs
+// a discarded entry then gets that snapshot instead. Nodes whose applier is
+// a Snapshotter compact by themselves (Config.SnapshotEntries,
+// Config.CompactionMargin); there is no need to call it.
 func (s *Storage) Compact(index uint64) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
-	trunc, last := s.truncIndex, s.lastIndex
+	trunc, last, snapIndex := s.truncIndex, s.lastIndex, s.snapshot.GetMetadata().GetIndex()
 	s.mu.Unlock()
-	if index <= trunc {
+	switch {
+	case index <= trunc:
 		return raft.ErrCompacted
-	}
-	if index > last {
+	case index > last:
 		return fmt.Errorf("consensus: compact %d is beyond the last index %d", index, last)
+	case index > snapIndex:
+		return fmt.Errorf("%w: compact %d, snapshot at %d", ErrCompactBeyondSnapshot, index, snapIndex)
 	}
 	term, err := s.Term(index)
 	if err != nil {
 		return err
 	}
+	// The truncation point moves before the entries go (see the type's
+	// comment): a reader that then misses an entry finds it compacted.
+	s.mu.Lock()
+	s.truncIndex, s.truncTerm = index, term
+	s.mu.Unlock()
+
 	b := s.db.Pebble().NewBatch()
 	defer b.Close()
 	lo, hi := storage.RaftEntryBounds(trunc+1, index+1)
@@ -443,14 +574,10 @@ func (s *Storage) Compact(index uint64) error {
 		return err
 	}
 	// Not synced: losing a compaction in a crash only keeps entries longer.
+	// It cannot survive without the snapshot it relies on, which was
+	// committed before it in the same write-ahead log.
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("consensus: compact: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.truncIndex, s.truncTerm = index, term
-	if s.lastIndex < index { // cannot happen: index <= last was checked
-		s.lastIndex, s.lastTerm = index, term
 	}
 	return nil
 }

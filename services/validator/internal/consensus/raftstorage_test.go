@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"errors"
+	"io"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -84,6 +85,16 @@ func TestStorageAppendOverwriteCompactReopen(t *testing.T) {
 	if err := s.saveConfState(&raftpb.ConfState{Voters: []uint64{1, 2, 3}}, 3); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Compact(2); !errors.Is(err, ErrCompactBeyondSnapshot) {
+		t.Fatalf("Compact without a snapshot = %v, want ErrCompactBeyondSnapshot", err)
+	}
+	md := &raftpb.SnapshotMetadata{Index: new(uint64(2)), Term: new(uint64(1)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}
+	if ok, err := s.createSnapshot(md, func(w io.Writer) error { _, err := w.Write([]byte("state@2")); return err }); !ok || err != nil {
+		t.Fatalf("createSnapshot = %v, %v", ok, err)
+	}
+	if err := s.Compact(3); !errors.Is(err, ErrCompactBeyondSnapshot) {
+		t.Fatalf("Compact past the snapshot = %v, want ErrCompactBeyondSnapshot", err)
+	}
 	if err := s.Compact(2); err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +108,17 @@ func TestStorageAppendOverwriteCompactReopen(t *testing.T) {
 	if err := s.Compact(2); !errors.Is(err, raft.ErrCompacted) {
 		t.Fatalf("Compact(2) twice = %v, want ErrCompacted", err)
 	}
-	if _, err := s.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
-		t.Fatalf("Snapshot after compaction without a snapshot = %v", err)
+	// The membership changed at 3, after the snapshot: it is not served
+	// (a member added at 3 would ignore it) and a new one is wanted.
+	if _, err := s.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) || !s.wantSnapshot.Load() {
+		t.Fatalf("Snapshot() older than the conf state = %v", err)
+	}
+	md = &raftpb.SnapshotMetadata{Index: new(uint64(3)), Term: new(uint64(1)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}
+	if ok, err := s.createSnapshot(md, func(w io.Writer) error { _, err := w.Write([]byte("state@3")); return err }); !ok || err != nil {
+		t.Fatalf("createSnapshot = %v, %v", ok, err)
+	}
+	if snap, err := s.Snapshot(); err != nil || snap.GetMetadata().GetIndex() != 3 || string(snap.GetData()) != "state@3" {
+		t.Fatalf("Snapshot() = %v, %v", snap, err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -123,6 +143,10 @@ func TestStorageAppendOverwriteCompactReopen(t *testing.T) {
 	}
 	if term, _ := s.Term(4); term != 2 {
 		t.Fatalf("Term(4) after reopen = %d", term)
+	}
+	if snap, err := s.Snapshot(); err != nil || snap.GetMetadata().GetIndex() != 3 || snap.GetMetadata().GetTerm() != 1 ||
+		string(snap.GetData()) != "state@3" || len(snap.GetMetadata().GetConfState().GetVoters()) != 3 {
+		t.Fatalf("Snapshot() after reopen = %v, %v", snap, err)
 	}
 }
 

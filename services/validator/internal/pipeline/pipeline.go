@@ -254,16 +254,16 @@ func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
 			item.Payment = paid.Proto()
 		}
 	}
-	status := ledgerpb.Status_STATUS_VERIFIED
 	if item.Rejection != "" {
-		status = ledgerpb.Status_STATUS_REJECTED
+		// The proposal stays PENDING until its rejection is applied: a
+		// terminal status is only ever reported from replicated state.
 		p.stats.rejected.Add(1)
 	} else {
 		p.stats.verified.Add(1)
+		p.setPending(prop.GetId(), func(r *ledgerpb.ProposalRecord) {
+			r.Status, r.Payment = ledgerpb.Status_STATUS_VERIFIED, item.Payment
+		})
 	}
-	p.setPending(prop.GetId(), func(r *ledgerpb.ProposalRecord) {
-		r.Status, r.Reason, r.Payment = status, item.Rejection, item.Payment
-	})
 	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
 }
 
@@ -289,24 +289,29 @@ func (p *Pipeline) Status(id common.Hash) (api.ProposalStatus, error) {
 	return s, err
 }
 
-// status also returns the channels that close on the next change.
+// status also returns the channels that close on the next change. Applied
+// state wins over the pending set; pending is read first, so a proposal
+// leaving the pending set (which happens only after its record is applied)
+// is always found in one or the other.
 func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, []<-chan struct{}, error) {
 	p.mu.Lock()
-	pp, ok := p.pending[id]
+	var pending *ledgerpb.ProposalRecord // replaced, never mutated, under mu
+	if pp, ok := p.pending[id]; ok {
+		pending = pp.record
+	}
 	changed := p.changed
 	p.mu.Unlock()
 	applied := p.records.Changed()
-	if ok {
-		return api.StatusFromRecord(pp.record), []<-chan struct{}{changed, applied}, nil
-	}
 	rec, ok, err := p.records.Record(id)
-	if err != nil {
+	switch {
+	case err != nil:
 		return api.ProposalStatus{}, nil, err
+	case ok:
+		return api.StatusFromRecord(rec), []<-chan struct{}{changed, applied}, nil
+	case pending != nil:
+		return api.StatusFromRecord(pending), []<-chan struct{}{changed, applied}, nil
 	}
-	if !ok {
-		return api.ProposalStatus{}, nil, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
-	}
-	return api.StatusFromRecord(rec), []<-chan struct{}{changed, applied}, nil
+	return api.ProposalStatus{}, nil, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
 }
 
 // WaitStatus returns the status once it differs from the one seen at the

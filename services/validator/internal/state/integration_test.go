@@ -3,10 +3,14 @@ package state_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
@@ -18,7 +22,11 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
-var _ consensus.Applier = (*state.Machine)(nil)
+var (
+	_ consensus.Applier          = (*state.Machine)(nil)
+	_ consensus.Snapshotter      = (*state.Machine)(nil)
+	_ consensus.SnapshotVerifier = (*state.Machine)(nil)
+)
 
 // TestProposeAndWaitThroughRaft wires the state machine under a single-node
 // raft the way the pipeline will: propose an entry, then wait on Changed
@@ -154,4 +162,234 @@ func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32
 	}
 	t.Fatal("proposal not applied in time")
 	return nil
+}
+
+// memNet is an in-memory raft transport between the nodes of one test, with
+// partitions. (internal/consensus has a stricter one for its own tests.)
+type memNet struct {
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	nodes map[uint64]*consensus.Node
+	cut   map[uint64]bool
+	inbox map[uint64]chan *raftpb.Message
+}
+
+func newMemNet(t *testing.T, ids ...uint64) *memNet {
+	nw := &memNet{quit: make(chan struct{}), nodes: map[uint64]*consensus.Node{}, cut: map[uint64]bool{}, inbox: map[uint64]chan *raftpb.Message{}}
+	for _, id := range ids {
+		ch := make(chan *raftpb.Message, 4096)
+		nw.inbox[id] = ch
+		nw.wg.Add(1)
+		go func() {
+			defer nw.wg.Done()
+			for {
+				select {
+				case <-nw.quit:
+					return
+				case m := <-ch:
+					nw.mu.Lock()
+					to, from, cut := nw.nodes[id], nw.nodes[m.GetFrom()], nw.cut[id] || nw.cut[m.GetFrom()]
+					nw.mu.Unlock()
+					err := errors.New("unreachable")
+					if to != nil && !cut {
+						err = to.Step(context.Background(), m)
+					}
+					if m.GetType() == raftpb.MsgSnap && from != nil {
+						status := raft.SnapshotFinish
+						if err != nil {
+							status = raft.SnapshotFailure
+						}
+						from.ReportSnapshot(id, status)
+					}
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { close(nw.quit); nw.wg.Wait() })
+	return nw
+}
+
+func (nw *memNet) set(id uint64, n *consensus.Node) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.nodes[id] = n
+}
+
+func (nw *memNet) partition(id uint64, on bool) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.cut[id] = on
+}
+
+type memTransport struct {
+	nw   *memNet
+	from uint64
+}
+
+func (tr memTransport) Send(msgs []*raftpb.Message) {
+	nw := tr.nw
+	nw.mu.Lock()
+	cut, sender := nw.cut[tr.from], nw.nodes[tr.from]
+	nw.mu.Unlock()
+	for _, m := range msgs {
+		ch := nw.inbox[m.GetTo()]
+		if cut || ch == nil {
+			if m.GetType() == raftpb.MsgSnap && sender != nil {
+				sender.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+			}
+			continue
+		}
+		select {
+		case ch <- proto.Clone(m).(*raftpb.Message):
+		default:
+			if sender != nil {
+				sender.ReportUnreachable(m.GetTo())
+			}
+		}
+	}
+}
+
+// TestFollowerCatchesUpThroughSnapshot runs three validators with the real
+// state machine and frequent snapshots. A follower cut off while the others
+// commit well past their compaction point comes back through a snapshot
+// and ends at the same applied index with the same state hash, content and
+// events; then all three keep agreeing.
+func TestFollowerCatchesUpThroughSnapshot(t *testing.T) {
+	ids := []uint64{1, 2, 3}
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	nw := newMemNet(t, ids...)
+	machines := map[uint64]*state.Machine{}
+	nodes := map[uint64]*consensus.Node{}
+	for _, id := range ids {
+		db, err := storage.Open(storage.Options{Dir: t.TempDir(), Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := state.Open(db, state.Options{Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := consensus.Start(consensus.Config{
+			ID: id, Peers: ids, TickInterval: 20 * time.Millisecond, Logger: logger,
+			SnapshotEntries: 40, CompactionMargin: 10,
+		}, db, m, memTransport{nw, id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nw.set(id, n)
+		machines[id], nodes[id] = m, n
+		t.Cleanup(func() {
+			n.Stop()
+			if err := n.Err(); err != nil {
+				t.Errorf("node %d: %v", id, err)
+			}
+			db.Close()
+		})
+	}
+	leader := func() uint64 {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, id := range ids {
+				if st := nodes[id].Status(); st.Role == consensus.RoleLeader {
+					return id
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatal("no leader")
+		return 0
+	}
+	wallet := common.HexToAddress("0x1234567890abcdef1234567890abcdef12345678")
+	propose := func(n int) {
+		var id [32]byte
+		id[0], id[1], id[2] = 9, byte(n>>8), byte(n)
+		p := &ledgerpb.Proposal{
+			Id: id[:], Action: ledgerpb.Action_ACTION_WRITE, Wallet: wallet.Bytes(), Organization: "default",
+			Path:    proposal.ContentPath("ledger", wallet, "default", fmt.Sprintf("notes/n%d", n)),
+			Message: []byte(fmt.Sprintf(`{"n":%d,"nested":{"v":%d}}`, n, n)),
+		}
+		data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{
+			SealedAtMs: int64(n), Items: []*ledgerpb.BatchItem{{Proposal: p}},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := leader()
+		proposeAndWait(t, nodes[l], machines[l], id, data)
+	}
+	agree := func(which ...uint64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ok := true
+			for _, id := range which[1:] {
+				a, b := machines[which[0]], machines[id]
+				if a.AppliedIndex() != b.AppliedIndex() || a.StateHash() != b.StateHash() {
+					ok = false
+				}
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				for _, id := range which {
+					t.Logf("node %d: applied %d hash %x", id, machines[id].AppliedIndex(), machines[id].StateHash())
+				}
+				t.Fatal("the validators do not agree")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	for i := range 5 {
+		propose(i)
+	}
+	agree(ids...)
+	lag := uint64(1)
+	if leader() == lag {
+		lag = 2
+	}
+	lagLast, _ := nodes[lag].Storage().LastIndex()
+	nw.partition(lag, true)
+	for i := 5; i < 125; i++ {
+		propose(i)
+	}
+	for _, id := range ids {
+		if id == lag {
+			continue
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for first, _ := nodes[id].Storage().FirstIndex(); first <= lagLast+1; first, _ = nodes[id].Storage().FirstIndex() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d did not compact past %d", id, lagLast)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	nw.partition(lag, false)
+	agree(ids...)
+	if snap := nodes[lag].Storage().SnapshotMetadata(); snap.GetIndex() <= lagLast {
+		t.Fatalf("the follower's snapshot is at %d, not past %d: it did not catch up through one", snap.GetIndex(), lagLast)
+	}
+	ref := machines[leader()]
+	for _, n := range []int{0, 60, 124} {
+		p := proposal.ContentPath("ledger", wallet, "default", fmt.Sprintf("notes/n%d/nested", n))
+		a, errA := ref.Node(p)
+		b, errB := machines[lag].Node(p)
+		if errA != nil || errB != nil || !proto.Equal(a, b) {
+			t.Fatalf("node %s: %v / %v", p, errA, errB)
+		}
+	}
+	evA, _ := ref.EventsSince(0, 0)
+	evB, _ := machines[lag].EventsSince(0, 0)
+	if len(evA) != 125 || len(evB) != 125 || !proto.Equal(evA[124], evB[124]) {
+		t.Fatalf("events: %d on the leader, %d on the follower", len(evA), len(evB))
+	}
+	for i := 125; i < 130; i++ {
+		propose(i)
+	}
+	agree(ids...)
 }

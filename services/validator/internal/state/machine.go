@@ -39,14 +39,15 @@ type Options struct {
 	Logger *zap.Logger
 }
 
-// Machine is the replicated state of one validator. Apply is called by one
-// goroutine (the consensus apply loop); the reads may be called
-// concurrently with it and with each other.
+// Machine is the replicated state of one validator. Apply and
+// RestoreSnapshot are called by one goroutine (the consensus apply loop);
+// the reads, and the encoding of an open snapshot, may run concurrently
+// with them and with each other.
 type Machine struct {
 	db  *storage.DB
 	log *zap.Logger
 
-	applyMu sync.Mutex // one Apply at a time
+	applyMu sync.Mutex // one Apply or RestoreSnapshot at a time
 
 	mu      sync.RWMutex
 	meta    meta
@@ -70,22 +71,30 @@ func Open(db *storage.DB, opts Options) (*Machine, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	m := &Machine{db: db, log: opts.Logger, changed: make(chan struct{})}
-	pdb := db.Pebble()
+	md, err := loadMeta(db.Pebble())
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{db: db, log: opts.Logger, meta: md, changed: make(chan struct{})}, nil
+}
+
+// loadMeta reads the metadata keys.
+func loadMeta(r pebble.Reader) (meta, error) {
+	var md meta
 	var err error
-	if m.meta.applied, err = getUint64(pdb, []byte(storage.AppliedIndexKey)); err != nil {
-		return nil, err
+	if md.applied, err = getUint64(r, []byte(storage.AppliedIndexKey)); err != nil {
+		return meta{}, err
 	}
-	if m.meta.lastEvent, err = getUint64(pdb, []byte(storage.EventSeqKey)); err != nil {
-		return nil, err
+	if md.lastEvent, err = getUint64(r, []byte(storage.EventSeqKey)); err != nil {
+		return meta{}, err
 	}
-	if m.meta.stateHash, err = getHash(pdb, []byte(storage.StateHashKey)); err != nil {
-		return nil, err
+	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
+		return meta{}, err
 	}
-	if m.meta.segmentHash, err = getHash(pdb, []byte(storage.SegmentHashKey)); err != nil {
-		return nil, err
+	if md.segmentHash, err = getHash(r, []byte(storage.SegmentHashKey)); err != nil {
+		return meta{}, err
 	}
-	return m, nil
+	return md, nil
 }
 
 func getUint64(r pebble.Reader, key []byte) (uint64, error) {
@@ -216,8 +225,8 @@ func (m *Machine) LastEventID() uint64 {
 }
 
 // Changed returns a channel that is closed after the next Apply that
-// applied anything. Take the channel, then read the state, then wait: no
-// change is missed that way.
+// applied anything or the next RestoreSnapshot. Take the channel, then read
+// the state, then wait: no change is missed that way.
 func (m *Machine) Changed() <-chan struct{} {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

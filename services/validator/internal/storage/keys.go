@@ -20,7 +20,8 @@ import (
 //	    r/e/<index:8>           raft log entry: 8-byte term, then the marshaled raftpb.Entry
 //	    r/hs                    raftpb.HardState
 //	    r/cs                    conf state record (index of the last conf change + raftpb.ConfState)
-//	    r/sn                    raftpb.Snapshot metadata of the newest snapshot (no data)
+//	    r/sn                    raftpb.Snapshot metadata of the newest snapshot; its data is a
+//	                            file in DB.SnapshotDir (internal/consensus, snapshot.go)
 //	    r/tr                    log truncation point: index and term of the last discarded entry
 //
 //	s/  replicated state (owned by internal/state; identical on every validator)
@@ -52,7 +53,8 @@ const (
 	RaftHardStateKey = RaftPrefix + "hs"
 	// RaftConfStateKey holds the conf state and the index it was applied at.
 	RaftConfStateKey = RaftPrefix + "cs"
-	// RaftSnapshotKey holds the metadata of the newest raft snapshot.
+	// RaftSnapshotKey holds the metadata of the newest raft snapshot (its
+	// data is a file in DB.SnapshotDir).
 	RaftSnapshotKey = RaftPrefix + "sn"
 	// RaftTruncatedKey holds the index and term of the last discarded log entry.
 	RaftTruncatedKey = RaftPrefix + "tr"

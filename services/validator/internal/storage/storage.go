@@ -6,6 +6,7 @@
 // sharing one write-ahead log: a synced raft write also makes every earlier
 // unsynced state write durable, which is what lets the state machine commit
 // its batches without an fsync of its own (see internal/state/DESIGN.md).
+// Raft snapshot files live next to it, in SnapshotDir.
 package storage
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 )
 
@@ -50,6 +52,12 @@ type Options struct {
 	// Logger receives Pebble's log messages. Default: no logging (zap.NewNop).
 	// Pebble never writes to stderr through the standard library logger.
 	Logger *zap.Logger
+
+	// FS is the file system the database and the raft snapshot files
+	// (SnapshotDir) live on. Default vfs.Default (the operating system's).
+	// Tests use vfs.NewCrashableMem to simulate a machine crash: a crash
+	// clone keeps only what was synced.
+	FS vfs.FS
 }
 
 // ErrInvalidOptions is wrapped by the errors of Options.Validate.
@@ -68,6 +76,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	return o
 }
@@ -88,11 +99,18 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// SnapshotDirName is the directory, inside the database directory, that
+// holds the raft snapshot files (internal/consensus). Pebble ignores
+// directories it did not create, and keeping the snapshots inside the data
+// directory means that wiping or copying the directory takes them along.
+const SnapshotDirName = "snap"
+
 // DB is the validator's Pebble database.
 type DB struct {
 	pdb     *pebble.DB
 	durable *pebble.WriteOptions
 	dir     string
+	fs      vfs.FS
 }
 
 // Open opens (creating if needed) the database in opts.Dir.
@@ -108,6 +126,7 @@ func Open(opts Options) (*DB, error) {
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		Logger:       pebbleLogger{opts.Logger.Named("pebble").Sugar()},
+		FS:           opts.FS,
 		// New databases start at the newest stable format; existing ones
 		// are ratcheted up to it.
 		FormatMajorVersion: pebble.FormatNewest,
@@ -124,7 +143,7 @@ func Open(opts Options) (*DB, error) {
 	if opts.NoSync {
 		durable = pebble.NoSync
 	}
-	return &DB{pdb: pdb, durable: durable, dir: opts.Dir}, nil
+	return &DB{pdb: pdb, durable: durable, dir: opts.Dir, fs: opts.FS}, nil
 }
 
 // Pebble returns the underlying database. Writers use their own batches;
@@ -133,6 +152,13 @@ func (d *DB) Pebble() *pebble.DB { return d.pdb }
 
 // Dir returns the directory the database lives in.
 func (d *DB) Dir() string { return d.dir }
+
+// FS returns the file system the database lives on (Options.FS).
+func (d *DB) FS() vfs.FS { return d.fs }
+
+// SnapshotDir returns the directory of the raft snapshot files: SnapshotDirName
+// inside Dir. It is created by its owner (internal/consensus), not by Open.
+func (d *DB) SnapshotDir() string { return d.fs.PathJoin(d.dir, SnapshotDirName) }
 
 // DurableWrites returns the write options for writes that must survive a
 // machine crash once Commit returns: pebble.Sync, or pebble.NoSync when the

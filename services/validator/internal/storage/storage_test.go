@@ -3,10 +3,12 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"io"
 	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -123,5 +125,51 @@ func TestPrefixEnd(t *testing.T) {
 	}
 	if got := PrefixEnd([]byte{0xff, 0xff}); got != nil {
 		t.Fatalf("PrefixEnd(ff ff) = %x, want nil", got)
+	}
+}
+
+// TestSnapshotDirInsideTheDatabase: Pebble leaves the snapshot directory
+// (and the files in it) alone, on the OS file system and on another FS.
+func TestSnapshotDirInsideTheDatabase(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"os":  {Dir: t.TempDir()},
+		"mem": {Dir: "/data", FS: vfs.NewMem()},
+	} {
+		db, err := Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, dir := db.FS(), db.SnapshotDir()
+		if dir != fs.PathJoin(opts.Dir, SnapshotDirName) {
+			t.Fatalf("%s: SnapshotDir = %s", name, dir)
+		}
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := fs.Create(fs.PathJoin(dir, "x.snap"), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("data")); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := db.Pebble().Set([]byte("k"), []byte("v"), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if db, err = Open(opts); err != nil {
+			t.Fatalf("%s: reopen with a snapshot directory: %v", name, err)
+		}
+		f, err = fs.Open(fs.PathJoin(dir, "x.snap"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if string(got) != "data" {
+			t.Fatalf("%s: snapshot file holds %q", name, got)
+		}
+		db.Close()
 	}
 }

@@ -1,0 +1,516 @@
+package consensus
+
+// Snapshots and log compaction
+//
+// What a snapshot is. raft needs Storage.Snapshot to return, at any time, a
+// snapshot whose index is at least the log's truncation point and whose data
+// is the applied state at exactly that index. The state lives in the same
+// Pebble database and keeps changing as entries apply, so data "at an index"
+// cannot be produced later from the live database: it has to be captured at
+// that index and kept. So a snapshot is persisted when it is made:
+//
+//   - the metadata (index, term, ConfState) in Pebble under r/sn, and
+//   - the data in one file, <snap dir>/<index:016x>-<term:016x>.snap, in the
+//     frame below, next to the database (storage.DB.SnapshotDir).
+//
+// A file rather than Pebble keys because the data can be large (up to the
+// transport's 1 GiB): written once sequentially, read once per follower that
+// needs it, and deleted when the next snapshot replaces it, without passing
+// through Pebble's WAL, memtables and compactions.
+//
+// Making one (Node.maybeSnapshot, on the apply goroutine). After
+// Config.SnapshotEntries applied entries, between two Apply calls — so the
+// state is at exactly the applied index i — the node takes the term of i from
+// the log and the ConfState it persisted (which reflects exactly the conf
+// changes up to i, since the apply goroutine installs them itself), and asks
+// the applier to capture its state (Snapshotter.OpenSnapshot: a Pebble
+// snapshot, cheap). A background goroutine then encodes the capture into a
+// temporary file while applies go on, and createSnapshot publishes it:
+//
+//  1. write <name>.tmp, fsync it;
+//  2. rename it to <name>, fsync the directory;
+//  3. commit r/sn (synced) — this is the moment the snapshot exists;
+//  4. delete the previous snapshot's file;
+//  5. compact the log up to i − Config.CompactionMargin (Storage.Compact).
+//
+// A crash before 3 leaves a file no r/sn names: OpenStorage deletes every
+// file in the directory but the current one. A crash between 3 and 5 leaves
+// a longer log than needed; the next snapshot compacts it. Compaction never
+// passes the snapshot's index (ErrCompactBeyondSnapshot), so the snapshot
+// and the log always cover every index together.
+//
+// Receiving one (Storage.save, on the Ready loop). The data is written to
+// its file and published (steps 1–2) before the batch that records r/sn,
+// the ConfState, the truncation point and the HardState commits (synced),
+// and before any message acknowledging the snapshot leaves. The state is
+// restored afterwards, on the apply goroutine. If the node crashes in
+// between, Start finds a snapshot newer than the applied state and restores
+// it from the file before raft starts: nothing acknowledged is lost, and the
+// applied index is never behind the log's first index.
+//
+// Serving one (Storage.Snapshot) reads the file back into memory, since raft
+// carries a snapshot as one message. It is only called when a follower is
+// behind the truncation point. A snapshot older than the latest membership
+// change is not served (the follower may be a member it does not list);
+// a fresh one is requested from the apply goroutine instead.
+//
+// File frame (integers big-endian):
+//
+//	header  (32 bytes): magic "CLRFTSNP" ‖ version uint32 = 1 ‖ reserved uint32 = 0 ‖ index uint64 ‖ term uint64
+//	data    the applier's snapshot data (raftpb.Snapshot.Data), opaque here
+//	trailer (12 bytes): len(data) uint64 ‖ CRC-32C of everything before this field
+//
+// The checksum protects the data at rest, independently of whatever the
+// applier's own format checks end to end.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	iofs "io/fs"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+const (
+	snapFileMagic      = "CLRFTSNP"
+	snapFileVersion    = 1
+	snapFileHeaderLen  = 32
+	snapFileTrailerLen = 12
+	snapFileExt        = ".snap"
+	snapTmpExt         = ".tmp"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot errors.
+var (
+	// ErrCompactBeyondSnapshot is returned by Storage.Compact for an index
+	// past the newest snapshot: the entries in between would be covered by
+	// neither the log nor a snapshot, and a follower that needs them could
+	// never catch up.
+	ErrCompactBeyondSnapshot = errors.New("consensus: compaction beyond the newest snapshot")
+	// ErrBadSnapshot is returned by Node.Step for a snapshot message whose
+	// data the applier refuses (SnapshotVerifier); the message is dropped.
+	// A transport reports it to the sender, which then calls
+	// ReportSnapshot(id, raft.SnapshotFailure) so that its leader retries.
+	ErrBadSnapshot = errors.New("consensus: snapshot data refused")
+	// errStopping aborts a snapshot being written when the node stops.
+	errStopping = errors.New("consensus: stopping")
+)
+
+func snapFileName(index, term uint64) string {
+	return fmt.Sprintf("%016x-%016x%s", index, term, snapFileExt)
+}
+
+// openSnapshotDir creates the snapshot directory if needed and deletes
+// every file in it but the current snapshot's, which must exist: the
+// leftovers of a crash between writing a file and recording it (steps 1–3
+// above) or between recording a new one and deleting the old one (4).
+func (s *Storage) openSnapshotDir() error {
+	fs, dir := s.fs, s.snapDir
+	if _, err := fs.Stat(dir); oserrNotExist(err) {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("consensus: create snapshot directory: %w", err)
+		}
+		// The new directory's entry must be durable before files in it
+		// are relied upon.
+		if err := s.syncDir(fs.PathDir(dir)); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("consensus: snapshot directory: %w", err)
+	}
+	md := s.snapshot.GetMetadata()
+	current := ""
+	if md.GetIndex() > 0 {
+		current = snapFileName(md.GetIndex(), md.GetTerm())
+		f, err := fs.Open(fs.PathJoin(dir, current))
+		if err != nil {
+			return fmt.Errorf("%w: the data of snapshot %d (term %d): %v", ErrCorruptLog, md.GetIndex(), md.GetTerm(), err)
+		}
+		err = checkSnapFileHeader(f, md.GetIndex(), md.GetTerm())
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("consensus: list snapshot directory: %w", err)
+	}
+	removed := false
+	for _, name := range names {
+		if name == current || !(strings.HasSuffix(name, snapFileExt) || strings.HasSuffix(name, snapTmpExt)) {
+			continue
+		}
+		if err := fs.Remove(fs.PathJoin(dir, name)); err != nil && !oserrNotExist(err) {
+			return fmt.Errorf("consensus: remove stale snapshot file: %w", err)
+		}
+		removed = true
+	}
+	if removed {
+		return s.syncDir(dir)
+	}
+	return nil
+}
+
+// oserrNotExist reports a missing file on the OS file system (a wrapped
+// ENOENT) and on vfs.MemFS alike.
+func oserrNotExist(err error) bool { return errors.Is(err, iofs.ErrNotExist) }
+
+func (s *Storage) syncDir(dir string) error {
+	if !s.sync {
+		return nil
+	}
+	d, err := s.fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("consensus: open directory %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("consensus: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeSnapshotFile writes the frame of a snapshot at (index, term), with
+// the data that write produces, to a temporary file and syncs it. It
+// returns the temporary file's path; publishSnapshotFile renames it.
+func (s *Storage) writeSnapshotFile(index, term uint64, write func(io.Writer) error) (tmp string, err error) {
+	tmp = s.fs.PathJoin(s.snapDir, snapFileName(index, term)+snapTmpExt)
+	f, err := s.fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return "", fmt.Errorf("consensus: create snapshot file: %w", err)
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			_ = s.fs.Remove(tmp)
+		}
+	}()
+	crc := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(f, 1<<20)
+	fw := &frameWriter{w: bw, crc: crc}
+
+	var hdr [snapFileHeaderLen]byte
+	copy(hdr[:], snapFileMagic)
+	binary.BigEndian.PutUint32(hdr[8:], snapFileVersion)
+	binary.BigEndian.PutUint64(hdr[16:], index)
+	binary.BigEndian.PutUint64(hdr[24:], term)
+	if _, err := fw.Write(hdr[:]); err != nil {
+		return "", err
+	}
+	fw.n = 0
+	if err := write(fw); err != nil {
+		return "", err
+	}
+	var trl [snapFileTrailerLen]byte
+	binary.BigEndian.PutUint64(trl[:], uint64(fw.n))
+	crc.Write(trl[:8])
+	binary.BigEndian.PutUint32(trl[8:], crc.Sum32())
+	if _, err := bw.Write(trl[:]); err != nil {
+		return "", err
+	}
+	if err := bw.Flush(); err != nil {
+		return "", fmt.Errorf("consensus: write snapshot file: %w", err)
+	}
+	if s.sync {
+		if err := f.Sync(); err != nil {
+			return "", fmt.Errorf("consensus: sync snapshot file: %w", err)
+		}
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return "", fmt.Errorf("consensus: close snapshot file: %w", err)
+	}
+	return tmp, nil
+}
+
+// frameWriter writes through to w, folding everything into crc and counting
+// the bytes.
+type frameWriter struct {
+	w   io.Writer
+	crc hash.Hash32
+	n   int64
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.crc.Write(p[:n])
+	f.n += int64(n)
+	return n, err
+}
+
+// publishSnapshotFile renames a file written by writeSnapshotFile to its
+// final name and makes the rename durable. Called with writeMu held.
+func (s *Storage) publishSnapshotFile(tmp string, index, term uint64) error {
+	if err := s.fs.Rename(tmp, s.fs.PathJoin(s.snapDir, snapFileName(index, term))); err != nil {
+		return fmt.Errorf("consensus: publish snapshot file: %w", err)
+	}
+	return s.syncDir(s.snapDir)
+}
+
+// retireSnapshotFile deletes the file of a snapshot that is no longer the
+// current one. Failing to is harmless (OpenStorage deletes leftovers).
+// Called with writeMu held.
+func (s *Storage) retireSnapshotFile(old *raftpb.SnapshotMetadata, cur *raftpb.SnapshotMetadata) {
+	if old.GetIndex() == 0 || (old.GetIndex() == cur.GetIndex() && old.GetTerm() == cur.GetTerm()) {
+		return
+	}
+	if err := s.fs.Remove(s.fs.PathJoin(s.snapDir, snapFileName(old.GetIndex(), old.GetTerm()))); err != nil && !oserrNotExist(err) {
+		s.log.Warn("could not delete a replaced snapshot file", zap.Uint64("index", old.GetIndex()), zap.Error(err))
+	}
+}
+
+func checkSnapFileHeader(r io.Reader, index, term uint64) error {
+	var hdr [snapFileHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return fmt.Errorf("%w: snapshot file %d: header: %v", ErrCorruptLog, index, err)
+	}
+	return checkSnapHeader(hdr[:], index, term)
+}
+
+func checkSnapHeader(hdr []byte, index, term uint64) error {
+	switch {
+	case string(hdr[:8]) != snapFileMagic:
+		return fmt.Errorf("%w: snapshot file %d: not a snapshot file", ErrCorruptLog, index)
+	case binary.BigEndian.Uint32(hdr[8:]) != snapFileVersion:
+		return fmt.Errorf("%w: snapshot file %d: version %d", ErrCorruptLog, index, binary.BigEndian.Uint32(hdr[8:]))
+	case binary.BigEndian.Uint64(hdr[16:]) != index || binary.BigEndian.Uint64(hdr[24:]) != term:
+		return fmt.Errorf("%w: snapshot file %d: holds index %d term %d, want term %d", ErrCorruptLog, index,
+			binary.BigEndian.Uint64(hdr[16:]), binary.BigEndian.Uint64(hdr[24:]), term)
+	}
+	return nil
+}
+
+// readSnapshotFile reads the data of the snapshot at (index, term) from f
+// and verifies its frame.
+func readSnapshotFile(f vfs.File, index, term uint64) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("consensus: snapshot file %d: %w", index, err)
+	}
+	size := st.Size()
+	if size < snapFileHeaderLen+snapFileTrailerLen {
+		return nil, fmt.Errorf("%w: snapshot file %d: %d bytes", ErrCorruptLog, index, size)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return nil, fmt.Errorf("%w: snapshot file %d: %v", ErrCorruptLog, index, err)
+	}
+	if err := checkSnapHeader(buf, index, term); err != nil {
+		return nil, err
+	}
+	trl := buf[size-snapFileTrailerLen:]
+	data := buf[snapFileHeaderLen : size-snapFileTrailerLen]
+	if n := binary.BigEndian.Uint64(trl); n != uint64(len(data)) {
+		return nil, fmt.Errorf("%w: snapshot file %d: %d bytes of data, trailer says %d", ErrCorruptLog, index, len(data), n)
+	}
+	if got, want := crc32.Checksum(buf[:size-4], castagnoli), binary.BigEndian.Uint32(trl[8:]); got != want {
+		return nil, fmt.Errorf("%w: snapshot file %d: checksum %08x, want %08x", ErrCorruptLog, index, got, want)
+	}
+	return data[:len(data):len(data)], nil
+}
+
+// loadSnapshot returns the current snapshot with its data read from its
+// file, or an empty snapshot if none was made or received yet.
+func (s *Storage) loadSnapshot() (*raftpb.Snapshot, error) {
+	s.writeMu.Lock()
+	s.mu.Lock()
+	md := proto.Clone(s.snapshot.GetMetadata()).(*raftpb.SnapshotMetadata)
+	s.mu.Unlock()
+	if md.GetIndex() == 0 {
+		s.writeMu.Unlock()
+		return raftpb.EnsureSnapshot(&raftpb.Snapshot{Metadata: md}), nil
+	}
+	// Open under writeMu so the file cannot be replaced in between; read
+	// after, since an open file stays readable when it is deleted.
+	f, err := s.fs.Open(s.fs.PathJoin(s.snapDir, snapFileName(md.GetIndex(), md.GetTerm())))
+	s.writeMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot %d: %v", ErrCorruptLog, md.GetIndex(), err)
+	}
+	defer f.Close()
+	data, err := readSnapshotFile(f, md.GetIndex(), md.GetTerm())
+	if err != nil {
+		return nil, err
+	}
+	return &raftpb.Snapshot{Metadata: md, Data: data}, nil
+}
+
+// createSnapshot persists a snapshot with metadata md and the data write
+// produces (steps 1–4 in the comment at the top), and makes it the current
+// snapshot — unless a snapshot at a higher index became current meanwhile
+// (one received from the leader), in which case it is discarded and
+// installed is false. A snapshot at the current one's index replaces it
+// (its file was unreadable; the state at one index is the same state).
+func (s *Storage) createSnapshot(md *raftpb.SnapshotMetadata, write func(io.Writer) error) (installed bool, err error) {
+	index, term := md.GetIndex(), md.GetTerm()
+	if s.snapshotIndex() > index {
+		return false, nil
+	}
+	tmp, err := s.writeSnapshotFile(index, term, write)
+	if err != nil {
+		return false, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.snapshotIndex() > index {
+		_ = s.fs.Remove(tmp)
+		return false, nil
+	}
+	if err := s.publishSnapshotFile(tmp, index, term); err != nil {
+		_ = s.fs.Remove(tmp)
+		return false, err
+	}
+	snap := &raftpb.Snapshot{Metadata: proto.Clone(md).(*raftpb.SnapshotMetadata)}
+	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
+	if err != nil {
+		return false, err
+	}
+	if err := s.db.Pebble().Set([]byte(storage.RaftSnapshotKey), v, s.db.DurableWrites()); err != nil {
+		return false, fmt.Errorf("consensus: record snapshot: %w", err)
+	}
+	s.mu.Lock()
+	old := s.snapshot.GetMetadata()
+	s.snapshot = raftpb.EnsureSnapshot(snap)
+	s.mu.Unlock()
+	s.retireSnapshotFile(old, md)
+	return true, nil
+}
+
+// snapshotIndex returns the index of the current snapshot (0 if none).
+func (s *Storage) snapshotIndex() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot.GetMetadata().GetIndex()
+}
+
+// SnapshotMetadata returns the metadata of the current snapshot (empty if
+// none was made or received yet), without reading its data.
+func (s *Storage) SnapshotMetadata() *raftpb.SnapshotMetadata {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return proto.Clone(s.snapshot.GetMetadata()).(*raftpb.SnapshotMetadata)
+}
+
+// stopWriter fails writes once stop is closed, so that encoding a large
+// snapshot does not delay Node.Stop.
+type stopWriter struct {
+	w    io.Writer
+	stop <-chan struct{}
+}
+
+func (s stopWriter) Write(p []byte) (int, error) {
+	select {
+	case <-s.stop:
+		return 0, errStopping
+	default:
+	}
+	return s.w.Write(p)
+}
+
+// maybeSnapshot starts a snapshot of the applied state when
+// Config.SnapshotEntries entries were applied since the last one, or when
+// Storage.Snapshot asked for one (the current one predates a membership
+// change, or its file is unreadable). It runs on the apply goroutine
+// between jobs, so the applier's state is at exactly its applied index; the
+// writing happens on another goroutine (writeSnapshot), one at a time.
+func (n *Node) maybeSnapshot() {
+	if n.snapshotter == nil || n.snapBusy.Load() {
+		return
+	}
+	applied := n.applier.AppliedIndex()
+	want := n.storage.wantSnapshot.Load()
+	if applied < n.snapIndex+n.cfg.SnapshotEntries && !want {
+		return
+	}
+	if cur := n.storage.snapshotIndex(); applied < cur || (applied == cur && !want) {
+		return
+	}
+	cs, confIndex := n.storage.ConfState()
+	if confIndex > applied {
+		// After a restart between persisting a conf change and applying it
+		// (DESIGN.md) the persisted membership is newer than the state;
+		// the conf change is being redelivered, snapshot after it.
+		return
+	}
+	term, err := n.storage.Term(applied)
+	if err != nil {
+		n.log.Warn("no snapshot: the term of the applied index is unknown", zap.Uint64("index", applied), zap.Error(err))
+		return
+	}
+	// Counted from here whatever happens next, so that a failing snapshot
+	// is retried after another SnapshotEntries (or the next request from
+	// Storage.Snapshot), not after every Apply.
+	n.snapIndex = applied
+	n.storage.wantSnapshot.Store(false)
+	data, err := n.snapshotter.OpenSnapshot(applied, term)
+	if err != nil {
+		n.log.Error("could not capture the state for a snapshot", zap.Uint64("index", applied), zap.Error(err))
+		return
+	}
+	md := &raftpb.SnapshotMetadata{Index: new(applied), Term: new(term), ConfState: cs}
+	n.snapBusy.Store(true)
+	n.wg.Add(1)
+	go n.writeSnapshot(md, data)
+}
+
+// writeSnapshot writes a captured state as the new snapshot and compacts
+// the log behind it, keeping Config.CompactionMargin entries.
+//
+// A failure is logged, not fatal: the node stays correct with a longer log,
+// and the next snapshot is attempted after another SnapshotEntries.
+func (n *Node) writeSnapshot(md *raftpb.SnapshotMetadata, data SnapshotData) {
+	defer n.wg.Done()
+	defer n.snapBusy.Store(false)
+	defer data.Close()
+	index := md.GetIndex()
+	var size int64
+	installed, err := n.storage.createSnapshot(md, func(w io.Writer) error {
+		k, err := data.WriteTo(stopWriter{w: w, stop: n.stopc})
+		size = k
+		return err
+	})
+	switch {
+	case errors.Is(err, errStopping):
+		return
+	case err != nil:
+		n.log.Error("snapshot failed", zap.Uint64("index", index), zap.Error(err))
+		return
+	case !installed:
+		n.log.Info("snapshot superseded by a newer one", zap.Uint64("index", index))
+		return
+	}
+	n.log.Info("snapshot created", zap.Uint64("index", index), zap.Uint64("term", md.GetTerm()), zap.Int64("bytes", size))
+	if index <= n.cfg.CompactionMargin {
+		return
+	}
+	upTo := index - n.cfg.CompactionMargin
+	switch err := n.storage.Compact(upTo); {
+	case err == nil:
+		n.log.Info("log compacted", zap.Uint64("up_to", upTo))
+	case errors.Is(err, raft.ErrCompacted):
+		// A snapshot received meanwhile truncated the log further.
+	default:
+		n.log.Error("log compaction failed", zap.Uint64("up_to", upTo), zap.Error(err))
+	}
+}

@@ -1,0 +1,244 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"math/big"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+)
+
+// ledger stands in for raft and the state machine: a proposed batch is
+// "applied" at once, recording one record per item as apply would. The
+// raft and state packages have their own tests; the app and e2e tests run
+// the pipeline on the real ones.
+type ledger struct {
+	mu      sync.Mutex
+	records map[common.Hash]*ledgerpb.ProposalRecord
+	changed chan struct{}
+	index   uint64
+}
+
+func newLedger() *ledger {
+	return &ledger{records: map[common.Hash]*ledgerpb.ProposalRecord{}, changed: make(chan struct{})}
+}
+
+func (l *ledger) IsLeader() bool { return true }
+
+func (l *ledger) Propose(_ context.Context, data []byte) error {
+	var e ledgerpb.Entry
+	if err := proto.Unmarshal(data, &e); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.index++
+	for _, it := range e.GetBatch().GetItems() {
+		id := common.BytesToHash(it.GetProposal().GetId())
+		if _, ok := l.records[id]; ok {
+			continue
+		}
+		rec := &ledgerpb.ProposalRecord{Proposal: it.GetProposal(), Payment: it.GetPayment(), Status: ledgerpb.Status_STATUS_COMMITTED, CommitIndex: l.index}
+		if it.GetRejection() != "" {
+			rec.Status, rec.Reason = ledgerpb.Status_STATUS_REJECTED, it.GetRejection()
+		}
+		l.records[id] = rec
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return nil
+}
+
+func (l *ledger) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.records[id]
+	return r, ok, nil
+}
+
+func (l *ledger) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+type paymentsByID map[common.Hash]payment.ProposalPaid
+
+func (p paymentsByID) Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error) {
+	if paid, ok := p[id]; ok {
+		return paid, nil
+	}
+	<-ctx.Done()
+	return payment.ProposalPaid{}, ctx.Err()
+}
+
+type fixedEpoch uint64
+
+func (e fixedEpoch) Current() uint64 { return uint64(e) }
+
+var contract = common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
+
+func start(t *testing.T, paid paymentsByID) (*Pipeline, *ledger) {
+	cfg := DefaultConfig()
+	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
+	cfg.Contract, cfg.ChainID = contract, 1337
+	cfg.PaymentWait = 200 * time.Millisecond
+	l := newLedger()
+	p, err := New(cfg, zap.NewNop(), l, l, paid, fixedEpoch(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, l
+}
+
+func submission(t *testing.T, key *ecdsa.PrivateKey, id, tx common.Hash, class payment.Class) *proposal.Submission {
+	wallet := crypto.PubkeyToAddress(key.PublicKey)
+	sub := "page/" + id.Hex()[2:18]
+	path := proposal.ContentPath("ledger", wallet, "default", sub)
+	msg := []byte(`{"title":"x"}`)
+	sig, err := signing.Sign(signing.Domain{ChainID: 1337, VerifyingContract: contract}, signing.Proposal{
+		Action: "write", ProposalID: id, Wallet: wallet, Path: path, Organization: "default",
+		PaymentTier: class.Name(), MessageHash: signing.MessageHash(msg),
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := proposal.ParseWrite(url.Values{
+		"proposalId": {id.Hex()}, "walletAddress": {wallet.Hex()}, "message": {string(msg)}, "ethereumTxHash": {tx.Hex()},
+		"signature": {hexutil.Encode(sig)}, "paymentTier": {class.Name()}, "path": {sub},
+	}, proposal.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func final(t *testing.T, p *Pipeline, id common.Hash) api.ProposalStatus {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := p.WaitStatus(context.Background(), id, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if api.Terminal(s.Status) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proposal %s still %s", id.Hex(), s.Status)
+		}
+	}
+}
+
+func TestPaymentOutcomes(t *testing.T) {
+	key, _ := crypto.GenerateKey()
+	paidID, tierID, txID, unpaidID := common.HexToHash("0x01"), common.HexToHash("0x02"), common.HexToHash("0x03"), common.HexToHash("0x04")
+	tx := common.HexToHash("0xaa")
+	pay := func(id common.Hash, class payment.Class) payment.ProposalPaid {
+		return payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: class, Token: payment.ETH, Amount: class.Price(payment.ETH)}
+	}
+	p, _ := start(t, paymentsByID{paidID: pay(paidID, payment.Express), tierID: pay(tierID, payment.Standard), txID: pay(txID, payment.Standard)})
+
+	cases := []struct {
+		id     common.Hash
+		tx     common.Hash
+		class  payment.Class
+		status string
+		reason apierror.Code
+	}{
+		{paidID, tx, payment.Express, api.StatusCommitted, ""},
+		{tierID, tx, payment.Priority, api.StatusRejected, apierror.PaymentTierMismatch},
+		{txID, common.HexToHash("0xbb"), payment.Standard, api.StatusRejected, apierror.PaymentTxMismatch},
+		{unpaidID, tx, payment.Standard, api.StatusRejected, apierror.PaymentNotFound},
+	}
+	for _, c := range cases {
+		s, created, err := p.Submit(context.Background(), submission(t, key, c.id, c.tx, c.class))
+		if err != nil || !created || s.Status != api.StatusPending {
+			t.Fatalf("%s: %+v %v %v", c.id.Hex(), s, created, err)
+		}
+	}
+	for _, c := range cases {
+		s := final(t, p, c.id)
+		if s.Status != c.status || s.Reason != string(c.reason) {
+			t.Errorf("%s: %s %q, want %s %q", c.id.Hex(), s.Status, s.Reason, c.status, c.reason)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().Pending != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the sender drops applied proposals right after apply
+	}
+	if st := p.Stats(); st.Pending != 0 || st.Accepted != 4 || st.Verified != 1 || st.Rejected != 3 || st.Applied != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestConcurrentStatusReads reads statuses while verification changes them;
+// run with -race.
+func TestConcurrentStatusReads(t *testing.T) {
+	key, _ := crypto.GenerateKey()
+	paid := paymentsByID{}
+	var ids []common.Hash
+	for i := range 50 {
+		id := common.BigToHash(big.NewInt(int64(i + 100)))
+		paid[id] = payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}
+		ids = append(ids, id)
+	}
+	p, _ := start(t, paid)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if s := final(t, p, id); s.Status != api.StatusCommitted {
+				t.Errorf("%s: %s %s", id.Hex(), s.Status, s.Reason)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestIntakeGuards(t *testing.T) {
+	key, other := func() (*ecdsa.PrivateKey, *ecdsa.PrivateKey) {
+		a, _ := crypto.GenerateKey()
+		b, _ := crypto.GenerateKey()
+		return a, b
+	}()
+	id := common.HexToHash("0x09")
+	p, _ := start(t, paymentsByID{})
+	forged := submission(t, other, id, id, payment.Standard)
+	forged.Wallet = crypto.PubkeyToAddress(key.PublicKey)
+	if _, _, err := p.Submit(context.Background(), forged); apierror.CodeOf(err) != apierror.InvalidSignature {
+		t.Fatalf("forged: %v", err)
+	}
+	sub := submission(t, key, id, id, payment.Standard)
+	if _, created, err := p.Submit(context.Background(), sub); err != nil || !created {
+		t.Fatalf("first: %v", err)
+	}
+	if s, created, err := p.Submit(context.Background(), sub); err != nil || created || s.ProposalID != id.Hex() {
+		t.Fatalf("identical: %+v %v %v", s, created, err)
+	}
+	changed := submission(t, key, id, common.HexToHash("0x0a"), payment.Standard)
+	if _, _, err := p.Submit(context.Background(), changed); apierror.CodeOf(err) != apierror.ProposalIDConflict {
+		t.Fatalf("conflict: %v", err)
+	}
+}
