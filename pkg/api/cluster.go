@@ -172,3 +172,70 @@ type ClusterState struct {
 	Quorum          int      `json:"quorum"`
 	Members         []Member `json:"members"`
 }
+
+// Contract version markers of the raft detail routes.
+const (
+	RaftMetricsVersion    = "msgbus.raft-metrics.v1"
+	ReplicationLagVersion = "msgbus.replication-lag.v1"
+)
+
+// RaftMetrics is the body of GET /v1/msgbus/raft-metrics.
+type RaftMetrics struct {
+	ContractVersion   string     `json:"contractVersion"`
+	NodeID            uint64     `json:"nodeId"`
+	Role              string     `json:"role"`
+	Term              uint64     `json:"term"`
+	Leader            uint64     `json:"leader"`
+	CommitIndex       uint64     `json:"commitIndex"`
+	AppliedIndex      uint64     `json:"appliedIndex"`
+	FirstLogIndex     uint64     `json:"firstLogIndex"`
+	LastLogIndex      uint64     `json:"lastLogIndex"`
+	LastSnapshotIndex uint64     `json:"lastSnapshotIndex"`
+	AppendRatePerSec  float64    `json:"appendRatePerSec"` // applied entries per second, last 10 s
+	Elections         Elections  `json:"elections"`
+	ProposalsDropped  uint64     `json:"proposalsDropped"` // batches proposed again after raft dropped them
+	Transport         *Transport `json:"transport,omitempty"`
+}
+
+// Elections counts the leader changes this node saw.
+type Elections struct {
+	Count    uint64     `json:"count"`    // since start
+	Count24h int        `json:"count24h"` // among the changes still listed
+	LastAt   *time.Time `json:"lastAt,omitempty"`
+}
+
+// Transport is the raft transport's totals.
+type Transport struct {
+	Peers              int    `json:"peers"`
+	MsgsSent           uint64 `json:"msgsSent"`
+	MsgsRecv           uint64 `json:"msgsRecv"`
+	Dropped            uint64 `json:"dropped"`
+	DroppedUnknownPeer uint64 `json:"droppedUnknownPeer"`
+	HandshakesRefused  uint64 `json:"handshakesRefused"`
+}
+
+// ReplicationLag is the body of GET /v1/msgbus/replication-lag: the leader's
+// view of each member. On a follower, Leader says whom to ask.
+type ReplicationLag struct {
+	ContractVersion string            `json:"contractVersion"`
+	NodeID          uint64            `json:"nodeId"`
+	IsLeader        bool              `json:"isLeader"`
+	Leader          uint64            `json:"leader"`
+	LastIndex       uint64            `json:"lastIndex"`
+	MaxLagEntries   uint64            `json:"maxLagEntries"`
+	Nodes           []ReplicationNode `json:"nodes"`
+}
+
+// ReplicationNode is one member's replication as the leader sees it.
+type ReplicationNode struct {
+	NodeID          uint64 `json:"nodeId"`
+	Name            string `json:"name"`
+	MatchIndex      uint64 `json:"matchIndex"`
+	NextIndex       uint64 `json:"nextIndex"`
+	LagEntries      uint64 `json:"lagEntries"`
+	LagMs           int64  `json:"lagMs"` // lagEntries at the current append rate: an estimate
+	State           string `json:"state"` // replicate, probe, snapshot
+	RecentActive    bool   `json:"recentActive"`
+	PendingSnapshot uint64 `json:"pendingSnapshot,omitempty"`
+	Learner         bool   `json:"learner,omitempty"`
+}

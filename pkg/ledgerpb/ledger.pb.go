@@ -1378,6 +1378,70 @@ func (x *EpochUpdate) GetObservedAtMs() int64 {
 	return 0
 }
 
+// Member is a validator's address book entry. It travels as the context of
+// the raft conf change that adds the validator (and of the bootstrap conf
+// changes), and the state machine keeps it, so every validator, also one
+// restored from a snapshot, knows where its peers are.
+type Member struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeerAddr      string                 `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"` // host:port of raft traffic
+	ApiUrl        string                 `protobuf:"bytes,3,opt,name=api_url,json=apiUrl,proto3" json:"api_url,omitempty"`       // base URL of the HTTP API
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_ledger_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Member) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Member) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *Member) GetApiUrl() string {
+	if x != nil {
+		return x.ApiUrl
+	}
+	return ""
+}
+
 var File_ledger_proto protoreflect.FileDescriptor
 
 const file_ledger_proto_rawDesc = "" +
@@ -1492,7 +1556,11 @@ const file_ledger_proto_rawDesc = "" +
 	"\n" +
 	"head_block\x18\x04 \x01(\x04R\theadBlock\x12'\n" +
 	"\x0ffinalized_block\x18\x05 \x01(\x04R\x0efinalizedBlock\x12$\n" +
-	"\x0eobserved_at_ms\x18\x06 \x01(\x03R\fobservedAtMs*>\n" +
+	"\x0eobserved_at_ms\x18\x06 \x01(\x03R\fobservedAtMs\"N\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x17\n" +
+	"\aapi_url\x18\x03 \x01(\tR\x06apiUrl*>\n" +
 	"\x04Tier\x12\x11\n" +
 	"\rTIER_STANDARD\x10\x00\x12\x10\n" +
 	"\fTIER_EXPRESS\x10\x01\x12\x11\n" +
@@ -1525,7 +1593,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -1543,6 +1611,7 @@ var file_ledger_proto_goTypes = []any{
 	(*Segment)(nil),        // 13: contentledger.v1.Segment
 	(*Event)(nil),          // 14: contentledger.v1.Event
 	(*EpochUpdate)(nil),    // 15: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 16: contentledger.v1.Member
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -1584,7 +1653,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -78,6 +78,14 @@ type cluster struct {
 // adds settings to every validator.
 func newCluster(t testing.TB, size int, mode string, extraEnv ...string) *cluster {
 	t.Helper()
+	return newClusterEnv(t, size, mode, nil, extraEnv...)
+}
+
+// newClusterEnv is newCluster where nodeEnv, when not nil, adds settings to
+// each validator after all the others, so they override them (exec keeps the
+// last value of a key).
+func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, nodes []*node) []string, extraEnv ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t}
 	if mode != "MOCK" {
 		c.net = harness.StartBacking(t, harness.Options{})
@@ -111,6 +119,9 @@ func newCluster(t testing.TB, size int, mode string, extraEnv ...string) *cluste
 				"SVC_VALIDATOR_NATS_URL="+c.net.NATSURL,
 				"SVC_VALIDATOR_CONFIRMATIONS=1",
 			)
+		}
+		if nodeEnv != nil {
+			n.env = append(n.env, nodeEnv(n, c.nodes)...)
 		}
 		c.start(n)
 	}

@@ -91,6 +91,18 @@ func TestThreeValidatorsFailover(t *testing.T) {
 			t.Fatalf("leader's transport to validator %d: %+v", p.ID, p.Transport)
 		}
 	}
+	var lag api.ReplicationLag
+	harness.Eventually(t, 10*time.Second, func() bool {
+		if err := get(leader.url()+"/v1/msgbus/replication-lag", &lag); err != nil || !lag.IsLeader || len(lag.Nodes) != 3 {
+			return false
+		}
+		for _, n := range lag.Nodes {
+			if n.State != "replicate" || n.LagEntries != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	var health api.ClusterHealth
 	if err := get(follower.url()+"/health/cluster", &health); err != nil || health.Status != "ok" || !health.StateHashAgreement || health.Reachable != 3 {
 		t.Fatalf("cluster health %+v %v", health, err)

@@ -6,6 +6,7 @@
 package ledgerclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
@@ -226,4 +227,45 @@ func Form(cfg api.BlockchainConfig, key *ecdsa.PrivateKey, p *Proposal, txHash c
 		form.Set(proposal.FieldEthereumTxHash, txHash.Hex())
 	}
 	return form, path, nil
+}
+
+// Members is the answer of the membership routes.
+type Members struct {
+	Members  []api.Member `json:"members"`
+	Voters   []uint64     `json:"voters"`
+	Learners []uint64     `json:"learners"`
+}
+
+// ClusterMembers lists the cluster's members.
+func (c *Client) ClusterMembers(ctx context.Context) (Members, error) {
+	var m Members
+	return m, c.get(ctx, "/v1/cluster/members", &m)
+}
+
+// AddMember adds a validator; it must then be started with
+// SVC_VALIDATOR_JOIN=true on an empty data directory.
+func (c *Client) AddMember(ctx context.Context, m api.Member) (Members, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return Members{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+"/v1/cluster/members", bytes.NewReader(body))
+	if err != nil {
+		return Members{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var out Members
+	_, err = c.do(req, &out)
+	return out, err
+}
+
+// RemoveMember removes a validator from the cluster.
+func (c *Client) RemoveMember(ctx context.Context, id uint64) (Members, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, fmt.Sprintf("%s/v1/cluster/members/%d", strings.TrimRight(c.BaseURL, "/"), id), nil)
+	if err != nil {
+		return Members{}, err
+	}
+	var out Members
+	_, err = c.do(req, &out)
+	return out, err
 }

@@ -19,6 +19,7 @@ import (
 	"math/big"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ usage:
   ledgerctl write  [--key HEX] [--org ORG] [--type TYPE] [--path PATH] [--tier CLASS] [--file F] [MESSAGE]
   ledgerctl delete [--key HEX] [--org ORG] [--tier CLASS] --path PATH
   ledgerctl status [--wait 30s] PROPOSAL_ID
+  ledgerctl cluster list
+  ledgerctl cluster add    --id N --peer HOST:PORT --api URL
+  ledgerctl cluster remove --id N
 
 common flags:
   --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090)
@@ -67,6 +71,8 @@ func main() {
 		err = propose(ctx, proposal.Delete, os.Args[2:], os.Stdout, os.Stderr)
 	case "status":
 		err = status(ctx, os.Args[2:], os.Stdout)
+	case "cluster":
+		err = cluster(ctx, os.Args[2:], os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
@@ -325,6 +331,59 @@ func status(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if s.Payment != nil {
 		fmt.Fprintf(out, "payment    %s (block %d, %s %s)\n", s.Payment.TxHash, s.Payment.BlockNumber, formatAmount(s.Payment.Amount, s.Payment.Token), s.Payment.Token)
+	}
+	return nil
+}
+
+// cluster lists, adds and removes validators (docs/runbooks/membership.md).
+func cluster(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("cluster needs list, add or remove")
+	}
+	fs := flag.NewFlagSet("cluster "+args[0], flag.ContinueOnError)
+	var c commonFlags
+	c.register(fs)
+	id := fs.Uint64("id", 0, "raft id of the validator (never reuse one)")
+	peer := fs.String("peer", "", "host:port of the validator's raft peer port")
+	apiURL := fs.String("api", "", "base URL of the validator's HTTP API")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	client := c.client()
+	var m ledgerclient.Members
+	var err error
+	switch args[0] {
+	case "list":
+		m, err = client.ClusterMembers(ctx)
+	case "add":
+		if *id == 0 || *peer == "" || *apiURL == "" {
+			return errors.New("cluster add needs --id, --peer and --api")
+		}
+		m, err = client.AddMember(ctx, api.Member{ID: *id, PeerAddr: *peer, APIURL: *apiURL})
+	case "remove":
+		if *id == 0 {
+			return errors.New("cluster remove needs --id")
+		}
+		m, err = client.RemoveMember(ctx, *id)
+	default:
+		return fmt.Errorf("unknown cluster command %q (list, add, remove)", args[0])
+	}
+	if err != nil {
+		return describe(err)
+	}
+	if c.json {
+		return printJSON(out, m)
+	}
+	fmt.Fprintf(out, "%-4s %-22s %-30s %s\n", "ID", "PEER", "API", "ROLE")
+	for _, mem := range m.Members {
+		role := "member"
+		switch {
+		case slices.Contains(m.Voters, mem.ID):
+			role = "voter"
+		case slices.Contains(m.Learners, mem.ID):
+			role = "learner"
+		}
+		fmt.Fprintf(out, "%-4d %-22s %-30s %s\n", mem.ID, mem.PeerAddr, mem.APIURL, role)
 	}
 	return nil
 }

@@ -50,49 +50,54 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if err != nil {
 		return err
 	}
-	initial, _ := ParseCluster(cfg.InitialCluster) // validated above
-	peerIDs := make([]uint64, len(initial))
-	for i, m := range initial {
-		peerIDs[i] = m.ID
+	// The HTTP listener opens first, so that a single node's address book
+	// entry carries the address it really serves on.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("validator: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	// A single node needs no peer transport; a cluster talks raft over TCP.
-	var (
-		peers         *transport.Transport
-		raftTransport consensus.Transport = consensus.NopTransport{}
-	)
-	if len(initial) > 1 {
-		peers, err = transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr, Logger: log.Named("transport")})
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, peers.Close()) }()
-		// Both ends must know each other before the first message: a node
-		// refuses connections from senders it has not registered.
-		for _, m := range initial {
-			if m.ID != cfg.NodeID {
-				if err := peers.AddPeer(m.ID, m.PeerAddr); err != nil {
-					return err
-				}
+	defer ln.Close()
+	// Every validator runs the peer transport, so a single node can grow
+	// into a cluster through membership changes.
+	peers, err := transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr, Logger: log.Named("transport")})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, peers.Close()) }()
+	initial, _ := ParseCluster(cfg.InitialCluster) // validated above
+	if len(initial) == 0 {
+		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + ln.Addr().String()}}
+	}
+	peerIDs := make([]uint64, len(initial))
+	contexts := make(map[uint64][]byte, len(initial))
+	for i, m := range initial {
+		peerIDs[i], contexts[m.ID] = m.ID, memberContext(m)
+	}
+	// Both ends must know each other before the first message: a node
+	// refuses connections from senders it has not registered.
+	for _, m := range initial {
+		if m.ID != cfg.NodeID {
+			if err := peers.AddPeer(m.ID, m.PeerAddr); err != nil {
+				return err
 			}
 		}
-		raftTransport = peers
 	}
 	node, err := consensus.Start(consensus.Config{
 		ID:               cfg.NodeID,
 		Peers:            peerIDs,
+		PeerContexts:     contexts,
+		Join:             cfg.Join,
 		TickInterval:     cfg.TickInterval,
 		SnapshotEntries:  cfg.SnapshotEntries,
 		CompactionMargin: cfg.CompactionMargin,
 		Logger:           log.Named("raft"),
-	}, db, machine, raftTransport)
+	}, db, machine, peers)
 	if err != nil {
 		return err
 	}
 	defer node.Stop() // before the transport closes: deferred calls run last-in first-out
-	if peers != nil {
-		if err := peers.Start(node); err != nil {
-			return err
-		}
+	if err := peers.Start(node); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -139,14 +144,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("validator: listen on %s: %w", cfg.HTTPAddr, err)
-	}
 	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
 	leadership := newLeadershipLog(256)
-	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, members: members(cfg, ln.Addr().String()),
-		leadership: leadership, startedAt: now(), peers: peers}
+	members := newMembership(cfg.NodeID, initial, machine, peers, log.Named("membership"))
+	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
+		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
 	e := httpapi.New(httpapi.Config{
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
@@ -157,6 +159,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	errc := make(chan error, 4)
 	go leadership.follow(ctx, node, now)
+	go members.run(ctx)
+	go cluster.applied.run(ctx, time.Second, machine.AppliedIndex)
 	go func() { errc <- pipe.Run(ctx) }()
 	if follower != nil {
 		go func() { errc <- follower.Run(ctx) }()

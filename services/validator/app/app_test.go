@@ -32,7 +32,7 @@ func startMock(t *testing.T) string {
 func startMockWith(t *testing.T, edit func(*Config)) string {
 	t.Helper()
 	cfg := Config{
-		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0",
+		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
 		ChainID: 1337, ContractAddress: testContract.Hex(), ContentRoot: "ledger", MaxMessageBytes: 1 << 20,
 		EpochLength: 384 * time.Second, TickInterval: 20 * time.Millisecond, PaymentWait: time.Second,
 		MaxPending: 100, MaxBatch: 64,
@@ -296,6 +296,16 @@ func TestConsensusRoutesSingleNode(t *testing.T) {
 	getJSON(t, base+"/v1/msgbus/cluster-state", &cs)
 	if len(cs.Voters) != 1 || cs.Voters[0] != 1 || cs.Quorum != 1 {
 		t.Fatalf("cluster state %+v", cs)
+	}
+	var rm api.RaftMetrics
+	getJSON(t, base+"/v1/msgbus/raft-metrics", &rm)
+	if rm.Role != api.RoleLeader || rm.LastLogIndex < rm.AppliedIndex || rm.FirstLogIndex == 0 || rm.Elections.Count == 0 || rm.Elections.LastAt == nil {
+		t.Fatalf("raft metrics %+v", rm)
+	}
+	var lag api.ReplicationLag
+	getJSON(t, base+"/v1/msgbus/replication-lag", &lag)
+	if !lag.IsLeader || len(lag.Nodes) != 1 || lag.Nodes[0].NodeID != 1 {
+		t.Fatalf("replication lag %+v", lag)
 	}
 	var ns api.NodeStatus
 	getJSON(t, base+"/v1/msgbus/node-status", &ns)

@@ -40,7 +40,11 @@ type Config struct {
 	// cluster of NodeID. Used only to bootstrap an empty data directory and
 	// to know the peers' addresses.
 	InitialCluster string `envconfig:"INITIAL_CLUSTER" desc:"id=peerAddr=apiURL,... of the first members; empty: single node"`
-	AuthToken      string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
+	// Join starts an empty data directory as a new member of a running
+	// cluster (added first with POST /v1/cluster/members), instead of
+	// bootstrapping one; InitialCluster then lists the members to dial.
+	Join      bool   `envconfig:"JOIN" default:"false" desc:"join a running cluster instead of bootstrapping one"`
+	AuthToken string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
 	ContractAddress string `envconfig:"CONTRACT_ADDRESS" desc:"payment contract address; required unless MOCK"`

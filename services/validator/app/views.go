@@ -13,6 +13,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
@@ -103,14 +104,69 @@ type clusterView struct {
 	node       *consensus.Node
 	machine    *state.Machine
 	epochs     *epoch.Clock
-	members    []api.Member
+	membership *membership
 	leadership *leadershipLog
 	startedAt  time.Time
-	peers      *transport.Transport // nil for a single node
+	peers      *transport.Transport
+	pipe       *pipeline.Pipeline
+	applied    *rateMeter
+}
+
+func (v *clusterView) RaftMetrics() api.RaftMetrics {
+	st := v.node.Status()
+	first, last, snap := v.node.LogBounds()
+	history, changes := v.leadership.History()
+	m := api.RaftMetrics{
+		ContractVersion: api.RaftMetricsVersion, NodeID: v.cfg.NodeID, Role: string(st.Role), Term: st.Term, Leader: st.Leader,
+		CommitIndex: st.CommitIndex, AppliedIndex: v.machine.AppliedIndex(), FirstLogIndex: first, LastLogIndex: last,
+		LastSnapshotIndex: snap, AppendRatePerSec: v.applied.PerSecond(), ProposalsDropped: v.pipe.Stats().Reproposed,
+	}
+	// An election is a change of leader; role changes of this node alone
+	// are not counted.
+	var prevLeader uint64
+	dayAgo := time.Now().Add(-24 * time.Hour)
+	for i, h := range history {
+		if h.Leader != 0 && (i == 0 || h.Leader != prevLeader) {
+			if h.At.After(dayAgo) {
+				m.Elections.Count24h++
+			}
+			at := h.At
+			m.Elections.LastAt = &at
+		}
+		if h.Leader != 0 {
+			prevLeader = h.Leader
+		}
+	}
+	m.Elections.Count = changes
+	t := v.peers.Totals()
+	m.Transport = &api.Transport{Peers: t.Peers, MsgsSent: t.MsgsSent, MsgsRecv: t.MsgsRecv, Dropped: t.Dropped,
+		DroppedUnknownPeer: t.DroppedUnknownPeer, HandshakesRefused: t.HandshakesRefused}
+	return m
+}
+
+func (v *clusterView) Replication() api.ReplicationLag {
+	st := v.node.Status()
+	_, last, _ := v.node.LogBounds()
+	out := api.ReplicationLag{ContractVersion: api.ReplicationLagVersion, NodeID: v.cfg.NodeID, Leader: st.Leader,
+		IsLeader: st.Role == consensus.RoleLeader, LastIndex: last, Nodes: []api.ReplicationNode{}}
+	rate := v.applied.PerSecond()
+	for _, p := range v.node.Progress() {
+		n := api.ReplicationNode{NodeID: p.ID, Name: api.NodeName(p.ID), MatchIndex: p.Match, NextIndex: p.Next, State: p.State,
+			RecentActive: p.RecentActive, PendingSnapshot: p.PendingSnapshot, Learner: p.IsLearner}
+		if last > p.Match {
+			n.LagEntries = last - p.Match
+			if rate > 0 {
+				n.LagMs = int64(float64(n.LagEntries) / rate * 1000)
+			}
+		}
+		out.MaxLagEntries = max(out.MaxLagEntries, n.LagEntries)
+		out.Nodes = append(out.Nodes, n)
+	}
+	return out
 }
 
 func (v *clusterView) PeerTransport(id uint64) *api.PeerTransport {
-	if v.peers == nil || id == v.cfg.NodeID {
+	if id == v.cfg.NodeID {
 		return nil
 	}
 	st, ok := v.peers.Stats()[id]
@@ -130,7 +186,7 @@ func (v *clusterView) PeerTransport(id uint64) *api.PeerTransport {
 	return out
 }
 
-func (v *clusterView) Members() []api.Member { return v.members }
+func (v *clusterView) Members() []api.Member { return v.membership.Members() }
 
 func (v *clusterView) StartedAt() time.Time { return v.startedAt }
 
@@ -146,7 +202,7 @@ func (v *clusterView) Membership() (voters, learners []uint64) {
 func (v *clusterView) Status() api.ConsensusStatus {
 	st := v.node.Status()
 	peers := []string{}
-	for _, m := range v.members {
+	for _, m := range v.membership.Members() {
 		if m.ID != v.cfg.NodeID {
 			peers = append(peers, m.Name)
 		}
@@ -165,18 +221,4 @@ func (v *clusterView) Status() api.ConsensusStatus {
 		AppliedIndex:    v.machine.AppliedIndex(),
 		StateHash:       common.Hash(v.machine.StateHash()).Hex(),
 	}
-}
-
-// members turns the configured cluster into API members; a single node with
-// no configured cluster is its own only member, reachable at its HTTP address.
-func members(cfg Config, httpAddr string) []api.Member {
-	parsed, _ := ParseCluster(cfg.InitialCluster) // validated by Config.Validate
-	if len(parsed) == 0 {
-		parsed = []Member{{ID: cfg.NodeID, PeerAddr: cfg.PeerAddr, APIURL: "http://" + httpAddr}}
-	}
-	out := make([]api.Member, len(parsed))
-	for i, m := range parsed {
-		out[i] = api.Member{ID: m.ID, Name: api.NodeName(m.ID), PeerAddr: m.PeerAddr, APIURL: m.APIURL}
-	}
-	return out
 }

@@ -74,6 +74,8 @@ func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
 	g := e.Group("/ops/v1", s.authenticate)
 	g.GET("/health", s.health)
 	g.GET("/cluster", s.cluster)
+	g.GET("/raft", s.raft)
+	g.GET("/replication", s.replication)
 	g.GET("/explorer/proposal/:proposalId", s.proposal)
 	e.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	return e

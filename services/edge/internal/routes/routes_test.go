@@ -209,3 +209,46 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("diverged hashes at one index not flagged: %v", data)
 	}
 }
+
+func TestRaftAndReplicationFromLeader(t *testing.T) {
+	var leaderURL string
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/consensus/leader":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.leader.v1", "known": true, "leaderId": 2, "leaderUrl": leaderURL})
+		default:
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "msgbus.raft-metrics.v1", "nodeId": 1, "role": "FOLLOWER"})
+		}
+	}))
+	defer follower.Close()
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/msgbus/raft-metrics":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "msgbus.raft-metrics.v1", "nodeId": 2, "role": "LEADER", "term": 4, "commitIndex": 10})
+		case "/v1/msgbus/replication-lag":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "msgbus.replication-lag.v1", "nodeId": 2, "isLeader": true, "leader": 2,
+				"maxLagEntries": 3, "nodes": []any{map[string]any{"nodeId": 1, "name": "validator-1", "matchIndex": 7, "lagEntries": 3, "state": "replicate"}}})
+		}
+	}))
+	defer leader.Close()
+	leaderURL = leader.URL
+
+	srv := serve(t, auth.Lanes{}, follower.URL, leader.URL)
+	_, body := get(t, srv.URL+"/ops/v1/raft", "")
+	if data := assertEnvelope(t, body); data["role"] != "LEADER" || data["term"] != float64(4) || data["nodeId"] != "validator-2" {
+		t.Fatalf("raft view not from the leader: %v", data)
+	}
+	_, body = get(t, srv.URL+"/ops/v1/replication", "")
+	data := assertEnvelope(t, body)
+	if data["maxLagEntries"] != float64(3) || data["fromLeader"] != true || len(data["nodes"].([]any)) != 1 {
+		t.Fatalf("replication %v", data)
+	}
+
+	wrong := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "msgbus.raft-metrics.v0"})
+	}))
+	defer wrong.Close()
+	srv = serve(t, auth.Lanes{}, wrong.URL)
+	status, body := get(t, srv.URL+"/ops/v1/raft", "")
+	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
+}

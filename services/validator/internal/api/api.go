@@ -96,10 +96,15 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.POST("/v1/propose-delete", s.proposeDelete)
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
 	e.GET("/v1/peers", s.peers)
+	e.GET("/v1/cluster/members", s.listMembers)
+	e.POST("/v1/cluster/members", s.addMember)
+	e.DELETE("/v1/cluster/members/:id", s.removeMember)
 	e.GET("/v1/msgbus/leadership-history", s.leadershipHistory)
 	e.GET("/v1/msgbus/validator-identities", s.validatorIdentities)
 	e.GET("/v1/msgbus/node-status", s.nodeStatus)
 	e.GET("/v1/msgbus/cluster-state", s.clusterState)
+	e.GET("/v1/msgbus/raft-metrics", s.raftMetrics)
+	e.GET("/v1/msgbus/replication-lag", s.replicationLag)
 	return e
 }
 

@@ -33,6 +33,16 @@ type Cluster interface {
 	// PeerTransport is the raft transport's view of a peer, nil when there
 	// is none.
 	PeerTransport(id uint64) *api.PeerTransport
+	// RaftMetrics are this node's raft figures.
+	RaftMetrics() api.RaftMetrics
+	// Replication is the leader's view of every member's log.
+	Replication() api.ReplicationLag
+	// AddMember adds a voting member through raft and waits until raft
+	// has installed it.
+	AddMember(ctx context.Context, m api.Member) error
+	// RemoveMember removes a member through raft and waits until raft has
+	// installed the change.
+	RemoveMember(ctx context.Context, id uint64) error
 }
 
 // forwardedHeader marks a request a follower forwarded to the leader; a

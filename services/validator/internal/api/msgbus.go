@@ -45,3 +45,11 @@ func (s *Server) clusterState(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.ClusterState{ContractVersion: api.ClusterStateVersion, Leader: st.Leader, Term: st.Term,
 		Voters: voters, Learners: learners, Quorum: len(voters)/2 + 1, Members: s.cluster.Members()})
 }
+
+func (s *Server) raftMetrics(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.cluster.RaftMetrics())
+}
+
+func (s *Server) replicationLag(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.cluster.Replication())
+}

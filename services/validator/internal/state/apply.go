@@ -71,8 +71,12 @@ type entryContext struct {
 }
 
 func (a *applier) applyEntry(e *raftpb.Entry) error {
-	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
-		return nil // conf changes and the leader's empty entries: index and hash only
+	switch e.GetType() {
+	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+		return a.applyConfChange(e)
+	}
+	if len(e.GetData()) == 0 {
+		return nil // the leader's empty entries: index and hash only
 	}
 	var ent ledgerpb.Entry
 	if err := proto.Unmarshal(e.GetData(), &ent); err != nil {
@@ -437,4 +441,44 @@ func getRecord(r pebble.Reader, id []byte) (*ledgerpb.ProposalRecord, error) {
 		return nil, fmt.Errorf("%w: proposal %x: %v", ErrCorruptState, id, err)
 	}
 	return rec, nil
+}
+
+// applyConfChange keeps the cluster's address book: a member added with a
+// ledgerpb.Member as its context is recorded, a removed member is dropped.
+// Raft installs the membership itself; this is only where to reach members.
+// A context that does not decode records nothing, alike everywhere.
+func (a *applier) applyConfChange(e *raftpb.Entry) error {
+	var cc raftpb.ConfChangeI
+	if e.GetType() == raftpb.EntryConfChange {
+		cc = &raftpb.ConfChange{}
+	} else {
+		cc = &raftpb.ConfChangeV2{}
+	}
+	if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
+		a.log.Warn("skipping a conf change that does not decode", zap.Uint64("index", e.GetIndex()), zap.Error(err))
+		return nil
+	}
+	v2 := cc.AsV2()
+	changes, context := v2.GetChanges(), v2.GetContext()
+	for _, c := range changes {
+		switch c.GetType() {
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+			var m ledgerpb.Member
+			if len(context) == 0 || proto.Unmarshal(context, &m) != nil || m.GetId() != c.GetNodeId() {
+				continue
+			}
+			value, err := proto.MarshalOptions{Deterministic: true}.Marshal(&m)
+			if err != nil {
+				return err
+			}
+			if err := a.mut.set(storage.MemberKey(c.GetNodeId()), value); err != nil {
+				return err
+			}
+		case raftpb.ConfChangeRemoveNode:
+			if err := a.mut.delete(storage.MemberKey(c.GetNodeId())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

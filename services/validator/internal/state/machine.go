@@ -368,3 +368,22 @@ func (m *Machine) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, ha
 	}
 	return it.Error()
 }
+
+// Members returns the cluster's address book, by raft id.
+func (m *Machine) Members() ([]*ledgerpb.Member, error) {
+	lower, upper := storage.MemberBounds()
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []*ledgerpb.Member
+	for it.First(); it.Valid(); it.Next() {
+		var mem ledgerpb.Member
+		if err := proto.Unmarshal(it.Value(), &mem); err != nil {
+			return nil, fmt.Errorf("%w: member %x: %v", ErrCorruptState, it.Key(), err)
+		}
+		out = append(out, &mem)
+	}
+	return out, it.Error()
+}

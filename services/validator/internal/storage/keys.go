@@ -29,6 +29,7 @@ import (
 //	    s/p/<id:32>             ledgerpb.ProposalRecord by proposal id
 //	    s/v/<id:8>              ledgerpb.Event by sequence number
 //	    s/g/<index:8>           ledgerpb.Segment by raft index
+//	    s/c/<id:8>              ledgerpb.Member by raft id: the cluster's address book
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
@@ -44,6 +45,7 @@ const (
 	proposalPrefix  = StatePrefix + "p/"
 	eventPrefix     = StatePrefix + "v/"
 	segmentPrefix   = StatePrefix + "g/"
+	memberPrefix    = StatePrefix + "c/"
 )
 
 // Fixed keys (constants, so no caller can modify a shared key slice;
@@ -181,6 +183,14 @@ func SegmentKey(index uint64) []byte { return withUint64(segmentPrefix, index) }
 // SegmentBounds returns the key range of all segments.
 func SegmentBounds() (lower, upper []byte) {
 	return []byte(segmentPrefix), PrefixEnd([]byte(segmentPrefix))
+}
+
+// MemberKey is the key of a cluster member's address book entry.
+func MemberKey(id uint64) []byte { return withUint64(memberPrefix, id) }
+
+// MemberBounds are the bounds of every member entry.
+func MemberBounds() (lower, upper []byte) {
+	return []byte(memberPrefix), PrefixEnd([]byte(memberPrefix))
 }
 
 // PrefixEnd returns the smallest key greater than every key with prefix p,
