@@ -534,14 +534,16 @@ func (x *Proposal) GetEpoch() uint64 {
 	return 0
 }
 
-// BatchItem is one decided proposal: committed with its payment, or rejected
-// with a reason code (DECISIONS D5) so that every validator reports the same
-// terminal status.
+// BatchItem is one proposal in a batch: accepted (recorded PENDING, so the
+// acceptance survives the leader), or decided: committed with its payment, or
+// rejected with a reason code (DECISIONS D5) so that every validator reports
+// the same terminal status.
 type BatchItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Proposal      *Proposal              `protobuf:"bytes,1,opt,name=proposal,proto3" json:"proposal,omitempty"`
-	Payment       *Payment               `protobuf:"bytes,2,opt,name=payment,proto3" json:"payment,omitempty"`     // absent in MOCK mode and for rejections
+	Payment       *Payment               `protobuf:"bytes,2,opt,name=payment,proto3" json:"payment,omitempty"`     // absent in MOCK mode, for rejections and acceptances
 	Rejection     string                 `protobuf:"bytes,3,opt,name=rejection,proto3" json:"rejection,omitempty"` // empty: commit; otherwise the REJECTED reason
+	Accept        bool                   `protobuf:"varint,4,opt,name=accept,proto3" json:"accept,omitempty"`      // record the proposal PENDING; nothing is decided yet
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -595,6 +597,13 @@ func (x *BatchItem) GetRejection() string {
 		return x.Rejection
 	}
 	return ""
+}
+
+func (x *BatchItem) GetAccept() bool {
+	if x != nil {
+		return x.Accept
+	}
+	return false
 }
 
 // ProposalBatch is the payload of a normal raft entry carrying proposals.
@@ -1480,11 +1489,12 @@ const file_ledger_proto_rawDesc = "" +
 	" \x01(\fR\x0eethereumTxHash\x12$\n" +
 	"\x0eaccepted_at_ms\x18\v \x01(\x03R\facceptedAtMs\x12\x16\n" +
 	"\x06digest\x18\f \x01(\fR\x06digest\x12\x14\n" +
-	"\x05epoch\x18\r \x01(\x04R\x05epoch\"\x96\x01\n" +
+	"\x05epoch\x18\r \x01(\x04R\x05epoch\"\xae\x01\n" +
 	"\tBatchItem\x126\n" +
 	"\bproposal\x18\x01 \x01(\v2\x1a.contentledger.v1.ProposalR\bproposal\x123\n" +
 	"\apayment\x18\x02 \x01(\v2\x19.contentledger.v1.PaymentR\apayment\x12\x1c\n" +
-	"\trejection\x18\x03 \x01(\tR\trejection\"z\n" +
+	"\trejection\x18\x03 \x01(\tR\trejection\x12\x16\n" +
+	"\x06accept\x18\x04 \x01(\bR\x06accept\"z\n" +
 	"\rProposalBatch\x12 \n" +
 	"\fsealed_at_ms\x18\x01 \x01(\x03R\n" +
 	"sealedAtMs\x12\x14\n" +

@@ -8,6 +8,11 @@
 // after acceptance is also replicated, so every validator reports the same
 // terminal status for a proposal id.
 //
+// Intake is replicated: the leader commits an acceptance (the proposal as
+// PENDING) through raft before it answers 202, so every validator holds the
+// proposal and a new leader takes it over (adopt) if this one dies before
+// deciding it (DECISIONS D4).
+//
 // Raft's Propose returning nil means "maybe": the sender waits for the
 // batch's records to appear in applied state and proposes the same batch
 // again after a deadline. Apply ignores a proposal id it already holds, so a
@@ -39,6 +44,8 @@ import (
 type Proposer interface {
 	Propose(ctx context.Context, data []byte) error
 	IsLeader() bool
+	// LeaderChanged is closed at the next change of leader or role.
+	LeaderChanged() <-chan struct{}
 }
 
 // Records reads the replicated proposal records.
@@ -47,6 +54,8 @@ type Records interface {
 	Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error)
 	// Changed is closed after the next apply.
 	Changed() <-chan struct{}
+	// Undecided lists up to limit accepted proposals without a decision.
+	Undecided(limit int) ([]*ledgerpb.ProposalRecord, error)
 }
 
 // Payments finds the payment observed for a proposal id.
@@ -84,8 +93,12 @@ type Config struct {
 	// MaxInFlight bounds batches proposed but not yet applied.
 	MaxInFlight int
 	// CommitTimeout is how long the sender waits for a proposed batch to be
-	// applied before proposing it again.
+	// applied before proposing it again, and how long intake waits for an
+	// acceptance to be replicated before answering 503.
 	CommitTimeout time.Duration
+	// AdoptInterval is how often a leader looks for accepted proposals that
+	// nobody is deciding (after a failover, or an intake that timed out).
+	AdoptInterval time.Duration
 	// Now is the leader's clock.
 	Now func() time.Time
 }
@@ -100,6 +113,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:  4 << 20,
 		MaxInFlight:    4,
 		CommitTimeout:  5 * time.Second,
+		AdoptInterval:  2 * time.Second,
 		Now:            time.Now,
 	}
 }
@@ -110,8 +124,8 @@ func (c Config) validate() error {
 		return errors.New("pipeline: PaymentWait must be positive")
 	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxInFlight <= 0:
 		return errors.New("pipeline: MaxPending, MaxBatch, MaxBatchBytes and MaxInFlight must be positive")
-	case c.CommitTimeout <= 0:
-		return errors.New("pipeline: CommitTimeout must be positive")
+	case c.CommitTimeout <= 0, c.AdoptInterval <= 0:
+		return errors.New("pipeline: CommitTimeout and AdoptInterval must be positive")
 	case c.Now == nil:
 		return errors.New("pipeline: Now is nil")
 	}
@@ -142,7 +156,7 @@ type pendingProposal struct {
 }
 
 type counters struct {
-	accepted, verified, rejected, applied, batches, reproposed atomic.Uint64
+	accepted, adopted, verified, rejected, applied, batches, reproposed atomic.Uint64
 }
 
 // New returns a pipeline; Run must be running for proposals to progress.
@@ -175,29 +189,121 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	}
 	digest := sub.Digest()
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pp, ok := p.pending[sub.ProposalID]; ok {
-		return p.existing(pp.record, pp.digest, digest)
+	rec, status, done, err := p.admit(sub, digest)
+	if done || err != nil {
+		return status, false, err
 	}
-	rec, ok, err := p.records.Record(sub.ProposalID)
-	if err != nil {
-		return status, false, fmt.Errorf("reading proposal record: %w", err)
+	// Replicate the acceptance before promising anything.
+	select {
+	case p.decided <- &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Accept: true}:
+	case <-ctx.Done():
+		p.forget(sub.ProposalID)
+		return status, false, apierror.New(apierror.Timeout, "the request ended before the proposal was accepted; resubmit it")
 	}
-	if ok {
-		return p.existing(rec, common.BytesToHash(rec.GetProposal().GetDigest()), digest)
+	if !p.awaitAccepted(ctx, sub.ProposalID) {
+		// If the acceptance commits after all, a leader adopts it.
+		p.forget(sub.ProposalID)
+		return status, false, apierror.New(apierror.LeaderUnknown, "the proposal was not replicated in time; resubmit the same proposal")
 	}
-	if !p.raft.IsLeader() {
-		return status, false, apierror.New(apierror.LeaderUnknown, "this validator is not the leader and knows none to forward to")
-	}
-	if len(p.pending) >= p.cfg.MaxPending {
-		return status, false, apierror.New(apierror.Overloaded, "%d proposals are in flight; retry later", len(p.pending))
-	}
-	rec = &ledgerpb.ProposalRecord{Proposal: wireProposal(sub, digest, p.cfg.Now(), p.epochs.Current()), Status: ledgerpb.Status_STATUS_PENDING}
-	p.pending[sub.ProposalID] = &pendingProposal{record: rec, digest: digest}
 	p.stats.accepted.Add(1)
 	go p.verify(rec)
 	return api.StatusFromRecord(rec), true, nil
+}
+
+// admit runs the guards that need the pending set. done is true when the
+// answer is the status of an earlier identical proposal; otherwise rec is
+// the new PENDING record, now in the pending set.
+func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *ledgerpb.ProposalRecord, status api.ProposalStatus, done bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp, ok := p.pending[sub.ProposalID]; ok {
+		status, _, err = p.existing(pp.record, pp.digest, digest)
+		return nil, status, true, err
+	}
+	prev, ok, err := p.records.Record(sub.ProposalID)
+	if err != nil {
+		return nil, status, true, fmt.Errorf("reading proposal record: %w", err)
+	}
+	if ok {
+		status, _, err = p.existing(prev, common.BytesToHash(prev.GetProposal().GetDigest()), digest)
+		return nil, status, true, err
+	}
+	if !p.raft.IsLeader() {
+		return nil, status, true, apierror.New(apierror.LeaderUnknown, "this validator is not the leader and knows none to forward to")
+	}
+	if len(p.pending) >= p.cfg.MaxPending {
+		return nil, status, true, apierror.New(apierror.Overloaded, "%d proposals are in flight; retry later", len(p.pending))
+	}
+	rec = &ledgerpb.ProposalRecord{Proposal: wireProposal(sub, digest, p.cfg.Now(), p.epochs.Current()), Status: ledgerpb.Status_STATUS_PENDING}
+	p.pending[sub.ProposalID] = &pendingProposal{record: rec, digest: digest}
+	return rec, status, false, nil
+}
+
+// awaitAccepted waits up to CommitTimeout for the acceptance of id to be
+// applied.
+func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CommitTimeout)
+	defer cancel()
+	for {
+		changed := p.records.Changed()
+		if _, ok, err := p.records.Record(id); err == nil && ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// forget drops id from the pending set.
+func (p *Pipeline) forget(id common.Hash) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pending, id)
+}
+
+// adopt runs on every validator; while it leads, it takes over accepted
+// proposals that no one in this process is deciding: those a previous
+// leader accepted, and those whose intake timed out here.
+func (p *Pipeline) adopt(ctx context.Context) {
+	tick := time.NewTicker(p.cfg.AdoptInterval)
+	defer tick.Stop()
+	for {
+		changed := p.raft.LeaderChanged()
+		if p.raft.IsLeader() {
+			p.adoptUndecided()
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (p *Pipeline) adoptUndecided() {
+	recs, err := p.records.Undecided(p.cfg.MaxPending)
+	if err != nil {
+		p.log.Error("listing undecided proposals", zap.Error(err))
+		return
+	}
+	for _, rec := range recs {
+		id := common.BytesToHash(rec.GetProposal().GetId())
+		p.mu.Lock()
+		_, busy := p.pending[id]
+		full := len(p.pending) >= p.cfg.MaxPending
+		if !busy && !full {
+			p.pending[id] = &pendingProposal{record: rec, digest: common.BytesToHash(rec.GetProposal().GetDigest())}
+		}
+		p.mu.Unlock()
+		if !busy && !full {
+			p.stats.adopted.Add(1)
+			go p.verify(rec)
+		}
+	}
 }
 
 func (p *Pipeline) existing(rec *ledgerpb.ProposalRecord, have, got common.Hash) (api.ProposalStatus, bool, error) {
@@ -240,7 +346,7 @@ func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
 	item := &ledgerpb.BatchItem{Proposal: prop}
 	if p.cfg.VerifyPayments {
 		id := common.BytesToHash(prop.GetId())
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PaymentWait)
+		ctx, cancel := context.WithTimeout(context.Background(), p.paymentWait(prop))
 		paid, err := p.payments.Wait(ctx, id)
 		cancel()
 		if err != nil {
@@ -267,6 +373,18 @@ func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
 	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
 }
 
+// minAdoptedWait is the least a proposal adopted from an earlier leader
+// waits for its payment, however long ago it was accepted: the new
+// leader's payment index may still be catching up.
+const minAdoptedWait = 5 * time.Second
+
+// paymentWait is what remains of PaymentWait since the proposal's
+// acceptance, at least minAdoptedWait (or PaymentWait, if shorter).
+func (p *Pipeline) paymentWait(prop *ledgerpb.Proposal) time.Duration {
+	left := p.cfg.PaymentWait - p.cfg.Now().Sub(time.UnixMilli(prop.GetAcceptedAtMs()))
+	return max(left, min(minAdoptedWait, p.cfg.PaymentWait))
+}
+
 func (p *Pipeline) setPending(id []byte, change func(*ledgerpb.ProposalRecord)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -290,9 +408,10 @@ func (p *Pipeline) Status(id common.Hash) (api.ProposalStatus, error) {
 }
 
 // status also returns the channels that close on the next change. Applied
-// state wins over the pending set; pending is read first, so a proposal
-// leaving the pending set (which happens only after its record is applied)
-// is always found in one or the other.
+// state wins over the pending set, except that a leader deciding a PENDING
+// proposal may know it is VERIFIED. Pending is read first, so a proposal
+// leaving the pending set (which happens only after its decision is
+// applied) is always found in one or the other.
 func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, []<-chan struct{}, error) {
 	p.mu.Lock()
 	var pending *ledgerpb.ProposalRecord // replaced, never mutated, under mu
@@ -306,9 +425,9 @@ func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, []<-chan struct{}
 	switch {
 	case err != nil:
 		return api.ProposalStatus{}, nil, err
-	case ok:
+	case ok && (rec.GetStatus() != ledgerpb.Status_STATUS_PENDING || pending == nil):
 		return api.StatusFromRecord(rec), []<-chan struct{}{changed, applied}, nil
-	case pending != nil:
+	case pending != nil: // this leader knows more: VERIFIED, say
 		return api.StatusFromRecord(pending), []<-chan struct{}{changed, applied}, nil
 	}
 	return api.ProposalStatus{}, nil, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
@@ -344,6 +463,7 @@ func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Dur
 type Stats struct {
 	Pending    int    `json:"pending"`
 	Accepted   uint64 `json:"accepted"`
+	Adopted    uint64 `json:"adopted"` // taken over from an earlier leader or a timed-out intake
 	Verified   uint64 `json:"verified"`
 	Rejected   uint64 `json:"rejected"`
 	Applied    uint64 `json:"applied"` // decided proposals applied, commits and rejections
@@ -357,7 +477,7 @@ func (p *Pipeline) Stats() Stats {
 	n := len(p.pending)
 	p.mu.Unlock()
 	return Stats{
-		Pending: n, Accepted: p.stats.accepted.Load(), Verified: p.stats.verified.Load(),
+		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(),
 		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(),
 	}

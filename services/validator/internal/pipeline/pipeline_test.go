@@ -24,7 +24,7 @@ import (
 )
 
 // ledger stands in for raft and the state machine: a proposed batch is
-// "applied" at once, recording one record per item as apply would. The
+// "applied" at once, recording acceptances and decisions as apply would. The
 // raft and state packages have their own tests; the app and e2e tests run
 // the pipeline on the real ones.
 type ledger struct {
@@ -40,6 +40,20 @@ func newLedger() *ledger {
 
 func (l *ledger) IsLeader() bool { return true }
 
+func (l *ledger) LeaderChanged() <-chan struct{} { return nil } // leadership never changes here
+
+func (l *ledger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*ledgerpb.ProposalRecord
+	for _, r := range l.records {
+		if r.GetStatus() == ledgerpb.Status_STATUS_PENDING && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 func (l *ledger) Propose(_ context.Context, data []byte) error {
 	var e ledgerpb.Entry
 	if err := proto.Unmarshal(data, &e); err != nil {
@@ -50,7 +64,14 @@ func (l *ledger) Propose(_ context.Context, data []byte) error {
 	l.index++
 	for _, it := range e.GetBatch().GetItems() {
 		id := common.BytesToHash(it.GetProposal().GetId())
-		if _, ok := l.records[id]; ok {
+		prev, ok := l.records[id]
+		if it.GetAccept() {
+			if !ok {
+				l.records[id] = &ledgerpb.ProposalRecord{Proposal: it.GetProposal(), Status: ledgerpb.Status_STATUS_PENDING}
+			}
+			continue
+		}
+		if ok && prev.GetStatus() != ledgerpb.Status_STATUS_PENDING {
 			continue
 		}
 		rec := &ledgerpb.ProposalRecord{Proposal: it.GetProposal(), Payment: it.GetPayment(), Status: ledgerpb.Status_STATUS_COMMITTED, CommitIndex: l.index}
@@ -98,6 +119,7 @@ func start(t *testing.T, paid paymentsByID) (*Pipeline, *ledger) {
 	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
 	cfg.Contract, cfg.ChainID = contract, 1337
 	cfg.PaymentWait = 200 * time.Millisecond
+	cfg.AdoptInterval = 20 * time.Millisecond
 	l := newLedger()
 	p, err := New(cfg, zap.NewNop(), l, l, paid, fixedEpoch(7))
 	if err != nil {
@@ -240,5 +262,27 @@ func TestIntakeGuards(t *testing.T) {
 	changed := submission(t, key, id, common.HexToHash("0x0a"), payment.Standard)
 	if _, _, err := p.Submit(context.Background(), changed); apierror.CodeOf(err) != apierror.ProposalIDConflict {
 		t.Fatalf("conflict: %v", err)
+	}
+}
+
+// TestAdoptsUndecided: an accepted proposal that this process is not deciding
+// (a previous leader accepted it) is taken over and decided.
+func TestAdoptsUndecided(t *testing.T) {
+	key, _ := crypto.GenerateKey()
+	id := common.HexToHash("0x42")
+	paid := paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
+	p, l := start(t, paid)
+	sub := submission(t, key, id, id, payment.Standard)
+	accepted, _ := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{Items: []*ledgerpb.BatchItem{
+		{Proposal: wireProposal(sub, sub.Digest(), time.Now(), 7), Accept: true},
+	}}}})
+	if err := l.Propose(context.Background(), accepted); err != nil { // as a previous leader did
+		t.Fatal(err)
+	}
+	if s := final(t, p, id); s.Status != api.StatusCommitted {
+		t.Fatalf("adopted proposal: %s %s", s.Status, s.Reason)
+	}
+	if st := p.Stats(); st.Adopted != 1 || st.Accepted != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }

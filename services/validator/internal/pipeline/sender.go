@@ -14,6 +14,7 @@ import (
 // Run seals decided proposals into batches and sends them until ctx ends.
 // At most MaxInFlight batches are proposed and not yet applied.
 func (p *Pipeline) Run(ctx context.Context) error {
+	go p.adopt(ctx)
 	slots := make(chan struct{}, p.cfg.MaxInFlight)
 	var carry *ledgerpb.BatchItem // first item of the next batch, when the last one was full by bytes
 	for {
@@ -56,8 +57,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 }
 
-// send proposes the batch until all its proposals have records in applied
-// state, then drops them from the pending set.
+// send proposes the batch until every item is applied (an acceptance: the
+// record exists; a decision: the record is decided), then drops the decided
+// proposals from the pending set.
 func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: batch}})
 	if err != nil { // cannot happen for a well-formed message
@@ -68,6 +70,7 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 	for i, it := range batch.Items {
 		ids[i] = common.BytesToHash(it.GetProposal().GetId())
 	}
+	accept := func(i int) bool { return batch.Items[i].GetAccept() }
 	p.stats.batches.Add(1)
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
@@ -81,33 +84,40 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 		if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
 			p.log.Warn("propose failed", zap.Error(err))
 		}
-		if p.awaitApplied(ctx, ids) {
+		if p.awaitApplied(ctx, ids, accept) {
 			break
 		}
 	}
 	p.mu.Lock()
-	for _, id := range ids {
-		delete(p.pending, id)
+	for i, id := range ids {
+		if !accept(i) {
+			delete(p.pending, id)
+		}
 	}
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
-	p.stats.applied.Add(uint64(len(ids)))
+	for i := range ids {
+		if !accept(i) {
+			p.stats.applied.Add(1)
+		}
+	}
 }
 
-// awaitApplied waits up to CommitTimeout for every id to have a record.
-func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash) bool {
+// awaitApplied waits up to CommitTimeout for every id to have a record, and
+// a decided one unless accept(i).
+func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept func(int) bool) bool {
 	deadline := time.NewTimer(p.cfg.CommitTimeout)
 	defer deadline.Stop()
 	next := 0
 	for {
 		changed := p.records.Changed()
 		for next < len(ids) {
-			_, ok, err := p.records.Record(ids[next])
+			rec, ok, err := p.records.Record(ids[next])
 			if err != nil {
 				p.log.Error("reading proposal record", zap.Error(err))
 			}
-			if !ok {
+			if !ok || (!accept(next) && rec.GetStatus() == ledgerpb.Status_STATUS_PENDING) {
 				break
 			}
 			next++

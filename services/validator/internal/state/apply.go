@@ -108,12 +108,34 @@ func (a *applier) applyBatch(ec entryContext) error {
 			a.log.Warn("skipping a batch item without a 32-byte proposal id", zap.Uint64("index", ec.index))
 			continue
 		}
-		exists, err := a.hasRecord(p.GetId())
+		prev, err := a.recordOf(p.GetId())
 		if err != nil {
 			return err
 		}
-		if exists {
+		if item.GetAccept() {
+			// Intake is replicated: the proposal is PENDING on every
+			// validator, so its acceptance survives the leader.
+			if prev != nil {
+				continue
+			}
+			rec := &ledgerpb.ProposalRecord{Proposal: p, Status: ledgerpb.Status_STATUS_PENDING}
+			if err := a.put(storage.ProposalKey([32]byte(p.GetId())), rec); err != nil {
+				return err
+			}
+			if err := a.mut.set(storage.UndecidedKey([32]byte(p.GetId())), nil); err != nil {
+				return err
+			}
 			continue
+		}
+		// A proposal id is decided once; only the proposal that was
+		// accepted under the id can be decided.
+		if prev != nil && (prev.GetStatus() != ledgerpb.Status_STATUS_PENDING || !bytes.Equal(prev.GetProposal().GetDigest(), p.GetDigest())) {
+			continue
+		}
+		if prev != nil {
+			if err := a.mut.delete(storage.UndecidedKey([32]byte(p.GetId()))); err != nil {
+				return err
+			}
 		}
 		reason := a.check(item)
 		if reason == "" {
@@ -381,15 +403,21 @@ func (a *applier) put(key []byte, msg proto.Message) error {
 	return a.mut.set(key, v)
 }
 
-func (a *applier) hasRecord(id []byte) (bool, error) {
-	_, closer, err := a.b.Get(storage.ProposalKey([32]byte(id)))
+// recordOf returns the record of a proposal id, nil when there is none.
+func (a *applier) recordOf(id []byte) (*ledgerpb.ProposalRecord, error) {
+	raw, closer, err := a.b.Get(storage.ProposalKey([32]byte(id)))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, closer.Close()
+	defer closer.Close()
+	var rec ledgerpb.ProposalRecord
+	if err := proto.Unmarshal(raw, &rec); err != nil {
+		return nil, fmt.Errorf("%w: proposal record %x: %v", ErrCorruptState, id, err)
+	}
+	return &rec, nil
 }
 
 func cidOf(props []proposal.Property) (string, bool) {

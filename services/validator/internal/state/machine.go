@@ -387,3 +387,28 @@ func (m *Machine) Members() ([]*ledgerpb.Member, error) {
 	}
 	return out, it.Error()
 }
+
+// Undecided returns up to limit records of accepted proposals that have no
+// decision yet (status PENDING), in proposal-id order: the work a new leader
+// takes over.
+func (m *Machine) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
+	lower, upper := storage.UndecidedBounds()
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []*ledgerpb.ProposalRecord
+	for it.First(); it.Valid() && len(out) < limit; it.Next() {
+		id, ok := storage.UndecidedID(it.Key())
+		if !ok {
+			return nil, fmt.Errorf("%w: undecided key %x", ErrCorruptState, it.Key())
+		}
+		rec, err := m.Proposal(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, it.Error()
+}

@@ -30,6 +30,7 @@ import (
 //	    s/v/<id:8>              ledgerpb.Event by sequence number
 //	    s/g/<index:8>           ledgerpb.Segment by raft index
 //	    s/c/<id:8>              ledgerpb.Member by raft id: the cluster's address book
+//	    s/u/<id:32>             empty: the proposal is accepted and undecided (its record is PENDING)
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
@@ -46,6 +47,7 @@ const (
 	eventPrefix     = StatePrefix + "v/"
 	segmentPrefix   = StatePrefix + "g/"
 	memberPrefix    = StatePrefix + "c/"
+	undecidedPrefix = StatePrefix + "u/"
 )
 
 // Fixed keys (constants, so no caller can modify a shared key slice;
@@ -183,6 +185,24 @@ func SegmentKey(index uint64) []byte { return withUint64(segmentPrefix, index) }
 // SegmentBounds returns the key range of all segments.
 func SegmentBounds() (lower, upper []byte) {
 	return []byte(segmentPrefix), PrefixEnd([]byte(segmentPrefix))
+}
+
+// UndecidedKey marks an accepted proposal that has no decision yet.
+func UndecidedKey(id [32]byte) []byte { return append([]byte(undecidedPrefix), id[:]...) }
+
+// UndecidedBounds are the bounds of every undecided mark.
+func UndecidedBounds() (lower, upper []byte) {
+	return []byte(undecidedPrefix), PrefixEnd([]byte(undecidedPrefix))
+}
+
+// UndecidedID returns the proposal id of an undecided mark's key.
+func UndecidedID(key []byte) ([32]byte, bool) {
+	var id [32]byte
+	if len(key) != len(undecidedPrefix)+32 || string(key[:len(undecidedPrefix)]) != undecidedPrefix {
+		return id, false
+	}
+	copy(id[:], key[len(undecidedPrefix):])
+	return id, true
 }
 
 // MemberKey is the key of a cluster member's address book entry.
