@@ -8,7 +8,7 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench fuzz build tidy
+.PHONY: run test test-short generate lint bench bench-cluster fuzz build tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -44,6 +44,14 @@ lint:
 ## bench: Go benchmarks in Go's benchmark format; BENCHCOUNT=6 and benchstat compare runs
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
+
+## bench-cluster: 3 validators against 3 etcd members (Debian's etcd-server, installed
+## when missing) on loopback, 1 KiB proposals, closed-loop clients: proposals/s, p50-ms,
+## p99-ms and ours/etcd. BENCH_CLIENTS=16 for one client count (default 1,16,256).
+## Side by side: benchstat -filter '/system:(contentledger OR etcd)' -col /system FILE
+CLUSTER_BENCHTIME ?= 5s
+bench-cluster:
+	$(GO) test -run '^$$' -bench BenchmarkCluster -benchtime $(CLUSTER_BENCHTIME) -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -155,6 +155,9 @@ func (c *cluster) start(n *node) {
 	}
 	n.cmd = exec.Command(validatorBin)
 	n.cmd.Env, n.cmd.Stdout, n.cmd.Stderr = n.env, logf, logf
+	// A validator dies with the test process, also when the test binary is
+	// killed (a timeout, Ctrl-C) before its cleanups run.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := n.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
