@@ -60,6 +60,8 @@ type Records interface {
 
 // Payments finds the payment observed for a proposal id.
 type Payments interface {
+	// Lookup returns the payment observed for id, if any.
+	Lookup(id common.Hash) (payment.ProposalPaid, bool)
 	// Wait blocks until a payment for id is observed or ctx ends.
 	Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error)
 }
@@ -193,21 +195,42 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	if done || err != nil {
 		return status, false, err
 	}
-	// Replicate the acceptance before promising anything.
+	// Replicate before promising anything: the decision itself when it is
+	// known now (MOCK mode, or the payment already observed), one entry;
+	// otherwise the acceptance, and the decision follows.
+	item, decided := p.decideNow(rec.GetProposal())
+	if !decided {
+		item = &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Accept: true}
+	}
 	select {
-	case p.decided <- &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Accept: true}:
+	case p.decided <- item:
 	case <-ctx.Done():
 		p.forget(sub.ProposalID)
 		return status, false, apierror.New(apierror.Timeout, "the request ended before the proposal was accepted; resubmit it")
 	}
-	if !p.awaitAccepted(ctx, sub.ProposalID) {
-		// If the acceptance commits after all, a leader adopts it.
+	applied, ok := p.awaitAccepted(ctx, sub.ProposalID)
+	if !ok {
+		// If it commits after all, a leader adopts it (or it is decided).
 		p.forget(sub.ProposalID)
 		return status, false, apierror.New(apierror.LeaderUnknown, "the proposal was not replicated in time; resubmit the same proposal")
 	}
 	p.stats.accepted.Add(1)
-	go p.verify(rec)
-	return api.StatusFromRecord(rec), true, nil
+	if !decided {
+		go p.verify(rec)
+	}
+	return api.StatusFromRecord(applied), true, nil
+}
+
+// decideNow decides a proposal at intake when nothing needs waiting for.
+func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (*ledgerpb.BatchItem, bool) {
+	var paid payment.ProposalPaid
+	if p.cfg.VerifyPayments {
+		var ok bool
+		if paid, ok = p.payments.Lookup(common.BytesToHash(prop.GetId())); !ok {
+			return nil, false
+		}
+	}
+	return p.decide(prop, paid, true), true
 }
 
 // admit runs the guards that need the pending set. done is true when the
@@ -239,20 +262,20 @@ func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *led
 	return rec, status, false, nil
 }
 
-// awaitAccepted waits up to CommitTimeout for the acceptance of id to be
-// applied.
-func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) bool {
+// awaitAccepted waits up to CommitTimeout for id to have an applied record
+// (its acceptance, or its decision) and returns it.
+func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb.ProposalRecord, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CommitTimeout)
 	defer cancel()
 	for {
 		changed := p.records.Changed()
-		if _, ok, err := p.records.Record(id); err == nil && ok {
-			return true
+		if rec, ok, err := p.records.Record(id); err == nil && ok {
+			return rec, true
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return false
+			return nil, false
 		}
 	}
 }
@@ -343,15 +366,36 @@ func wireProposal(s *proposal.Submission, digest common.Hash, now time.Time, epo
 // verify waits for the proposal's payment and decides it.
 func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
 	prop := rec.GetProposal()
-	item := &ledgerpb.BatchItem{Proposal: prop}
+	var paid payment.ProposalPaid
+	found := !p.cfg.VerifyPayments
 	if p.cfg.VerifyPayments {
-		id := common.BytesToHash(prop.GetId())
 		ctx, cancel := context.WithTimeout(context.Background(), p.paymentWait(prop))
-		paid, err := p.payments.Wait(ctx, id)
+		var err error
+		paid, err = p.payments.Wait(ctx, common.BytesToHash(prop.GetId()))
 		cancel()
-		if err != nil {
-			item.Rejection = string(apierror.PaymentNotFound)
-		} else if bad := payment.Check(paid, payment.Expectation{
+		found = err == nil
+	}
+	item := p.decide(prop, paid, found)
+	if item.Rejection == "" {
+		p.setPending(prop.GetId(), func(r *ledgerpb.ProposalRecord) {
+			r.Status, r.Payment = ledgerpb.Status_STATUS_VERIFIED, item.Payment
+		})
+	}
+	// A rejected proposal stays PENDING until its rejection is applied: a
+	// terminal status is only ever reported from replicated state.
+	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
+}
+
+// decide applies the payment rules (DECISIONS D6) to what was observed.
+func (p *Pipeline) decide(prop *ledgerpb.Proposal, paid payment.ProposalPaid, found bool) *ledgerpb.BatchItem {
+	item := &ledgerpb.BatchItem{Proposal: prop}
+	switch {
+	case !p.cfg.VerifyPayments:
+	case !found:
+		item.Rejection = string(apierror.PaymentNotFound)
+	default:
+		id := common.BytesToHash(prop.GetId())
+		if bad := payment.Check(paid, payment.Expectation{
 			ChainID: p.cfg.ChainID, Contract: p.cfg.Contract, ProposalID: id,
 			TxHash: common.BytesToHash(prop.GetEthereumTxHash()), Class: payment.ClassFromProto(prop.GetTier()),
 		}); bad != nil {
@@ -361,16 +405,11 @@ func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
 		}
 	}
 	if item.Rejection != "" {
-		// The proposal stays PENDING until its rejection is applied: a
-		// terminal status is only ever reported from replicated state.
 		p.stats.rejected.Add(1)
 	} else {
 		p.stats.verified.Add(1)
-		p.setPending(prop.GetId(), func(r *ledgerpb.ProposalRecord) {
-			r.Status, r.Payment = ledgerpb.Status_STATUS_VERIFIED, item.Payment
-		})
 	}
-	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
+	return item
 }
 
 // minAdoptedWait is the least a proposal adopted from an earlier leader
