@@ -69,9 +69,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + ln.Addr().String()}}
 	}
 	peerIDs := make([]uint64, len(initial))
-	contexts := make(map[uint64][]byte, len(initial))
 	for i, m := range initial {
-		peerIDs[i], contexts[m.ID] = m.ID, memberContext(m)
+		peerIDs[i] = m.ID
 	}
 	// Both ends must know each other before the first message: a node
 	// refuses connections from senders it has not registered.
@@ -85,7 +84,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	node, err := consensus.Start(consensus.Config{
 		ID:               cfg.NodeID,
 		Peers:            peerIDs,
-		PeerContexts:     contexts,
 		Join:             cfg.Join,
 		TickInterval:     cfg.TickInterval,
 		SnapshotEntries:  cfg.SnapshotEntries,
@@ -146,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
 	leadership := newLeadershipLog(256)
-	members := newMembership(cfg.NodeID, initial, machine, peers, log.Named("membership"))
+	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
 		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
 	e := httpapi.New(httpapi.Config{

@@ -20,26 +20,37 @@ import (
 )
 
 // membership keeps this validator's view of the cluster's members and its
-// transport's peers in line with the replicated address book: members join
-// and leave through raft conf changes whose context carries their
-// addresses (ledgerpb.Member), the state machine records them, and every
-// validator, a restarted or snapshot-restored one included, dials what the
-// book says. Until the book has entries (a node joining an existing cluster
-// before it has caught up), the configured initial cluster stands in.
+// transport's peers in line with raft's membership. Who is a member is
+// raft's ConfState; where a member is comes from the replicated address
+// book for members added at run time (their conf change carries a
+// ledgerpb.Member), and from this validator's own SVC_VALIDATOR_INITIAL_CLUSTER
+// for the bootstrap members. Bootstrap conf changes carry no addresses on
+// purpose: every node creates them itself, so they must be identical
+// everywhere, while the addresses one node dials may legitimately differ
+// from another's (proxies, NAT, names).
 type membership struct {
 	self    uint64
 	machine *state.Machine
+	raft    confStater
 	peers   *transport.Transport
 	log     *zap.Logger
+	initial map[uint64]api.Member
 
 	mu      sync.RWMutex
 	members []api.Member // sorted by id
 }
 
-func newMembership(self uint64, initial []Member, machine *state.Machine, peers *transport.Transport, log *zap.Logger) *membership {
-	m := &membership{self: self, machine: machine, peers: peers, log: log}
+// confStater tells raft's current membership.
+type confStater interface {
+	ConfState() *raftpb.ConfState
+}
+
+func newMembership(self uint64, initial []Member, machine *state.Machine, raft confStater, peers *transport.Transport, log *zap.Logger) *membership {
+	m := &membership{self: self, machine: machine, raft: raft, peers: peers, log: log, initial: map[uint64]api.Member{}}
 	for _, im := range initial {
-		m.members = append(m.members, api.Member{ID: im.ID, Name: api.NodeName(im.ID), PeerAddr: im.PeerAddr, APIURL: im.APIURL})
+		mem := api.Member{ID: im.ID, Name: api.NodeName(im.ID), PeerAddr: im.PeerAddr, APIURL: im.APIURL}
+		m.initial[im.ID] = mem
+		m.members = append(m.members, mem)
 	}
 	return m
 }
@@ -73,20 +84,34 @@ func (m *membership) run(ctx context.Context) {
 	}
 }
 
-// reconcile reads the address book and brings the member list and the
-// transport's peers in line with it.
+// reconcile brings the member list and the transport's peers in line with
+// raft's membership and the address book.
 func (m *membership) reconcile() {
+	cs := m.raft.ConfState()
+	ids := append(append([]uint64{}, cs.GetVoters()...), cs.GetLearners()...)
+	if len(ids) == 0 {
+		return // nothing installed yet: keep the configured members
+	}
 	book, err := m.machine.Members()
 	if err != nil {
 		m.log.Error("reading the cluster's address book", zap.Error(err))
 		return
 	}
-	if len(book) == 0 {
-		return // not caught up yet: keep the configured members
-	}
-	next := make([]api.Member, 0, len(book))
+	known := make(map[uint64]api.Member, len(book))
 	for _, b := range book {
-		next = append(next, api.Member{ID: b.GetId(), Name: api.NodeName(b.GetId()), PeerAddr: b.GetPeerAddr(), APIURL: b.GetApiUrl()})
+		known[b.GetId()] = api.Member{ID: b.GetId(), Name: api.NodeName(b.GetId()), PeerAddr: b.GetPeerAddr(), APIURL: b.GetApiUrl()}
+	}
+	slices.Sort(ids)
+	next := make([]api.Member, 0, len(ids))
+	for _, id := range slices.Compact(ids) {
+		mem, ok := known[id]
+		if !ok {
+			mem, ok = m.initial[id]
+		}
+		if !ok {
+			mem = api.Member{ID: id, Name: api.NodeName(id)} // address unknown here
+		}
+		next = append(next, mem)
 	}
 	m.mu.Lock()
 	prev := m.members
@@ -96,13 +121,13 @@ func (m *membership) reconcile() {
 		return
 	}
 	m.log.Info("cluster members changed", zap.Any("members", next))
-	known := m.peers.Peers()
+	dialing := m.peers.Peers()
 	for _, mem := range next {
-		if mem.ID == m.self {
+		if mem.ID == m.self || mem.PeerAddr == "" {
 			continue
 		}
 		var err error
-		switch addr, ok := known[mem.ID]; {
+		switch addr, ok := dialing[mem.ID]; {
 		case !ok:
 			err = m.peers.AddPeer(mem.ID, mem.PeerAddr)
 		case addr != mem.PeerAddr:
@@ -112,7 +137,7 @@ func (m *membership) reconcile() {
 			m.log.Warn("updating raft peer", zap.Uint64("peer", mem.ID), zap.Error(err))
 		}
 	}
-	for id := range known {
+	for id := range dialing {
 		if !slices.ContainsFunc(next, func(mem api.Member) bool { return mem.ID == id }) {
 			if err := m.peers.RemovePeer(id); err != nil {
 				m.log.Warn("removing raft peer", zap.Uint64("peer", id), zap.Error(err))

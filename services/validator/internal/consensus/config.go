@@ -53,11 +53,6 @@ type Config struct {
 	// cluster of ID. Ignored on restart: membership comes from storage.
 	Peers []uint64
 
-	// PeerContexts optionally gives each bootstrap peer's conf change a
-	// context (the application's address book entry for it). Used only at
-	// bootstrap, like Peers.
-	PeerContexts map[uint64][]byte
-
 	// Join starts a node with an empty log without bootstrapping: it waits
 	// for the leader of an existing cluster, which added it through a conf
 	// change, to send it the log.

@@ -324,7 +324,7 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 	if fresh && !cfg.Join {
 		peers := make([]raft.Peer, len(cfg.Peers))
 		for i, id := range cfg.Peers {
-			peers[i] = raft.Peer{ID: id, Context: cfg.PeerContexts[id]}
+			peers[i] = raft.Peer{ID: id}
 		}
 		n.log.Info("bootstrapping a new cluster", zap.Uint64s("peers", cfg.Peers))
 		n.raft = raft.StartNode(rc, peers)

@@ -212,7 +212,8 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	if !ok {
 		// If it commits after all, a leader adopts it (or it is decided).
 		p.forget(sub.ProposalID)
-		return status, false, apierror.New(apierror.LeaderUnknown, "the proposal was not replicated in time; resubmit the same proposal")
+		return status, false, apierror.New(apierror.LeaderUnknown,
+			"the proposal was not replicated in time and may still be accepted; resubmit the same proposal to learn its status")
 	}
 	p.stats.accepted.Add(1)
 	if !decided {
