@@ -59,7 +59,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	defer ln.Close()
 	// Every validator runs the peer transport, so a single node can grow
 	// into a cluster through membership changes.
-	peers, err := transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr, Logger: log.Named("transport")})
+	tlsConfig, err := peerTLS(cfg)
+	if err != nil {
+		return err
+	}
+	peers, err := transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr,
+		TLS: tlsConfig, Logger: log.Named("transport")})
 	if err != nil {
 		return err
 	}

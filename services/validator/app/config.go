@@ -43,8 +43,13 @@ type Config struct {
 	// Join starts an empty data directory as a new member of a running
 	// cluster (added first with POST /v1/cluster/members), instead of
 	// bootstrapping one; InitialCluster then lists the members to dial.
-	Join      bool   `envconfig:"JOIN" default:"false" desc:"join a running cluster instead of bootstrapping one"`
-	AuthToken string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
+	Join bool `envconfig:"JOIN" default:"false" desc:"join a running cluster instead of bootstrapping one"`
+	// Mutual TLS between validators: all three or none. Certificates must
+	// name the address each validator is dialled at.
+	PeerTLSCert string `envconfig:"PEER_TLS_CERT" desc:"PEM certificate this validator presents to its raft peers"`
+	PeerTLSKey  string `envconfig:"PEER_TLS_KEY" desc:"PEM private key of PEER_TLS_CERT"`
+	PeerTLSCA   string `envconfig:"PEER_TLS_CA" desc:"PEM CA that signs every validator's peer certificate"`
+	AuthToken   string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
 	ContractAddress string `envconfig:"CONTRACT_ADDRESS" desc:"payment contract address; required unless MOCK"`
