@@ -144,6 +144,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if err != nil {
 		return err
 	}
+	machine.SetObserver(pipe)
+	defer machine.SetObserver(nil)
 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()

@@ -52,8 +52,6 @@ type Proposer interface {
 type Records interface {
 	// Record returns the record of a proposal id, or ok false.
 	Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error)
-	// Changed is closed after the next apply.
-	Changed() <-chan struct{}
 	// Undecided lists up to limit accepted proposals without a decision.
 	Undecided(limit int) ([]*ledgerpb.ProposalRecord, error)
 }
@@ -105,6 +103,10 @@ type Config struct {
 	Now func() time.Time
 }
 
+// recentOutcomes is how many applied records the pipeline keeps in memory
+// for status reads and waiters.
+const recentOutcomes = 1 << 16
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -144,9 +146,9 @@ type Pipeline struct {
 	payments Payments
 	epochs   Epochs
 
-	mu      sync.Mutex
-	pending map[common.Hash]*pendingProposal
-	changed chan struct{} // closed and replaced when a pending status changes
+	mu       sync.Mutex
+	pending  map[common.Hash]*pendingProposal
+	outcomes *outcomes
 
 	decided chan *ledgerpb.BatchItem
 	stats   counters
@@ -176,9 +178,9 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 	}
 	return &Pipeline{
 		cfg: cfg, signer: signer, log: log, raft: raft, records: records, payments: payments, epochs: epochs,
-		pending: map[common.Hash]*pendingProposal{},
-		changed: make(chan struct{}),
-		decided: make(chan *ledgerpb.BatchItem, cfg.MaxPending),
+		pending:  map[common.Hash]*pendingProposal{},
+		outcomes: newOutcomes(recentOutcomes),
+		decided:  make(chan *ledgerpb.BatchItem, cfg.MaxPending),
 	}, nil
 }
 
@@ -244,7 +246,7 @@ func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *led
 		status, _, err = p.existing(pp.record, pp.digest, digest)
 		return nil, status, true, err
 	}
-	prev, ok, err := p.records.Record(sub.ProposalID)
+	prev, ok, err := p.record(sub.ProposalID)
 	if err != nil {
 		return nil, status, true, fmt.Errorf("reading proposal record: %w", err)
 	}
@@ -269,8 +271,8 @@ func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CommitTimeout)
 	defer cancel()
 	for {
-		changed := p.records.Changed()
-		if rec, ok, err := p.records.Record(id); err == nil && ok {
+		changed := p.outcomes.watch(id)
+		if rec, ok, err := p.record(id); err == nil && ok {
 			return rec, true
 		}
 		select {
@@ -436,8 +438,7 @@ func (p *Pipeline) setPending(id []byte, change func(*ledgerpb.ProposalRecord)) 
 	next := proto.Clone(pp.record).(*ledgerpb.ProposalRecord)
 	change(next)
 	pp.record = next
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.outcomes.changed(common.BytesToHash(id), nil)
 }
 
 // Status returns the current status of a proposal: pending ones from the
@@ -447,28 +448,27 @@ func (p *Pipeline) Status(id common.Hash) (api.ProposalStatus, error) {
 	return s, err
 }
 
-// status also returns the channels that close on the next change. Applied
+// status also returns a channel closed at the proposal's next change. Applied
 // state wins over the pending set, except that a leader deciding a PENDING
 // proposal may know it is VERIFIED. Pending is read first, so a proposal
 // leaving the pending set (which happens only after its decision is
 // applied) is always found in one or the other.
-func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, []<-chan struct{}, error) {
+func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, error) {
+	changed := p.outcomes.watch(id)
 	p.mu.Lock()
 	var pending *ledgerpb.ProposalRecord // replaced, never mutated, under mu
 	if pp, ok := p.pending[id]; ok {
 		pending = pp.record
 	}
-	changed := p.changed
 	p.mu.Unlock()
-	applied := p.records.Changed()
-	rec, ok, err := p.records.Record(id)
+	rec, ok, err := p.record(id)
 	switch {
 	case err != nil:
 		return api.ProposalStatus{}, nil, err
 	case ok && (rec.GetStatus() != ledgerpb.Status_STATUS_PENDING || pending == nil):
-		return api.StatusFromRecord(rec), []<-chan struct{}{changed, applied}, nil
+		return api.StatusFromRecord(rec), changed, nil
 	case pending != nil: // this leader knows more: VERIFIED, say
-		return api.StatusFromRecord(pending), []<-chan struct{}{changed, applied}, nil
+		return api.StatusFromRecord(pending), changed, nil
 	}
 	return api.ProposalStatus{}, nil, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
 }
@@ -484,8 +484,7 @@ func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Dur
 	defer timer.Stop()
 	for {
 		select {
-		case <-changed[0]:
-		case <-changed[1]:
+		case <-changed:
 		case <-timer.C:
 			return p.Status(id)
 		case <-ctx.Done():

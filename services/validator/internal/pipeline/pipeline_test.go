@@ -28,14 +28,14 @@ import (
 // raft and state packages have their own tests; the app and e2e tests run
 // the pipeline on the real ones.
 type ledger struct {
-	mu      sync.Mutex
-	records map[common.Hash]*ledgerpb.ProposalRecord
-	changed chan struct{}
-	index   uint64
+	mu       sync.Mutex
+	records  map[common.Hash]*ledgerpb.ProposalRecord
+	index    uint64
+	observer func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
 }
 
 func newLedger() *ledger {
-	return &ledger{records: map[common.Hash]*ledgerpb.ProposalRecord{}, changed: make(chan struct{})}
+	return &ledger{records: map[common.Hash]*ledgerpb.ProposalRecord{}}
 }
 
 func (l *ledger) IsLeader() bool { return true }
@@ -60,7 +60,13 @@ func (l *ledger) Propose(_ context.Context, data []byte) error {
 		return err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	var written []*ledgerpb.ProposalRecord
+	defer func() {
+		l.mu.Unlock()
+		if l.observer != nil && len(written) > 0 {
+			l.observer(written)
+		}
+	}()
 	l.index++
 	for _, it := range e.GetBatch().GetItems() {
 		id := common.BytesToHash(it.GetProposal().GetId())
@@ -68,6 +74,7 @@ func (l *ledger) Propose(_ context.Context, data []byte) error {
 		if it.GetAccept() {
 			if !ok {
 				l.records[id] = &ledgerpb.ProposalRecord{Proposal: it.GetProposal(), Status: ledgerpb.Status_STATUS_PENDING}
+				written = append(written, l.records[id])
 			}
 			continue
 		}
@@ -79,9 +86,8 @@ func (l *ledger) Propose(_ context.Context, data []byte) error {
 			rec.Status, rec.Reason = ledgerpb.Status_STATUS_REJECTED, it.GetRejection()
 		}
 		l.records[id] = rec
+		written = append(written, rec)
 	}
-	close(l.changed)
-	l.changed = make(chan struct{})
 	return nil
 }
 
@@ -90,12 +96,6 @@ func (l *ledger) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) 
 	defer l.mu.Unlock()
 	r, ok := l.records[id]
 	return r, ok, nil
-}
-
-func (l *ledger) Changed() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.changed
 }
 
 type paymentsByID map[common.Hash]payment.ProposalPaid
@@ -130,6 +130,7 @@ func start(t *testing.T, paid paymentsByID) (*Pipeline, *ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.observer = p.RecordsApplied
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()

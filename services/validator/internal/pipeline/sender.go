@@ -94,8 +94,6 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 			delete(p.pending, id)
 		}
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
 	p.mu.Unlock()
 	for i := range ids {
 		if !accept(i) {
@@ -109,28 +107,24 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept func(int) bool) bool {
 	deadline := time.NewTimer(p.cfg.CommitTimeout)
 	defer deadline.Stop()
-	next := 0
-	for {
-		changed := p.records.Changed()
-		for next < len(ids) {
-			rec, ok, err := p.records.Record(ids[next])
+	for i, id := range ids {
+		for {
+			changed := p.outcomes.watch(id)
+			rec, ok, err := p.record(id)
 			if err != nil {
 				p.log.Error("reading proposal record", zap.Error(err))
 			}
-			if !ok || (!accept(next) && rec.GetStatus() == ledgerpb.Status_STATUS_PENDING) {
+			if ok && (accept(i) || rec.GetStatus() != ledgerpb.Status_STATUS_PENDING) {
 				break
 			}
-			next++
-		}
-		if next == len(ids) {
-			return true
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return false
-		case <-ctx.Done():
-			return false
+			select {
+			case <-changed:
+			case <-deadline.C:
+				return false
+			case <-ctx.Done():
+				return false
+			}
 		}
 	}
+	return true
 }

@@ -62,6 +62,8 @@ type applier struct {
 	mut  *mutations
 	meta *meta // advanced in place; published only after commit
 	log  *zap.Logger
+	// records are the proposal records this call wrote, for the observer.
+	records []*ledgerpb.ProposalRecord
 }
 
 // entryContext is what apply knows about the entry being applied.
@@ -119,7 +121,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 				continue
 			}
 			rec := &ledgerpb.ProposalRecord{Proposal: p, Status: ledgerpb.Status_STATUS_PENDING}
-			if err := a.put(storage.ProposalKey([32]byte(p.GetId())), rec); err != nil {
+			if err := a.putRecord(rec); err != nil {
 				return err
 			}
 			if err := a.mut.set(storage.UndecidedKey([32]byte(p.GetId())), nil); err != nil {
@@ -155,7 +157,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 		} else {
 			rec.Status, rec.CommittedAtMs = ledgerpb.Status_STATUS_COMMITTED, ec.batch.GetSealedAtMs()
 		}
-		if err := a.put(storage.ProposalKey([32]byte(p.GetId())), rec); err != nil {
+		if err := a.putRecord(rec); err != nil {
 			return err
 		}
 		seg.ProposalIds = append(seg.ProposalIds, p.GetId())
@@ -401,6 +403,15 @@ func (a *applier) put(key []byte, msg proto.Message) error {
 		return err
 	}
 	return a.mut.set(key, v)
+}
+
+// putRecord stores a proposal record and remembers it for the observer.
+func (a *applier) putRecord(rec *ledgerpb.ProposalRecord) error {
+	if err := a.put(storage.ProposalKey([32]byte(rec.GetProposal().GetId())), rec); err != nil {
+		return err
+	}
+	a.records = append(a.records, rec)
+	return nil
 }
 
 // recordOf returns the record of a proposal id, nil when there is none.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
@@ -52,6 +53,27 @@ type Machine struct {
 	mu      sync.RWMutex
 	meta    meta
 	changed chan struct{}
+
+	observer atomic.Pointer[Observer]
+}
+
+// Observer learns of the proposal records each Apply wrote, right after they
+// are committed, on the apply goroutine: it must not block. Waiters use it to
+// wake for their own proposal instead of re-reading state after every apply.
+type Observer interface {
+	RecordsApplied(records []*ledgerpb.ProposalRecord)
+	// StateRestored says a snapshot replaced the whole state: anything
+	// remembered from earlier applies may be stale.
+	StateRestored()
+}
+
+// SetObserver sets the observer of applied records (nil: none).
+func (m *Machine) SetObserver(o Observer) {
+	if o == nil {
+		m.observer.Store(nil)
+		return
+	}
+	m.observer.Store(&o)
 }
 
 // meta is the in-memory copy of the metadata keys, moved only after the
@@ -193,6 +215,9 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
+	if o := m.observer.Load(); o != nil && len(a.records) > 0 {
+		(*o).RecordsApplied(a.records)
+	}
 	return nil
 }
 

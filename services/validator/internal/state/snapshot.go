@@ -430,5 +430,8 @@ func (m *Machine) RestoreSnapshot(snap *raftpb.Snapshot) error {
 	m.mu.Unlock()
 	m.log.Info("restored a snapshot", zap.Uint64("index", h.index), zap.Uint64("term", h.term),
 		zap.Int("bytes", len(snap.GetData())))
+	if o := m.observer.Load(); o != nil {
+		(*o).StateRestored()
+	}
 	return nil
 }

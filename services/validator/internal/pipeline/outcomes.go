@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"sync"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+// outcomes wakes the waiters of one proposal when that proposal changes,
+// and remembers the records recent applies wrote. Waking everyone after
+// every apply, each to re-read its record from Pebble, cost more CPU per
+// proposal than signature recovery under load.
+type outcomes struct {
+	mu      sync.Mutex
+	waiters map[common.Hash]chan struct{} // closed at the id's next change
+	recent  map[common.Hash]*ledgerpb.ProposalRecord
+	ring    []common.Hash // insertion order of recent, for eviction
+	next    int
+}
+
+func newOutcomes(capacity int) *outcomes {
+	return &outcomes{
+		waiters: map[common.Hash]chan struct{}{},
+		recent:  make(map[common.Hash]*ledgerpb.ProposalRecord, capacity),
+		ring:    make([]common.Hash, capacity),
+	}
+}
+
+// watch returns a channel closed at the next change of id. Take it before
+// reading the state it is about, so that no change is missed in between.
+func (o *outcomes) watch(id common.Hash) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ch, ok := o.waiters[id]
+	if !ok {
+		ch = make(chan struct{})
+		o.waiters[id] = ch
+	}
+	return ch
+}
+
+// changed wakes the waiters of id and, with a record, remembers it.
+func (o *outcomes) changed(id common.Hash, rec *ledgerpb.ProposalRecord) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if rec != nil {
+		if _, ok := o.recent[id]; !ok {
+			delete(o.recent, o.ring[o.next]) // the oldest, or the zero hash while filling
+			o.ring[o.next] = id
+			o.next = (o.next + 1) % len(o.ring)
+		}
+		o.recent[id] = rec
+	}
+	if ch, ok := o.waiters[id]; ok {
+		close(ch)
+		delete(o.waiters, id)
+	}
+}
+
+// record returns the last applied record of id, if it is recent.
+func (o *outcomes) record(id common.Hash) (*ledgerpb.ProposalRecord, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rec, ok := o.recent[id]
+	return rec, ok
+}
+
+// reset forgets every record and wakes every waiter: state was replaced.
+func (o *outcomes) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for id, ch := range o.waiters {
+		close(ch)
+		delete(o.waiters, id)
+	}
+	clear(o.recent)
+	clear(o.ring)
+	o.next = 0
+}
+
+// RecordsApplied implements state.Observer.
+func (p *Pipeline) RecordsApplied(records []*ledgerpb.ProposalRecord) {
+	for _, rec := range records {
+		p.outcomes.changed(common.BytesToHash(rec.GetProposal().GetId()), rec)
+	}
+}
+
+// StateRestored implements state.Observer.
+func (p *Pipeline) StateRestored() { p.outcomes.reset() }
+
+// record returns the applied record of id: a recent one from memory, else
+// from state.
+func (p *Pipeline) record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) {
+	if rec, ok := p.outcomes.record(id); ok {
+		return rec, true, nil
+	}
+	return p.records.Record(id)
+}

@@ -1,0 +1,51 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+func TestOutcomes(t *testing.T) {
+	o := newOutcomes(2)
+	a, b, c := common.HexToHash("0xa"), common.HexToHash("0xb"), common.HexToHash("0xc")
+	wa, wb := o.watch(a), o.watch(b)
+	o.changed(a, &ledgerpb.ProposalRecord{Reason: "a"})
+	select {
+	case <-wa:
+	default:
+		t.Fatal("the waiter of a was not woken")
+	}
+	select {
+	case <-wb:
+		t.Fatal("the waiter of b was woken by a")
+	default:
+	}
+	if r, ok := o.record(a); !ok || r.GetReason() != "a" {
+		t.Fatalf("record of a: %v %v", r, ok)
+	}
+	o.changed(b, &ledgerpb.ProposalRecord{Reason: "b"})
+	o.changed(c, &ledgerpb.ProposalRecord{Reason: "c"}) // capacity 2: a goes
+	if _, ok := o.record(a); ok {
+		t.Fatal("the oldest record was not evicted")
+	}
+	if r, ok := o.record(c); !ok || r.GetReason() != "c" {
+		t.Fatal("the newest record is missing")
+	}
+	o.changed(c, &ledgerpb.ProposalRecord{Reason: "c2"}) // an update does not evict
+	if _, ok := o.record(b); !ok {
+		t.Fatal("an update of c evicted b")
+	}
+	w := o.watch(a)
+	o.reset()
+	select {
+	case <-w:
+	default:
+		t.Fatal("reset did not wake the waiters")
+	}
+	if _, ok := o.record(b); ok {
+		t.Fatal("reset kept records")
+	}
+}
