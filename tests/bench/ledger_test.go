@@ -227,15 +227,13 @@ func (c *ledgerCluster) prepare(b *testing.B, n int) func(ctx context.Context, i
 		b.FailNow()
 	}
 	return func(ctx context.Context, i int) error {
-		if _, err := c.client.Submit(ctx, proposal.Write, forms[i]); err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-		s, err := c.client.WaitFinal(ctx, ids[i], nil)
+		// One request: the validator answers once the proposal is decided.
+		sub, err := c.client.SubmitAndWait(ctx, proposal.Write, forms[i], 30*time.Second)
 		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", ids[i].Hex(), err)
+			return fmt.Errorf("submit %s: %w", ids[i].Hex(), err)
 		}
-		if s.Status != api.StatusCommitted {
-			return fmt.Errorf("proposal %s is %s, not COMMITTED", ids[i].Hex(), s.Status)
+		if sub.Receipt.Status != api.StatusCommitted {
+			return fmt.Errorf("proposal %s is %s, not COMMITTED", ids[i].Hex(), sub.Receipt.Status)
 		}
 		return nil
 	}

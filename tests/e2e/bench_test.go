@@ -67,14 +67,9 @@ func benchCommit(b *testing.B, clients int) {
 					return
 				}
 				t0 := time.Now()
-				sub, err := n.Client.Submit(ctx, proposal.Write, forms[i])
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				s, err := n.Client.WaitFinal(ctx, common.HexToHash(sub.Receipt.ProposalID), nil)
-				if err != nil || s.Status != api.StatusCommitted {
-					b.Errorf("%s: %v %v", sub.Receipt.ProposalID, s.Status, err)
+				sub, err := n.Client.SubmitAndWait(ctx, proposal.Write, forms[i], 30*time.Second)
+				if err != nil || sub.Receipt.Status != api.StatusCommitted {
+					b.Errorf("%s: %+v %v", sub.Receipt.ProposalID, sub, err)
 					return
 				}
 				latencies[i] = time.Since(t0)

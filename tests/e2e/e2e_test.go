@@ -147,6 +147,18 @@ func TestPaidWriteEndToEnd(t *testing.T) {
 		t.Fatalf("edge, unknown proposal: %d %v", code, missing)
 	}
 
+	// ?wait= answers once the proposal is decided: one request.
+	waited := &ledgerclient.Proposal{ContentType: "page", Message: []byte(`{"title":"in one request"}`)}
+	waitedTx := pay(t, n, key, waited)
+	form, _, err := ledgerclient.Form(n.Config, key, waited, waitedTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := n.Client.SubmitAndWait(context.Background(), proposal.Write, form, 30*time.Second)
+	if err != nil || one.HTTPStatus != http.StatusAccepted || one.Receipt.Status != api.StatusCommitted {
+		t.Fatalf("submit and wait: %+v %v", one, err)
+	}
+
 	// An identical resubmission answers 200 with the current status; the
 	// same id with another payload is a conflict.
 	sub, _, err = submit(t, n, key, p, tx)

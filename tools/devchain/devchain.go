@@ -301,18 +301,26 @@ func (c *Chain) deploy(ctx context.Context, usdcPerAccount uint64) error {
 // commitAndCheck seals a block and checks that every tx in it succeeded. It
 // returns the block's number.
 func (c *Chain) commitAndCheck(ctx context.Context, txs ...common.Hash) (uint64, error) {
-	if _, err := c.Commit(); err != nil {
-		return 0, err
-	}
+	// The pool promotes a sent transaction asynchronously, so a block sealed
+	// right after the send may not hold it: seal again until every
+	// transaction is mined (empty blocks on a dev chain cost nothing).
 	var block uint64
 	for _, h := range txs {
-		// Poll: the transaction index is written in the background, so a
-		// receipt can be "not found" for a moment after the block.
-		r, err := c.WaitMined(ctx, h)
-		if err != nil {
-			return 0, err
+		for {
+			if _, err := c.Commit(); err != nil {
+				return 0, err
+			}
+			wait, cancel := context.WithTimeout(ctx, time.Second)
+			r, err := c.WaitMined(wait, h)
+			cancel()
+			if err == nil {
+				block = max(block, r.BlockNumber.Uint64())
+				break
+			}
+			if errors.Is(err, ErrTxFailed) || ctx.Err() != nil {
+				return 0, err
+			}
 		}
-		block = r.BlockNumber.Uint64()
 	}
 	return block, nil
 }

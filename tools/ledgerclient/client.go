@@ -132,9 +132,19 @@ type Submitted struct {
 
 // Submit posts a proposal form to /v1/propose-write or /v1/propose-delete.
 func (c *Client) Submit(ctx context.Context, action proposal.Action, form url.Values) (Submitted, error) {
+	return c.SubmitAndWait(ctx, action, form, 0)
+}
+
+// SubmitAndWait submits and lets the validator hold the answer until the
+// proposal is decided or wait passes: one request for a write and its
+// outcome. The receipt's status is the status when the answer was given.
+func (c *Client) SubmitAndWait(ctx context.Context, action proposal.Action, form url.Values, wait time.Duration) (Submitted, error) {
 	route := "/v1/propose-write"
 	if action == proposal.Delete {
 		route = "/v1/propose-delete"
+	}
+	if wait > 0 {
+		route += "?wait=" + wait.String()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+route, strings.NewReader(form.Encode()))
 	if err != nil {

@@ -38,9 +38,22 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	if err != nil {
 		return err
 	}
+	wait, err := s.waitParam(c)
+	if err != nil {
+		return err
+	}
 	status, created, err := s.proposals.Submit(c.Request().Context(), sub)
 	if err != nil {
 		return err
+	}
+	// ?wait= holds the answer until the proposal is decided or the time is
+	// up, so a client needs one request instead of a submit and a poll.
+	if deadline := time.Now().Add(wait); wait > 0 {
+		for !api.Terminal(status.Status) && time.Until(deadline) > 0 && c.Request().Context().Err() == nil {
+			if status, err = s.proposals.WaitStatus(c.Request().Context(), sub.ProposalID, time.Until(deadline)); err != nil {
+				return err
+			}
+		}
 	}
 	if !created {
 		return c.JSON(http.StatusOK, status)
@@ -80,13 +93,9 @@ func (s *Server) proposalStatus(c echo.Context) error {
 		return apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
 	}
 	id := common.HexToHash(raw)
-	var wait time.Duration
-	if w := c.QueryParam("wait"); w != "" {
-		d, err := time.ParseDuration(w)
-		if err != nil || d < 0 {
-			return apierror.Field("wait", "must be a duration such as 30s")
-		}
-		wait = min(d, s.cfg.MaxStatusWait)
+	wait, err := s.waitParam(c)
+	if err != nil {
+		return err
 	}
 	status, err := s.proposals.WaitStatus(c.Request().Context(), id, wait)
 	// A follower holds only applied records: a proposal still in the
@@ -101,4 +110,17 @@ func (s *Server) proposalStatus(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, status)
+}
+
+// waitParam reads ?wait=, a duration capped at MaxStatusWait.
+func (s *Server) waitParam(c echo.Context) (time.Duration, error) {
+	w := c.QueryParam("wait")
+	if w == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(w)
+	if err != nil || d < 0 {
+		return 0, apierror.Field("wait", "must be a duration such as 30s")
+	}
+	return min(d, s.cfg.MaxStatusWait), nil
 }

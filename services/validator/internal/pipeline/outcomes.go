@@ -14,31 +14,49 @@ import (
 // proposal than signature recovery under load.
 type outcomes struct {
 	mu      sync.Mutex
-	waiters map[common.Hash]chan struct{} // closed at the id's next change
+	waiters map[common.Hash]*waiter
 	recent  map[common.Hash]*ledgerpb.ProposalRecord
 	ring    []common.Hash // insertion order of recent, for eviction
 	next    int
 }
 
+// waiter is the channel the watchers of one id share, closed at the id's
+// next change, and how many watch it.
+type waiter struct {
+	ch chan struct{}
+	n  int
+}
+
 func newOutcomes(capacity int) *outcomes {
 	return &outcomes{
-		waiters: map[common.Hash]chan struct{}{},
+		waiters: map[common.Hash]*waiter{},
 		recent:  make(map[common.Hash]*ledgerpb.ProposalRecord, capacity),
 		ring:    make([]common.Hash, capacity),
 	}
 }
 
-// watch returns a channel closed at the next change of id. Take it before
-// reading the state it is about, so that no change is missed in between.
-func (o *outcomes) watch(id common.Hash) <-chan struct{} {
+// watch returns a channel closed at the next change of id, and a release
+// the caller must call when it stops watching (an id that never changes
+// again would otherwise keep its waiter forever). Take it before reading
+// the state it is about, so that no change is missed in between.
+func (o *outcomes) watch(id common.Hash) (<-chan struct{}, func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	ch, ok := o.waiters[id]
+	w, ok := o.waiters[id]
 	if !ok {
-		ch = make(chan struct{})
-		o.waiters[id] = ch
+		w = &waiter{ch: make(chan struct{})}
+		o.waiters[id] = w
 	}
-	return ch
+	w.n++
+	return w.ch, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if cur := o.waiters[id]; cur == w {
+			if w.n--; w.n == 0 {
+				delete(o.waiters, id)
+			}
+		}
+	}
 }
 
 // changed wakes the waiters of id and, with a record, remembers it.
@@ -53,8 +71,8 @@ func (o *outcomes) changed(id common.Hash, rec *ledgerpb.ProposalRecord) {
 		}
 		o.recent[id] = rec
 	}
-	if ch, ok := o.waiters[id]; ok {
-		close(ch)
+	if w, ok := o.waiters[id]; ok {
+		close(w.ch)
 		delete(o.waiters, id)
 	}
 }
@@ -71,8 +89,8 @@ func (o *outcomes) record(id common.Hash) (*ledgerpb.ProposalRecord, bool) {
 func (o *outcomes) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for id, ch := range o.waiters {
-		close(ch)
+	for id, w := range o.waiters {
+		close(w.ch)
 		delete(o.waiters, id)
 	}
 	clear(o.recent)

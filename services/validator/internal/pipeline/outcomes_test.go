@@ -11,7 +11,8 @@ import (
 func TestOutcomes(t *testing.T) {
 	o := newOutcomes(2)
 	a, b, c := common.HexToHash("0xa"), common.HexToHash("0xb"), common.HexToHash("0xc")
-	wa, wb := o.watch(a), o.watch(b)
+	wa, _ := o.watch(a)
+	wb, releaseB := o.watch(b)
 	o.changed(a, &ledgerpb.ProposalRecord{Reason: "a"})
 	select {
 	case <-wa:
@@ -38,7 +39,11 @@ func TestOutcomes(t *testing.T) {
 	if _, ok := o.record(b); !ok {
 		t.Fatal("an update of c evicted b")
 	}
-	w := o.watch(a)
+	releaseB()
+	if len(o.waiters) != 0 {
+		t.Fatalf("released and woken waiters are still held: %d", len(o.waiters))
+	}
+	w, _ := o.watch(a)
 	o.reset()
 	select {
 	case <-w:

@@ -271,13 +271,17 @@ func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CommitTimeout)
 	defer cancel()
 	for {
-		changed := p.outcomes.watch(id)
-		if rec, ok, err := p.record(id); err == nil && ok {
+		changed, release := p.outcomes.watch(id)
+		rec, ok, err := p.record(id)
+		if err == nil && ok {
+			release()
 			return rec, true
 		}
 		select {
 		case <-changed:
+			release()
 		case <-ctx.Done():
+			release()
 			return nil, false
 		}
 	}
@@ -444,17 +448,19 @@ func (p *Pipeline) setPending(id []byte, change func(*ledgerpb.ProposalRecord)) 
 // Status returns the current status of a proposal: pending ones from the
 // pipeline, decided ones from applied state.
 func (p *Pipeline) Status(id common.Hash) (api.ProposalStatus, error) {
-	s, _, err := p.status(id)
+	s, _, release, err := p.status(id)
+	release()
 	return s, err
 }
 
-// status also returns a channel closed at the proposal's next change. Applied
+// status also returns a channel closed at the proposal's next change, and
+// the release of that watch. Applied
 // state wins over the pending set, except that a leader deciding a PENDING
 // proposal may know it is VERIFIED. Pending is read first, so a proposal
 // leaving the pending set (which happens only after its decision is
 // applied) is always found in one or the other.
-func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, error) {
-	changed := p.outcomes.watch(id)
+func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, func(), error) {
+	changed, release := p.outcomes.watch(id)
 	p.mu.Lock()
 	var pending *ledgerpb.ProposalRecord // replaced, never mutated, under mu
 	if pp, ok := p.pending[id]; ok {
@@ -464,20 +470,21 @@ func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, 
 	rec, ok, err := p.record(id)
 	switch {
 	case err != nil:
-		return api.ProposalStatus{}, nil, err
+		return api.ProposalStatus{}, changed, release, err
 	case ok && (rec.GetStatus() != ledgerpb.Status_STATUS_PENDING || pending == nil):
-		return api.StatusFromRecord(rec), changed, nil
+		return api.StatusFromRecord(rec), changed, release, nil
 	case pending != nil: // this leader knows more: VERIFIED, say
-		return api.StatusFromRecord(pending), changed, nil
+		return api.StatusFromRecord(pending), changed, release, nil
 	}
-	return api.ProposalStatus{}, nil, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
+	return api.ProposalStatus{}, changed, release, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
 }
 
 // WaitStatus returns the status once it differs from the one seen at the
 // call, or the status as it is when wait has passed.
 func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error) {
-	first, changed, err := p.status(id)
+	first, changed, release, err := p.status(id)
 	if err != nil || wait <= 0 || api.Terminal(first.Status) {
+		release()
 		return first, err
 	}
 	timer := time.NewTimer(wait)
@@ -486,13 +493,17 @@ func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Dur
 		select {
 		case <-changed:
 		case <-timer.C:
+			release()
 			return p.Status(id)
 		case <-ctx.Done():
+			release()
 			return p.Status(id)
 		}
+		release()
 		var cur api.ProposalStatus
-		cur, changed, err = p.status(id)
+		cur, changed, release, err = p.status(id)
 		if err != nil || cur.Status != first.Status {
+			release()
 			return cur, err
 		}
 	}

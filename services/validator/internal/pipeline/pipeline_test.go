@@ -245,6 +245,16 @@ func TestConcurrentStatusReads(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	for _, id := range ids { // reads of decided proposals leave no waiter behind
+		if _, err := p.Status(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.outcomes.mu.Lock()
+	defer p.outcomes.mu.Unlock()
+	if n := len(p.outcomes.waiters); n != 0 {
+		t.Fatalf("%d waiters left after every reader returned", n)
+	}
 }
 
 func TestIntakeGuards(t *testing.T) {

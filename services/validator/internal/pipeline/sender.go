@@ -109,19 +109,23 @@ func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept f
 	defer deadline.Stop()
 	for i, id := range ids {
 		for {
-			changed := p.outcomes.watch(id)
+			changed, release := p.outcomes.watch(id)
 			rec, ok, err := p.record(id)
 			if err != nil {
 				p.log.Error("reading proposal record", zap.Error(err))
 			}
 			if ok && (accept(i) || rec.GetStatus() != ledgerpb.Status_STATUS_PENDING) {
+				release()
 				break
 			}
 			select {
 			case <-changed:
+				release()
 			case <-deadline.C:
+				release()
 				return false
 			case <-ctx.Done():
+				release()
 				return false
 			}
 		}
