@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -160,15 +161,19 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		Blockchain: blockchainConfig(cfg, domain),
 	}, log.Named("api"), pipe, stateView{machine}, health, cluster)
 
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	// Requests take Run's context, so long polls end when the validator stops.
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 
-	errc := make(chan error, 4)
-	go leadership.follow(ctx, node, now)
-	go members.run(ctx)
-	go cluster.applied.run(ctx, time.Second, machine.AppliedIndex)
-	go func() { errc <- pipe.Run(ctx) }()
+	// Every background goroutine is waited for before the deferred closes
+	// of the raft node, the transport and Pebble run: none may outlive them.
+	var bg sync.WaitGroup
+	errc := make(chan error, 3)
+	bg.Go(func() { leadership.follow(ctx, node, now) })
+	bg.Go(func() { members.run(ctx) })
+	bg.Go(func() { cluster.applied.run(ctx, time.Second, machine.AppliedIndex) })
+	bg.Go(func() { errc <- pipe.Run(ctx) })
 	if follower != nil {
-		go func() { errc <- follower.Run(ctx) }()
+		bg.Go(func() { errc <- follower.Run(ctx) })
 	}
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("validator serving", zap.String("http", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
@@ -192,6 +197,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if e := srv.Shutdown(shutdown); e != nil && !errors.Is(e, http.ErrServerClosed) {
 		err = errors.Join(err, e)
 	}
+	bg.Wait()
 	return err
 }
 

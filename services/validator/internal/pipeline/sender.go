@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -12,9 +13,12 @@ import (
 )
 
 // Run seals decided proposals into batches and sends them until ctx ends.
-// At most MaxInFlight batches are proposed and not yet applied.
+// At most MaxInFlight batches are proposed and not yet applied. It returns
+// once every goroutine it started has, so the caller may close the state.
 func (p *Pipeline) Run(ctx context.Context) error {
-	go p.adopt(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { p.adopt(ctx) })
 	slots := make(chan struct{}, p.cfg.MaxInFlight)
 	var carry *ledgerpb.BatchItem // first item of the next batch, when the last one was full by bytes
 	for {
@@ -50,10 +54,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return nil
 		}
 		batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
-		go func() {
+		wg.Go(func() {
 			defer func() { <-slots }()
 			p.send(ctx, batch)
-		}()
+		})
 	}
 }
 
