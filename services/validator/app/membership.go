@@ -38,6 +38,8 @@ type membership struct {
 
 	mu      sync.RWMutex
 	members []api.Member // sorted by id
+
+	lastIDs []uint64 // raft membership at the last reconcile; touched by run only
 }
 
 // confStater tells raft's current membership.
@@ -92,6 +94,13 @@ func (m *membership) reconcile() {
 	if len(ids) == 0 {
 		return // nothing installed yet: keep the configured members
 	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	// The address book changes only with a conf change, so an apply that
+	// left raft's membership alone needs no reading of it.
+	if slices.Equal(ids, m.lastIDs) {
+		return
+	}
 	book, err := m.machine.Members()
 	if err != nil {
 		m.log.Error("reading the cluster's address book", zap.Error(err))
@@ -101,17 +110,22 @@ func (m *membership) reconcile() {
 	for _, b := range book {
 		known[b.GetId()] = api.Member{ID: b.GetId(), Name: api.NodeName(b.GetId()), PeerAddr: b.GetPeerAddr(), APIURL: b.GetApiUrl()}
 	}
-	slices.Sort(ids)
 	next := make([]api.Member, 0, len(ids))
-	for _, id := range slices.Compact(ids) {
+	complete := true
+	for _, id := range ids {
 		mem, ok := known[id]
 		if !ok {
 			mem, ok = m.initial[id]
 		}
 		if !ok {
-			mem = api.Member{ID: id, Name: api.NodeName(id)} // address unknown here
+			// Raft installs a member just before apply records its
+			// address: look again after the next apply.
+			mem, complete = api.Member{ID: id, Name: api.NodeName(id)}, false
 		}
 		next = append(next, mem)
+	}
+	if complete {
+		m.lastIDs = ids
 	}
 	m.mu.Lock()
 	prev := m.members
