@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -77,10 +76,15 @@ type Submission struct {
 	Path           string // full content path
 }
 
-var (
-	hash32RE  = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
-	addressRE = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
-)
+// hexString reports whether s is "0x" followed by exactly digits hex digits.
+func hexString(s string, digits int) bool {
+	if len(s) != 2+digits || s[:2] != "0x" {
+		return false
+	}
+	return allBytes(s[2:], func(c byte) bool {
+		return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	})
+}
 
 // ParseWrite parses the form of POST /v1/propose-write.
 func ParseWrite(form url.Values, opts Options) (*Submission, error) {
@@ -105,7 +109,7 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 	get := func(field string) string { return form.Get(field) }
 
 	id := get(FieldProposalID)
-	if !hash32RE.MatchString(id) {
+	if !hexString(id, 64) {
 		return nil, apierror.Field(FieldProposalID, "must be 0x followed by 64 hex digits")
 	}
 	s.ProposalID = common.HexToHash(id)
@@ -138,7 +142,7 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 	case tx == "" && opts.RequireTxHash:
 		return nil, apierror.Field(FieldEthereumTxHash, "is required on a chain-backed network")
 	case tx == "":
-	case !hash32RE.MatchString(tx):
+	case !hexString(tx, 64):
 		return nil, apierror.Field(FieldEthereumTxHash, "must be 0x followed by 64 hex digits")
 	default:
 		s.EthereumTxHash = common.HexToHash(tx)
@@ -198,7 +202,7 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 // parseAddress accepts a 0x-prefixed address in one letter case, or in mixed
 // case only with a valid EIP-55 checksum: a wrong checksum is a typo.
 func parseAddress(s string) (common.Address, error) {
-	if !addressRE.MatchString(s) {
+	if !hexString(s, 40) {
 		return common.Address{}, apierror.Field(FieldWalletAddress, "must be 0x followed by 40 hex digits")
 	}
 	a := common.HexToAddress(s)

@@ -3,7 +3,6 @@ package proposal
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -26,25 +25,49 @@ const (
 	CIDLength = 46
 )
 
-var (
-	organizationRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	segmentRE      = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
-	contentTypeRE  = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
-	base58RE       = regexp.MustCompile(`^Qm[1-9A-HJ-NP-Za-km-z]{44}$`)
-)
+// The character classes below are checked by hand rather than with regexp:
+// they run several times for every proposal at intake and at apply.
+// TestCharacterClassesMatchTheirRegexps holds them to the expressions.
+
+// segmentByte: [A-Za-z0-9._:-]
+func segmentByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == ':' || c == '-'
+}
+
+// allBytes reports whether s is not empty and every byte satisfies ok.
+func allBytes(s string, ok func(byte) bool) bool {
+	for i := range len(s) {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// base58Byte: the Bitcoin base58 alphabet, [1-9A-HJ-NP-Za-km-z].
+func base58Byte(c byte) bool {
+	return '1' <= c && c <= '9' || 'A' <= c && c <= 'Z' && c != 'I' && c != 'O' ||
+		'a' <= c && c <= 'z' && c != 'l'
+}
 
 // ErrPath is wrapped by path validation errors.
 var ErrPath = errors.New("invalid path")
 
 func validSegment(s string) bool {
-	return s != "." && s != ".." && segmentRE.MatchString(s)
+	return s != "." && s != ".." && allBytes(s, segmentByte)
 }
 
 // ValidOrganization reports whether s is an allowed organization name.
-func ValidOrganization(s string) bool { return organizationRE.MatchString(s) }
+// ^[a-z0-9][a-z0-9_-]{0,63}$
+func ValidOrganization(s string) bool {
+	lowerDigit := func(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+	return len(s) <= 64 && s != "" && lowerDigit(s[0]) &&
+		allBytes(s, func(c byte) bool { return lowerDigit(c) || c == '_' || c == '-' })
+}
 
 // ValidContentType reports whether s is an allowed content type label.
-func ValidContentType(s string) bool { return contentTypeRE.MatchString(s) && validSegment(s) }
+func ValidContentType(s string) bool { return len(s) <= 64 && validSegment(s) }
 
 // CheckSubPath validates a node path below the organization: segments of
 // [A-Za-z0-9._:-], no "." or "..", no empty segment, depth at most
@@ -90,7 +113,7 @@ func DefaultSubPath(contentType string, proposalID common.Hash) string {
 // ValidateCID accepts a CIDv0 (base58btc, "Qm" + 44 characters, 46 bytes),
 // the form validators store.
 func ValidateCID(cid string) error {
-	if len(cid) != CIDLength || !base58RE.MatchString(cid) {
+	if len(cid) != CIDLength || !strings.HasPrefix(cid, "Qm") || !allBytes(cid, base58Byte) {
 		return fmt.Errorf("CID %q is not a %d-character base58 CIDv0", cid, CIDLength)
 	}
 	return nil

@@ -10,6 +10,8 @@
 //	BENCH_VALIDATOR_ENV="K=V …"  extra SVC_VALIDATOR_* settings (see validatorSettings)
 //	BENCH_VALIDATOR_BIN=path    a prebuilt validator instead of building this tree's
 //	ETCD_BIN=path               etcd (default: etcd on PATH, else apt-get install etcd-server)
+//	BENCH_PROFILE=dir           write a CPU profile of every validator per run into dir
+//	BENCH_PROFILE_SECONDS=n     length of each profile (default 3; keep it below the run's length)
 //
 // Besides proposals/s and the latency percentiles from submission to
 // COMMITTED, each run reports proposals/entry (proposals per raft entry, from
@@ -32,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,6 +148,8 @@ func load(b *testing.B, sys system, clients int, series *series) {
 	}
 	latencies := make([]time.Duration, b.N)
 	var next atomic.Int64
+	profiled := startProfile(b, sys, clients)
+	defer profiled()
 
 	b.ResetTimer()
 	start := time.Now()
@@ -212,6 +217,40 @@ func load(b *testing.B, sys system, clients int, series *series) {
 		// small part of it).
 		b.ReportMetric(max(0, 100*(busy-cpu-self).Seconds()/total.Seconds()), "other-cpu-%")
 	}
+}
+
+// profiler is a system whose servers can be profiled (BENCH_PROFILE).
+type profiler interface {
+	profile(ctx context.Context, d time.Duration, prefix string) error
+}
+
+func profileDir() string { return os.Getenv("BENCH_PROFILE") }
+
+// startProfile starts CPU profiles of the servers when BENCH_PROFILE is set
+// and sys supports it; the returned function waits for it.
+func startProfile(b *testing.B, sys system, clients int) (wait func()) {
+	p, ok := sys.(profiler)
+	dir := profileDir()
+	if !ok || dir == "" || b.N < 100 { // the calibration runs are too short
+		return func() {}
+	}
+	seconds := 3
+	if s := os.Getenv("BENCH_PROFILE_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("BENCH_PROFILE_SECONDS=%q is not a positive integer", s)
+		}
+		seconds = n
+	}
+	prefix := filepath.Join(dir, fmt.Sprintf("clients=%d-n=%d", clients, b.N))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := p.profile(context.Background(), time.Duration(seconds)*time.Second, prefix); err != nil {
+			b.Logf("profile: %v", err)
+		}
+	}()
+	return func() { <-done }
 }
 
 func procsCPU(ps []*proc) time.Duration {

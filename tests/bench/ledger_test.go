@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -94,7 +96,8 @@ type ledgerCluster struct {
 
 type ledgerNode struct {
 	*proc
-	url string
+	url   string
+	debug string // host:port of /debug/pprof, when BENCH_PROFILE is set
 }
 
 func startLedger(cleanup func(func()), dir string) (*ledgerCluster, error) {
@@ -132,11 +135,18 @@ func startLedger(cleanup func(func()), dir string) (*ledgerCluster, error) {
 			"SVC_VALIDATOR_PEER_ADDR="+a.peer,
 			"SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(initial, ","),
 		)
+		var debug string
+		if profileDir() != "" {
+			if debug, err = freeAddr(); err != nil {
+				return nil, err
+			}
+			env = append(env, "SVC_VALIDATOR_DEBUG_ADDR="+debug)
+		}
 		p, err := startProc(cleanup, "validator "+id, bin, nil, env, filepath.Join(dir, "v"+id+".log"))
 		if err != nil {
 			return nil, err
 		}
-		c.nodes = append(c.nodes, &ledgerNode{proc: p, url: "http://" + a.http})
+		c.nodes = append(c.nodes, &ledgerNode{proc: p, url: "http://" + a.http, debug: debug})
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for c.leader == nil {
@@ -243,6 +253,44 @@ func (c *ledgerCluster) commitIndex(context.Context) (uint64, error) {
 	var st api.ConsensusStatus
 	err := c.getJSON(c.leader.url+"/v1/consensus/status", &st)
 	return st.CommitIndex, err
+}
+
+// profile captures a CPU profile of every validator for d, in parallel,
+// into files named prefix-leader.pprof and prefix-follower-<id>.pprof.
+func (c *ledgerCluster) profile(ctx context.Context, d time.Duration, prefix string) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		file := fmt.Sprintf("%s-follower-%d.pprof", prefix, i+1)
+		if n == c.leader {
+			file = prefix + "-leader.pprof"
+		}
+		wg.Go(func() { errs[i] = n.profile(ctx, d, file) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (n *ledgerNode) profile(ctx context.Context, d time.Duration, file string) error {
+	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", n.debug, max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	return errors.Join(err, f.Close())
 }
 
 func (c *ledgerCluster) servers() (*proc, []*proc) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -176,6 +177,17 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		bg.Go(func() { errc <- follower.Run(ctx) })
 	}
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.DebugAddr != "" {
+		debug, err := serveDebug(ctx, cfg.DebugAddr)
+		if err != nil {
+			cancel()
+			_ = srv.Close()
+			bg.Wait()
+			return err
+		}
+		defer debug.Close()
+		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
+	}
 	log.Info("validator serving", zap.String("http", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
 		zap.String("dataDir", cfg.DataDir))
 	if ready != nil {
@@ -199,6 +211,23 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	}
 	bg.Wait()
 	return err
+}
+
+// serveDebug serves Go's runtime profiles (net/http/pprof) on addr.
+func serveDebug(ctx context.Context, addr string) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("validator: listen on debug address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
 }
 
 // blockchainConfig is the body of /v1/blockchain/config.

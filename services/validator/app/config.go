@@ -50,6 +50,9 @@ type Config struct {
 	PeerTLSKey  string `envconfig:"PEER_TLS_KEY" desc:"PEM private key of PEER_TLS_CERT"`
 	PeerTLSCA   string `envconfig:"PEER_TLS_CA" desc:"PEM CA that signs every validator's peer certificate"`
 	AuthToken   string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
+	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
+	// kept off the API port so that it can be bound to loopback only.
+	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
 	ContractAddress string `envconfig:"CONTRACT_ADDRESS" desc:"payment contract address; required unless MOCK"`

@@ -110,7 +110,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 			a.log.Warn("skipping a batch item without a 32-byte proposal id", zap.Uint64("index", ec.index))
 			continue
 		}
-		prev, err := a.recordOf(p.GetId())
+		prev, err := getRecord(a.b, p.GetId())
 		if err != nil {
 			return err
 		}
@@ -412,23 +412,6 @@ func (a *applier) putRecord(rec *ledgerpb.ProposalRecord) error {
 	}
 	a.records = append(a.records, rec)
 	return nil
-}
-
-// recordOf returns the record of a proposal id, nil when there is none.
-func (a *applier) recordOf(id []byte) (*ledgerpb.ProposalRecord, error) {
-	raw, closer, err := a.b.Get(storage.ProposalKey([32]byte(id)))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	var rec ledgerpb.ProposalRecord
-	if err := proto.Unmarshal(raw, &rec); err != nil {
-		return nil, fmt.Errorf("%w: proposal record %x: %v", ErrCorruptState, id, err)
-	}
-	return &rec, nil
 }
 
 func cidOf(props []proposal.Property) (string, bool) {
