@@ -1,8 +1,16 @@
 package system
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/contentledger/contentledger/pkg/api"
 )
 
 // TestLaggingValidatorCatchesUpBySnapshot stops a follower, lets the others
@@ -36,21 +44,101 @@ func TestLaggingValidatorCatchesUpBySnapshot(t *testing.T) {
 	if index < before {
 		t.Fatalf("converged at %d, before the restart the others were at %d", index, before)
 	}
-	var peers struct {
-		Peers []struct {
-			ID        uint64 `json:"id"`
-			Transport *struct {
-				SnapshotsSent uint64 `json:"snapshotsSent"`
-			} `json:"transport"`
-		} `json:"peers"`
-	}
-	if err := get(leader.url()+"/v1/peers", &peers); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range peers.Peers {
-		if p.ID == lagging.id && (p.Transport == nil || p.Transport.SnapshotsSent == 0) {
-			t.Fatalf("the leader sent validator %d no snapshot: %+v", p.ID, p.Transport)
-		}
+	if sent := snapshotsSentTo(t, []*node{leader}, lagging.id); sent == 0 {
+		t.Fatalf("the leader sent validator %d no snapshot", lagging.id)
 	}
 	t.Logf("validator %d caught up by snapshot to index %d, state hash %s", lagging.id, index, hash)
+}
+
+// TestWipedValidatorIsReplaced follows the runbook's replacement of a
+// validator whose disk was lost (docs/runbooks/membership.md): its process
+// dies and its data directory is wiped; the old id is removed; the others
+// commit past the log compaction point; the machine comes back under a new
+// id, on the same addresses and the same (empty) directory, with
+// SVC_VALIDATOR_JOIN. It can only catch up through a snapshot, and must end
+// with the others' state hash.
+func TestWipedValidatorIsReplaced(t *testing.T) {
+	c := newCluster(t, 3, "MOCK", "SVC_VALIDATOR_SNAPSHOT_ENTRIES=20", "SVC_VALIDATOR_COMPACTION_MARGIN=5")
+	leader := c.waitLeader()
+	for i := range 10 {
+		c.write(leader, fmt.Sprintf(`{"before":%d}`, i))
+	}
+	lost := c.nodes[slices.IndexFunc(c.nodes, func(n *node) bool { return n != leader })]
+	c.kill(lost)
+	if err := os.RemoveAll(lost.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	running := slices.DeleteFunc(slices.Clone(c.nodes), func(n *node) bool { return n == lost })
+
+	// 1. Remove the old id (through any healthy validator).
+	if code, out := send(t, http.MethodDelete, running[0].url()+"/v1/cluster/members/"+strconv.FormatUint(lost.id, 10), nil); code != http.StatusOK {
+		t.Fatalf("removing validator %d: %d %s", lost.id, code, out)
+	}
+	leader = c.waitLeaderAmong(running)
+	for i := range 60 {
+		c.write(leader, fmt.Sprintf(`{"meanwhile":%d}`, i))
+	}
+
+	// 2. Add the machine under a new id, same addresses.
+	const newID = 4
+	body, _ := json.Marshal(api.Member{ID: newID, PeerAddr: lost.peerAddr, APIURL: lost.url()})
+	if code, out := send(t, http.MethodPost, running[1].url()+"/v1/cluster/members", body); code != http.StatusOK {
+		t.Fatalf("adding validator %d: %d %s", newID, code, out)
+	}
+	// 3. Start it on the empty directory with SVC_VALIDATOR_JOIN.
+	var dial []string
+	for _, m := range running {
+		dial = append(dial, fmt.Sprintf("%d=%s=%s", m.id, m.peerAddr, m.url()))
+	}
+	dial = append(dial, fmt.Sprintf("%d=%s=%s", newID, lost.peerAddr, lost.url()))
+	replacement := &node{id: newID, httpAddr: lost.httpAddr, peerAddr: lost.peerAddr, dataDir: lost.dataDir,
+		logPath: strings.TrimSuffix(lost.logPath, ".log") + "-replacement.log"}
+	replacement.env = append(append([]string(nil), lost.env...), // later values win
+		"SVC_VALIDATOR_NODE_ID="+strconv.Itoa(newID),
+		"SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(dial, ","),
+		"SVC_VALIDATOR_JOIN=true",
+	)
+	c.nodes = append(c.nodes, replacement)
+	c.start(replacement)
+
+	members := append(running, replacement)
+	index, hash := c.converged(members...)
+	var cs api.ClusterState
+	if err := get(replacement.url()+"/v1/msgbus/cluster-state", &cs); err != nil {
+		t.Fatal(err)
+	}
+	want := []uint64{running[0].id, running[1].id, newID}
+	slices.Sort(want)
+	if !slices.Equal(cs.Voters, want) {
+		t.Fatalf("voters after the replacement: %v, want %v", cs.Voters, want)
+	}
+	if sent := snapshotsSentTo(t, running, newID); sent == 0 {
+		t.Fatalf("no validator sent the replacement a snapshot")
+	}
+	t.Logf("validator %d replaced %d and caught up by snapshot to index %d, state hash %s", newID, lost.id, index, hash)
+}
+
+// snapshotsSentTo sums the snapshots the nodes' transports sent to id.
+func snapshotsSentTo(t *testing.T, nodes []*node, id uint64) uint64 {
+	t.Helper()
+	var total uint64
+	for _, n := range nodes {
+		var peers struct {
+			Peers []struct {
+				ID        uint64 `json:"id"`
+				Transport *struct {
+					SnapshotsSent uint64 `json:"snapshotsSent"`
+				} `json:"transport"`
+			} `json:"peers"`
+		}
+		if err := get(n.url()+"/v1/peers", &peers); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range peers.Peers {
+			if p.ID == id && p.Transport != nil {
+				total += p.Transport.SnapshotsSent
+			}
+		}
+	}
+	return total
 }

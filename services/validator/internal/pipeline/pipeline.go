@@ -90,7 +90,14 @@ type Config struct {
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int
-	// MaxInFlight bounds batches proposed but not yet applied.
+	// MaxInFlight bounds batches proposed but not yet applied. One is
+	// group commit: proposals decided while a batch is being replicated
+	// and applied wait and go together into the next one, so batches grow
+	// with the load and the per-entry costs (fsyncs, messages, apply
+	// commits) are shared. Under a moderate load (16 closed-loop clients)
+	// 1 instead of 4 gave 7.7 instead of 2.7 proposals per entry, 25% more
+	// throughput and a lower median latency; an idle pipeline sends a
+	// lone proposal at once either way.
 	MaxInFlight int
 	// CommitTimeout is how long the sender waits for a proposed batch to be
 	// applied before proposing it again, and how long intake waits for an
@@ -115,7 +122,7 @@ func DefaultConfig() Config {
 		MaxPending:     10_000,
 		MaxBatch:       512,
 		MaxBatchBytes:  4 << 20,
-		MaxInFlight:    4,
+		MaxInFlight:    1,
 		CommitTimeout:  5 * time.Second,
 		AdoptInterval:  2 * time.Second,
 		Now:            time.Now,

@@ -22,6 +22,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	slots := make(chan struct{}, p.cfg.MaxInFlight)
 	var carry *ledgerpb.BatchItem // first item of the next batch, when the last one was full by bytes
 	for {
+		// Take a slot before sealing: while every slot is busy, decided
+		// proposals wait in the queue and all go into the next batch, so
+		// batches grow with the load instead of staying as small as they
+		// were when the slots ran out.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		var items []*ledgerpb.BatchItem
 		size := 0
 		if carry != nil {
@@ -47,11 +56,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			default:
 				break drain
 			}
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
 		}
 		batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
 		wg.Go(func() {
