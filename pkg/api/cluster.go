@@ -11,7 +11,18 @@ const (
 	ConsensusStatusVersion = "consensus.status.v1"
 	PeersVersion           = "consensus.peers.v1"
 	ClusterHealthVersion   = "health.cluster.v1"
+	StateHashVersion       = "consensus.state-hash.v1"
 )
+
+// StateHashAt is the body of GET /v1/consensus/state-hash?index=N: the
+// validator's state hash right after it applied index N. Validators keep
+// the hashes of their latest applied indexes (internal/state HashHistory).
+type StateHashAt struct {
+	ContractVersion string `json:"contractVersion"`
+	NodeID          uint64 `json:"nodeId"`
+	Index           uint64 `json:"index"`
+	StateHash       string `json:"stateHash"`
+}
 
 // Roles of a validator in raft.
 const (
@@ -100,9 +111,11 @@ type ClusterHealth struct {
 	Quorum          int    `json:"quorum"`
 	Reachable       int    `json:"reachable"`
 	Leader          uint64 `json:"leader"`
-	// StateHashAgreement is false when two members at the same applied
-	// index report different state hashes; members at different indexes
-	// are not compared (ComparedAt says at which index the hashes were).
+	// StateHashAgreement is false when two members report different state
+	// hashes for the same index. The hashes compared are those at
+	// ComparedAt, the lowest applied index among the reachable members,
+	// which every one of them has applied; a member that no longer holds
+	// that index's hash (it is far ahead) is left out of the comparison.
 	StateHashAgreement bool         `json:"stateHashAgreement"`
 	ComparedAt         uint64       `json:"comparedAt,omitempty"`
 	Nodes              []NodeHealth `json:"nodes"`
@@ -120,6 +133,8 @@ type NodeHealth struct {
 	AppliedIndex uint64 `json:"appliedIndex,omitempty"`
 	CommitIndex  uint64 `json:"commitIndex,omitempty"`
 	StateHash    string `json:"stateHash,omitempty"`
+	// ComparedHash is the member's state hash at ClusterHealth.ComparedAt.
+	ComparedHash string `json:"comparedHash,omitempty"`
 	LatencyMs    int64  `json:"latencyMs"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -285,8 +286,24 @@ func TestConsensusRoutesSingleNode(t *testing.T) {
 		t.Fatalf("peers %+v", peers)
 	}
 	var health api.ClusterHealth
-	if code := getJSON(t, base+"/health/cluster", &health); code != http.StatusOK || health.Status != "ok" || !health.StateHashAgreement || health.Reachable != 1 {
+	if code := getJSON(t, base+"/health/cluster", &health); code != http.StatusOK || health.Status != "ok" || !health.StateHashAgreement ||
+		health.Reachable != 1 || health.ComparedAt == 0 || health.Nodes[0].ComparedHash == "" {
 		t.Fatalf("cluster health %d %+v", code, health)
+	}
+	var at api.StateHashAt
+	if code := getJSON(t, base+"/v1/consensus/state-hash?index="+strconv.FormatUint(health.ComparedAt, 10), &at); code != http.StatusOK ||
+		at.Index != health.ComparedAt || at.StateHash != health.Nodes[0].ComparedHash || at.ContractVersion != api.StateHashVersion {
+		t.Fatalf("state hash at %d: %d %+v", health.ComparedAt, code, at)
+	}
+	for _, q := range []string{"", "0", "x", "-1"} {
+		var e apierror.Body
+		if code := getJSON(t, base+"/v1/consensus/state-hash?index="+q, &e); code != http.StatusBadRequest || e.Error == nil || e.Error.Code != apierror.InvalidField {
+			t.Errorf("index=%q: %d %+v", q, code, e.Error)
+		}
+	}
+	var e apierror.Body
+	if code := getJSON(t, base+"/v1/consensus/state-hash?index=999999", &e); code != http.StatusNotFound || e.Error == nil || e.Error.Code != apierror.NotFound {
+		t.Errorf("an index not applied yet: %d %+v", code, e.Error)
 	}
 	var history api.LeadershipHistory
 	getJSON(t, base+"/v1/msgbus/leadership-history", &history)

@@ -144,6 +144,14 @@ func (v *clusterView) RaftMetrics() api.RaftMetrics {
 	return m
 }
 
+func (v *clusterView) StateHashAt(index uint64) (string, bool) {
+	h, ok := v.machine.StateHashAt(index)
+	if !ok {
+		return "", false
+	}
+	return common.Hash(h).Hex(), true
+}
+
 func (v *clusterView) Replication() api.ReplicationLag {
 	st := v.node.Status()
 	_, last, _ := v.node.LogBounds()

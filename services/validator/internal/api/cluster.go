@@ -37,6 +37,9 @@ type Cluster interface {
 	RaftMetrics() api.RaftMetrics
 	// Replication is the leader's view of every member's log.
 	Replication() api.ReplicationLag
+	// StateHashAt is this node's state hash right after it applied index,
+	// while it still holds it.
+	StateHashAt(index uint64) (string, bool)
 	// AddMember adds a voting member through raft and waits until raft
 	// has installed it.
 	AddMember(ctx context.Context, m api.Member) error
@@ -135,63 +138,81 @@ func (s *Server) peers(c echo.Context) error {
 }
 
 // clusterHealth asks every member for its consensus status at once and sets
-// their (appliedIndex, stateHash) side by side.
+// their (appliedIndex, stateHash) side by side; then it asks each for its
+// hash at the lowest applied index among them and compares those.
 func (s *Server) clusterHealth(c echo.Context) error {
+	ctx := c.Request().Context()
 	members := s.cluster.Members()
 	self := s.cluster.Status()
 	nodes := make([]api.NodeHealth, len(members))
-	var wg sync.WaitGroup
-	for i, m := range members {
-		wg.Go(func() {
-			n := api.NodeHealth{ID: m.ID, Name: api.NodeName(m.ID), APIURL: m.APIURL}
-			start := time.Now()
-			var st api.ConsensusStatus
-			var err error
-			if m.ID == self.NodeID {
-				st = self
-			} else {
-				st, err = s.peerStatus(c.Request().Context(), m.APIURL)
+	each := func(fn func(i int, m api.Member)) {
+		var wg sync.WaitGroup
+		for i, m := range members {
+			wg.Go(func() { fn(i, m) })
+		}
+		wg.Wait()
+	}
+	each(func(i int, m api.Member) {
+		n := api.NodeHealth{ID: m.ID, Name: api.NodeName(m.ID), APIURL: m.APIURL}
+		start := time.Now()
+		var st api.ConsensusStatus
+		var err error
+		if m.ID == self.NodeID {
+			st = self
+		} else {
+			st, err = s.peerStatus(ctx, m.APIURL)
+		}
+		n.LatencyMs = time.Since(start).Milliseconds()
+		if err != nil {
+			n.Error = err.Error()
+		} else {
+			n.Reachable, n.Role, n.Term, n.AppliedIndex, n.CommitIndex, n.StateHash = true, st.Role, st.Term, st.AppliedIndex, st.CommitIndex, st.StateHash
+		}
+		nodes[i] = n
+	})
+	comparedAt := lowestApplied(nodes)
+	if comparedAt > 0 {
+		each(func(i int, m api.Member) {
+			switch {
+			case !nodes[i].Reachable:
+			case m.ID == self.NodeID:
+				nodes[i].ComparedHash, _ = s.cluster.StateHashAt(comparedAt)
+			default:
+				nodes[i].ComparedHash = s.peerStateHash(ctx, m.APIURL, comparedAt)
 			}
-			n.LatencyMs = time.Since(start).Milliseconds()
-			if err != nil {
-				n.Error = err.Error()
-			} else {
-				n.Reachable, n.Role, n.Term, n.AppliedIndex, n.CommitIndex, n.StateHash = true, st.Role, st.Term, st.AppliedIndex, st.CommitIndex, st.StateHash
-			}
-			nodes[i] = n
 		})
 	}
-	wg.Wait()
-	return c.JSON(http.StatusOK, summarize(nodes, self.Leader))
+	return c.JSON(http.StatusOK, summarize(nodes, self.Leader, comparedAt))
 }
 
-// summarize rolls member answers up. Hashes are compared at the highest
-// applied index that two or more reachable members share.
-func summarize(nodes []api.NodeHealth, leader uint64) api.ClusterHealth {
-	h := api.ClusterHealth{ContractVersion: api.ClusterHealthVersion, Quorum: len(nodes)/2 + 1, Leader: leader, StateHashAgreement: true, Nodes: nodes}
-	byIndex := map[uint64]map[string]bool{}
+// lowestApplied is the lowest applied index among the reachable nodes, 0
+// when none is.
+func lowestApplied(nodes []api.NodeHealth) uint64 {
+	var lowest uint64
 	for _, n := range nodes {
-		if !n.Reachable {
-			continue
+		if n.Reachable && n.AppliedIndex > 0 && (lowest == 0 || n.AppliedIndex < lowest) {
+			lowest = n.AppliedIndex
 		}
-		h.Reachable++
-		if byIndex[n.AppliedIndex] == nil {
-			byIndex[n.AppliedIndex] = map[string]bool{}
-		}
-		byIndex[n.AppliedIndex][n.StateHash] = true
 	}
-	for index, hashes := range byIndex {
-		if len(hashes) > 1 {
+	return lowest
+}
+
+// summarize rolls member answers up; the hashes compared are the nodes'
+// ComparedHash, their hashes at comparedAt.
+func summarize(nodes []api.NodeHealth, leader, comparedAt uint64) api.ClusterHealth {
+	h := api.ClusterHealth{ContractVersion: api.ClusterHealthVersion, Quorum: len(nodes)/2 + 1, Leader: leader,
+		StateHashAgreement: true, ComparedAt: comparedAt, Nodes: nodes}
+	var first string
+	for _, n := range nodes {
+		if n.Reachable {
+			h.Reachable++
+		}
+		switch {
+		case n.ComparedHash == "":
+		case first == "":
+			first = n.ComparedHash
+		case n.ComparedHash != first:
 			h.StateHashAgreement = false
-		}
-		count := 0
-		for _, n := range nodes {
-			if n.Reachable && n.AppliedIndex == index {
-				count++
-			}
-		}
-		if count > 1 && index > h.ComparedAt {
-			h.ComparedAt = index
 		}
 	}
 	switch {
@@ -205,24 +226,53 @@ func summarize(nodes []api.NodeHealth, leader uint64) api.ClusterHealth {
 	return h
 }
 
+// stateHash serves GET /v1/consensus/state-hash?index=N.
+func (s *Server) stateHash(c echo.Context) error {
+	index, err := strconv.ParseUint(c.QueryParam("index"), 10, 64)
+	if err != nil || index == 0 {
+		return apierror.New(apierror.InvalidField, "index must be a positive integer")
+	}
+	hash, ok := s.cluster.StateHashAt(index)
+	if !ok {
+		return apierror.New(apierror.NotFound, "this validator holds no state hash for index %d (not applied yet, or too old)", index)
+	}
+	return c.JSON(http.StatusOK, api.StateHashAt{ContractVersion: api.StateHashVersion, NodeID: s.cluster.Status().NodeID,
+		Index: index, StateHash: hash})
+}
+
+// peerStateHash asks a peer for its state hash at index; "" when it cannot
+// tell (unreachable, or the index is outside its history).
+func (s *Server) peerStateHash(ctx context.Context, base string, index uint64) string {
+	var out api.StateHashAt
+	if err := s.peerGet(ctx, base+"/v1/consensus/state-hash?index="+strconv.FormatUint(index, 10), &out); err != nil {
+		return ""
+	}
+	return out.StateHash
+}
+
 func (s *Server) peerStatus(ctx context.Context, base string) (api.ConsensusStatus, error) {
 	var st api.ConsensusStatus
+	return st, s.peerGet(ctx, base+"/v1/consensus/status", &st)
+}
+
+// peerGet reads a peer's JSON answer, waiting at most 2 s.
+func (s *Server) peerGet(ctx context.Context, u string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/consensus/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return st, err
+		return err
 	}
 	if s.cfg.AuthToken != "" {
 		req.Header.Set(echo.HeaderAuthorization, "Bearer "+s.cfg.AuthToken)
 	}
 	resp, err := s.peerHTTP.Do(req)
 	if err != nil {
-		return st, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("status %d", resp.StatusCode)
+		return fmt.Errorf("status %d", resp.StatusCode)
 	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -52,6 +52,7 @@ type Machine struct {
 
 	mu      sync.RWMutex
 	meta    meta
+	history *hashHistory // the state hash of each recent index, under mu
 	changed chan struct{}
 
 	observer atomic.Pointer[Observer]
@@ -97,7 +98,11 @@ func Open(db *storage.DB, opts Options) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{db: db, log: opts.Logger, meta: md, changed: make(chan struct{})}, nil
+	m := &Machine{db: db, log: opts.Logger, meta: md, history: newHashHistory(HashHistory), changed: make(chan struct{})}
+	if md.applied > 0 {
+		m.history.add(md.applied, md.stateHash)
+	}
+	return m, nil
 }
 
 // loadMeta reads the metadata keys.
@@ -176,7 +181,7 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 	b := m.db.Pebble().NewIndexedBatch()
 	defer b.Close()
 	a := &applier{b: b, mut: newMutations(b), meta: &cur, log: m.log}
-	n := 0
+	hashes := make([]indexHash, 0, len(entries))
 	for _, e := range entries {
 		if e.GetIndex() <= cur.applied {
 			continue
@@ -189,9 +194,9 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 		}
 		cur.stateHash = nextStateHash(cur.stateHash, e.GetIndex(), e.GetTerm(), a.mut.digest())
 		cur.applied = e.GetIndex()
-		n++
+		hashes = append(hashes, indexHash{cur.applied, cur.stateHash})
 	}
-	if n == 0 {
+	if len(hashes) == 0 {
 		return nil
 	}
 	for _, kv := range []struct {
@@ -212,6 +217,9 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 
 	m.mu.Lock()
 	m.meta = cur
+	for _, ih := range hashes {
+		m.history.add(ih.index, ih.hash)
+	}
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
@@ -233,6 +241,15 @@ func (m *Machine) StateHash() [32]byte {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.meta.stateHash
+}
+
+// StateHashAt returns the state hash after index, while index is one of
+// the latest HashHistory applied indexes (and was applied since this
+// process started or last restored a snapshot).
+func (m *Machine) StateHashAt(index uint64) ([32]byte, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.history.at(index)
 }
 
 // SegmentHash returns the hash of the newest segment (zero before the first).

@@ -425,6 +425,7 @@ func (m *Machine) RestoreSnapshot(snap *raftpb.Snapshot) error {
 	}
 	m.mu.Lock()
 	m.meta = md
+	m.history.add(md.applied, md.stateHash) // starts the history over
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()

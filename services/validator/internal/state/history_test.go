@@ -1,0 +1,100 @@
+package state
+
+import (
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+func TestHashHistoryRing(t *testing.T) {
+	h := newHashHistory(4)
+	hash := func(i uint64) [32]byte { return [32]byte{byte(i)} }
+	if _, ok := h.at(1); ok {
+		t.Fatal("an empty history holds index 1")
+	}
+	for i := uint64(10); i <= 15; i++ {
+		h.add(i, hash(i))
+	}
+	for i := uint64(9); i <= 16; i++ {
+		got, ok := h.at(i)
+		want := i >= 12 && i <= 15 // the last four
+		if ok != want || (ok && got != hash(i)) {
+			t.Errorf("at(%d) = %x, %t; want held=%t", i, got[:1], ok, want)
+		}
+	}
+	// A gap (a snapshot restore) starts over.
+	h.add(20, hash(20))
+	if _, ok := h.at(15); ok {
+		t.Error("index 15 survived a jump to 20")
+	}
+	if got, ok := h.at(20); !ok || got != hash(20) {
+		t.Errorf("at(20) = %x, %t", got[:1], ok)
+	}
+	// So does the same index again (a restore at the applied index).
+	h.add(21, hash(21))
+	h.add(21, [32]byte{0xff})
+	if got, ok := h.at(21); !ok || got != [32]byte{0xff} {
+		t.Errorf("at(21) after a repeat = %x, %t", got[:1], ok)
+	}
+	if _, ok := h.at(20); ok {
+		t.Error("index 20 survived a repeat of 21")
+	}
+}
+
+// TestStateHashAt checks that the history holds, for every index applied,
+// the hash StateHash reported right after it, also for indexes applied
+// together in one Apply, and that a restart keeps only the applied index.
+func TestStateHashAt(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	m, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := scenario(t).entries
+	ref := newMachine(t)
+	want := map[uint64][32]byte{}
+	for _, e := range entries {
+		mustApply(t, ref, e)
+		want[e.GetIndex()] = ref.StateHash()
+	}
+	mustApply(t, m, entries[:3]...) // several indexes in one Apply
+	for _, e := range entries[3:] {
+		mustApply(t, m, e)
+	}
+	for _, e := range entries {
+		if got, ok := m.StateHashAt(e.GetIndex()); !ok || got != want[e.GetIndex()] {
+			w := want[e.GetIndex()]
+			t.Errorf("StateHashAt(%d) = %x, %t; want %x", e.GetIndex(), got[:4], ok, w[:4])
+		}
+	}
+	last := entries[len(entries)-1].GetIndex()
+	if _, ok := m.StateHashAt(last + 1); ok {
+		t.Error("StateHashAt answers for an index not applied yet")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openDB(t, dir)
+	defer db.Close()
+	if m, err = Open(db, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := m.StateHashAt(last); !ok || got != want[last] {
+		t.Errorf("after a restart, StateHashAt(%d) = %x, %t", last, got[:4], ok)
+	}
+	if _, ok := m.StateHashAt(last - 1); ok {
+		t.Error("after a restart, the history holds an index from before it")
+	}
+	l := newLog(t)
+	l.next = last + 1
+	next := l.add(raftpb.EntryNormal, nil)
+	mustApply(t, m, next)
+	if got, ok := m.StateHashAt(last); !ok || got != want[last] {
+		t.Errorf("the history lost index %d when %d was applied", last, next.GetIndex())
+	}
+	if got, ok := m.StateHashAt(next.GetIndex()); !ok || got != m.StateHash() {
+		t.Errorf("StateHashAt(%d) = %x, %t", next.GetIndex(), got[:4], ok)
+	}
+}
