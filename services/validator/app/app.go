@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	pcfg := pipeline.DefaultConfig()
 	pcfg.VerifyPayments = cfg.VerifiesPayments()
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
-	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, now
+	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
 	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
 	if err != nil {
 		return err
@@ -156,11 +156,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
 		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
+	proposals := proposalsView{Pipeline: pipe, ingress: newRateMeter(10), commits: newRateMeter(10)}
 	e := httpapi.New(httpapi.Config{
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
 		Blockchain: blockchainConfig(cfg, domain),
-	}, log.Named("api"), pipe, stateView{machine}, health, cluster)
+	}, log.Named("api"), proposals, stateView{machine}, health, cluster)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -172,6 +173,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Go(func() { leadership.follow(ctx, node, now) })
 	bg.Go(func() { members.run(ctx) })
 	bg.Go(func() { cluster.applied.run(ctx, time.Second, machine.AppliedIndex) })
+	bg.Go(func() { proposals.ingress.run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
+	bg.Go(func() { proposals.commits.run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
 	if follower != nil {
 		bg.Go(func() { errc <- follower.Run(ctx) })

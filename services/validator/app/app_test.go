@@ -36,7 +36,7 @@ func startMockWith(t *testing.T, edit func(*Config)) string {
 		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
 		ChainID: 1337, ContractAddress: testContract.Hex(), ContentRoot: "ledger", MaxMessageBytes: 1 << 20,
 		EpochLength: 384 * time.Second, TickInterval: 20 * time.Millisecond, PaymentWait: time.Second,
-		MaxPending: 100, MaxBatch: 64,
+		MaxPending: 100, MaxBatch: 64, MaxPendingMessages: 256,
 	}
 	edit(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,6 +54,7 @@ func startMockWith(t *testing.T, edit func(*Config)) string {
 	case addr := <-ready:
 		base = "http://" + addr
 	case err := <-done:
+		done <- err // for the cleanup
 		t.Fatalf("validator did not start: %v", err)
 	}
 	waitFor(t, func() bool {
@@ -300,6 +301,15 @@ func TestConsensusRoutesSingleNode(t *testing.T) {
 		if code := getJSON(t, base+"/v1/consensus/state-hash?index="+q, &e); code != http.StatusBadRequest || e.Error == nil || e.Error.Code != apierror.InvalidField {
 			t.Errorf("index=%q: %d %+v", q, code, e.Error)
 		}
+	}
+	var q api.QueueStats
+	if code := getJSON(t, base+"/v1/proposals/queue/stats", &q); code != http.StatusOK || q.ContractVersion != api.QueueStatsVersion ||
+		q.MaxPendingMessages == 0 || q.CurrentEpoch < 1000 || q.CurrentEpoch-q.FinalizedEpoch != 2 || q.EpochsUntilFinality != 2 {
+		t.Fatalf("queue stats %d %+v", code, q)
+	}
+	var pc api.PendingCount
+	if code := getJSON(t, base+"/v1/proposals/pending/count", &pc); code != http.StatusOK || pc.ContractVersion != api.PendingCountVersion || pc.Pending != 0 {
+		t.Fatalf("pending count %d %+v", code, pc)
 	}
 	var e apierror.Body
 	if code := getJSON(t, base+"/v1/consensus/state-hash?index=999999", &e); code != http.StatusNotFound || e.Error == nil || e.Error.Code != apierror.NotFound {

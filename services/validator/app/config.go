@@ -71,7 +71,9 @@ type Config struct {
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
-	NoSync           bool          `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
+	// MaxPendingMessages is the contract's max_pending_messages.
+	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
+	NoSync             bool `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
 }
 
 // Validate reports a configuration that cannot run.
@@ -96,6 +98,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes <= 0 || c.EpochLength <= 0 || c.PaymentWait <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_MESSAGE_BYTES, EPOCH_LENGTH and PAYMENT_WAIT must be positive"))
+	}
+	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH and MAX_PENDING_MESSAGES must be positive"))
 	}
 	if members, err := ParseCluster(c.InitialCluster); err != nil {
 		errs = append(errs, err)

@@ -230,3 +230,16 @@ func (v *clusterView) Status() api.ConsensusStatus {
 		StateHash:       common.Hash(v.machine.StateHash()).Hex(),
 	}
 }
+
+// proposalsView is the pipeline as the API serves it, with the intake and
+// commit rates added to its queue statistics.
+type proposalsView struct {
+	*pipeline.Pipeline
+	ingress, commits *rateMeter
+}
+
+func (v proposalsView) QueueStats() api.QueueStats {
+	q := v.Pipeline.QueueStats()
+	q.IngressPerSec, q.CommitPerSec = v.ingress.PerSecond(), v.commits.PerSecond()
+	return q
+}

@@ -76,6 +76,8 @@ func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
 	g.GET("/cluster", s.cluster)
 	g.GET("/raft", s.raft)
 	g.GET("/replication", s.replication)
+	g.GET("/queue", s.queue)
+	g.GET("/proposals/queue/stats", s.queueStats)
 	g.GET("/explorer/proposal/:proposalId", s.proposal)
 	e.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	return e

@@ -252,3 +252,48 @@ func TestRaftAndReplicationFromLeader(t *testing.T) {
 	status, body := get(t, srv.URL+"/ops/v1/raft", "")
 	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
 }
+
+func TestQueueFromLeader(t *testing.T) {
+	stats := map[string]any{
+		"contractVersion": "proposal.queue-stats.v1", "backpressureActive": true, "backpressurePendingRawCount": 4,
+		"maxPendingMessages": 4, "batchQueueSize": 3, "queuedProposals": 6,
+		"proposalsByEpoch":        map[string]any{"7": 10},
+		"proposalsByEpochAndTier": map[string]any{"7": map[string]any{"standard": 10}},
+		"pendingEpochStats":       []any{map[string]any{"epoch": 7, "pending": 10, "oldestAgeMs": 1500}},
+		"currentEpoch":            7, "finalizedEpoch": 5, "epochsUntilFinality": 2, "verifiedCount": 3,
+		"totalFinalizedCount": 0, "processedCount": 20, "ingressPerSec": 12.5, "commitPerSec": 11,
+	}
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/consensus/leader":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.leader.v1", "known": true, "leaderId": 1, "leaderUrl": "http://" + r.Host})
+		case "/v1/proposals/queue/stats":
+			_ = json.NewEncoder(w).Encode(stats)
+		}
+	}))
+	defer leader.Close()
+	srv := serve(t, auth.Lanes{}, leader.URL)
+	_, body := get(t, srv.URL+"/ops/v1/proposals/queue/stats", "")
+	data := assertEnvelope(t, body)
+	for _, k := range []string{"backpressureActive", "backpressurePendingRawCount", "batchQueueSize", "proposalsByEpoch",
+		"proposalsByEpochAndTier", "pendingEpochStats", "currentEpoch", "finalizedEpoch", "epochsUntilFinality",
+		"verifiedCount", "totalFinalizedCount", "processedCount", "maxPendingMessages", "ingressPerSec", "commitPerSec", "sources"} {
+		if _, ok := data[k]; !ok {
+			t.Errorf("queue stats without %s: %v", k, data)
+		}
+	}
+	_, body = get(t, srv.URL+"/ops/v1/queue", "")
+	data = assertEnvelope(t, body)
+	if data["pending"] != float64(10) || data["inFlight"] != float64(4) || data["oldestPendingAgeMs"] != float64(1500) ||
+		data["backpressureActive"] != true || data["commitPerSec"] != float64(11) {
+		t.Fatalf("queue summary %v", data)
+	}
+
+	wrong := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "proposal.queue-stats.v0"})
+	}))
+	defer wrong.Close()
+	srv = serve(t, auth.Lanes{}, wrong.URL)
+	status, body := get(t, srv.URL+"/ops/v1/queue", "")
+	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
+}

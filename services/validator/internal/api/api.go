@@ -26,6 +26,8 @@ import (
 type Proposals interface {
 	Submit(ctx context.Context, sub *proposal.Submission) (api.ProposalStatus, bool, error)
 	WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error)
+	// QueueStats are the queue statistics of this validator's pipeline.
+	QueueStats() api.QueueStats
 }
 
 // Content reads applied content.
@@ -96,6 +98,8 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.POST("/v1/propose-write", s.proposeWrite)
 	e.POST("/v1/propose-delete", s.proposeDelete)
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
+	e.GET("/v1/proposals/queue/stats", s.queueStats)
+	e.GET("/v1/proposals/pending/count", s.pendingCount)
 	e.GET("/v1/peers", s.peers)
 	e.GET("/v1/cluster/members", s.listMembers)
 	e.POST("/v1/cluster/members", s.addMember)

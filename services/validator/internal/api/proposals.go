@@ -112,6 +112,30 @@ func (s *Server) proposalStatus(c echo.Context) error {
 	return c.JSON(http.StatusOK, status)
 }
 
+// queueStats serves /v1/proposals/queue/stats. The queue is the leader's:
+// a follower forwards to it, and answers with its own (empty) pipeline only
+// when no leader is known, so the route keeps answering during an election.
+func (s *Server) queueStats(c echo.Context) error {
+	if handled, err := s.forward(c); handled && err == nil {
+		return nil
+	}
+	return c.JSON(http.StatusOK, s.proposals.QueueStats())
+}
+
+// pendingCount serves /v1/proposals/pending/count: proposals accepted and
+// not yet applied, from the leader like queueStats.
+func (s *Server) pendingCount(c echo.Context) error {
+	if handled, err := s.forward(c); handled && err == nil {
+		return nil
+	}
+	q := s.proposals.QueueStats()
+	n := 0
+	for _, v := range q.ProposalsByEpoch {
+		n += v
+	}
+	return c.JSON(http.StatusOK, api.PendingCount{ContractVersion: api.PendingCountVersion, Pending: n})
+}
+
 // waitParam reads ?wait=, a duration capped at MaxStatusWait.
 func (s *Server) waitParam(c echo.Context) (time.Duration, error) {
 	w := c.QueryParam("wait")

@@ -20,9 +20,12 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +70,8 @@ type Payments interface {
 // Epochs tells the current epoch.
 type Epochs interface {
 	Current() uint64
+	// Finalized is the newest epoch that is final on chain.
+	Finalized() uint64
 }
 
 // Config tunes the pipeline. Start from DefaultConfig.
@@ -90,15 +95,10 @@ type Config struct {
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int
-	// MaxInFlight bounds batches proposed but not yet applied. One is
-	// group commit: proposals decided while a batch is being replicated
-	// and applied wait and go together into the next one, so batches grow
-	// with the load and the per-entry costs (fsyncs, messages, apply
-	// commits) are shared. Under a moderate load (16 closed-loop clients)
-	// 1 instead of 4 gave 7.7 instead of 2.7 proposals per entry, 25% more
-	// throughput and a lower median latency; an idle pipeline sends a
-	// lone proposal at once either way.
-	MaxInFlight int
+	// MaxPendingMessages is the sender's in-flight ceiling: proposals
+	// proposed to raft and not yet applied. At it the sender holds its
+	// queue and reports backpressure (Stats.BackpressureActive).
+	MaxPendingMessages int
 	// CommitTimeout is how long the sender waits for a proposed batch to be
 	// applied before proposing it again, and how long intake waits for an
 	// acceptance to be replicated before answering 503.
@@ -117,15 +117,15 @@ const recentOutcomes = 1 << 16
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		VerifyPayments: true,
-		PaymentWait:    2 * time.Minute,
-		MaxPending:     10_000,
-		MaxBatch:       512,
-		MaxBatchBytes:  4 << 20,
-		MaxInFlight:    1,
-		CommitTimeout:  5 * time.Second,
-		AdoptInterval:  2 * time.Second,
-		Now:            time.Now,
+		VerifyPayments:     true,
+		PaymentWait:        2 * time.Minute,
+		MaxPending:         10_000,
+		MaxBatch:           512,
+		MaxBatchBytes:      4 << 20,
+		MaxPendingMessages: 2048,
+		CommitTimeout:      5 * time.Second,
+		AdoptInterval:      2 * time.Second,
+		Now:                time.Now,
 	}
 }
 
@@ -133,8 +133,8 @@ func (c Config) validate() error {
 	switch {
 	case c.PaymentWait <= 0:
 		return errors.New("pipeline: PaymentWait must be positive")
-	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxInFlight <= 0:
-		return errors.New("pipeline: MaxPending, MaxBatch, MaxBatchBytes and MaxInFlight must be positive")
+	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxPendingMessages <= 0:
+		return errors.New("pipeline: MaxPending, MaxBatch, MaxBatchBytes and MaxPendingMessages must be positive")
 	case c.CommitTimeout <= 0, c.AdoptInterval <= 0:
 		return errors.New("pipeline: CommitTimeout and AdoptInterval must be positive")
 	case c.Now == nil:
@@ -159,6 +159,7 @@ type Pipeline struct {
 
 	decided chan *ledgerpb.BatchItem
 	stats   counters
+	sender  senderState
 }
 
 type pendingProposal struct {
@@ -168,6 +169,23 @@ type pendingProposal struct {
 
 type counters struct {
 	accepted, adopted, verified, rejected, applied, batches, reproposed atomic.Uint64
+}
+
+// senderState is what the sender (Run) publishes of its own state.
+type senderState struct {
+	queued       atomic.Int64 // decided proposals waiting to be sealed
+	inflight     atomic.Int64 // proposals proposed and not yet applied
+	backpressure atomic.Bool
+	// backpressureEvents counts the times backpressure came on.
+	backpressureEvents atomic.Uint64
+}
+
+func (s *senderState) record(queued, inflight int, backpressure bool) {
+	s.queued.Store(int64(queued))
+	s.inflight.Store(int64(inflight))
+	if s.backpressure.Swap(backpressure) != backpressure && backpressure {
+		s.backpressureEvents.Add(1)
+	}
 }
 
 // New returns a pipeline; Run must be running for proposals to progress.
@@ -516,7 +534,7 @@ func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Dur
 	}
 }
 
-// Stats are the pipeline's counters.
+// Stats are the pipeline's counters and the sender's state.
 type Stats struct {
 	Pending    int    `json:"pending"`
 	Accepted   uint64 `json:"accepted"`
@@ -526,6 +544,16 @@ type Stats struct {
 	Applied    uint64 `json:"applied"` // decided proposals applied, commits and rejections
 	Batches    uint64 `json:"batches"`
 	Reproposed uint64 `json:"reproposed"`
+	// Queued are decided proposals waiting for the sender (in the decided
+	// channel or in its queue); InFlight are proposed and not yet applied.
+	Queued   int `json:"queued"`
+	InFlight int `json:"inFlight"`
+	// BackpressureActive: proposals wait because InFlight is at
+	// MaxPendingMessages.
+	BackpressureActive bool   `json:"backpressureActive"`
+	BackpressureEvents uint64 `json:"backpressureEvents"`
+	MaxPendingMessages int    `json:"maxPendingMessages"`
+	MaxBatch           int    `json:"maxBatch"`
 }
 
 // Stats returns the counters.
@@ -537,5 +565,58 @@ func (p *Pipeline) Stats() Stats {
 		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(),
 		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(),
+		Queued:             int(p.sender.queued.Load()) + len(p.decided),
+		InFlight:           int(p.sender.inflight.Load()),
+		BackpressureActive: p.sender.backpressure.Load(),
+		BackpressureEvents: p.sender.backpressureEvents.Load(),
+		MaxPendingMessages: p.cfg.MaxPendingMessages,
+		MaxBatch:           p.cfg.MaxBatch,
 	}
+}
+
+// QueueStats returns the contract's queue statistics (see api.QueueStats).
+func (p *Pipeline) QueueStats() api.QueueStats {
+	st := p.Stats()
+	current, finalized := p.epochs.Current(), p.epochs.Finalized()
+	q := api.QueueStats{
+		ContractVersion:             api.QueueStatsVersion,
+		BackpressureActive:          st.BackpressureActive,
+		BackpressurePendingRawCount: st.InFlight,
+		MaxPendingMessages:          st.MaxPendingMessages,
+		QueuedProposals:             st.Queued,
+		BatchQueueSize:              (st.Queued + st.MaxBatch - 1) / st.MaxBatch,
+		ProposalsByEpoch:            map[string]int{},
+		ProposalsByEpochAndTier:     map[string]map[string]int{},
+		PendingEpochStats:           []api.PendingEpoch{},
+		CurrentEpoch:                current,
+		FinalizedEpoch:              finalized,
+		EpochsUntilFinality:         current - min(finalized, current),
+		VerifiedCount:               st.Verified,
+		ProcessedCount:              st.Applied,
+		RejectedCount:               st.Rejected,
+		BackpressureEvents:          st.BackpressureEvents,
+	}
+	oldest := map[uint64]int64{} // epoch -> earliest acceptance, ms
+	p.mu.Lock()
+	for _, pp := range p.pending {
+		prop := pp.record.GetProposal()
+		epoch, key := prop.GetEpoch(), strconv.FormatUint(prop.GetEpoch(), 10)
+		tier := payment.ClassFromProto(prop.GetTier()).Name()
+		q.ProposalsByEpoch[key]++
+		if q.ProposalsByEpochAndTier[key] == nil {
+			q.ProposalsByEpochAndTier[key] = map[string]int{}
+		}
+		q.ProposalsByEpochAndTier[key][tier]++
+		if at, ok := oldest[epoch]; !ok || prop.GetAcceptedAtMs() < at {
+			oldest[epoch] = prop.GetAcceptedAtMs()
+		}
+	}
+	p.mu.Unlock()
+	now := p.cfg.Now().UnixMilli()
+	for epoch, at := range oldest {
+		q.PendingEpochStats = append(q.PendingEpochStats, api.PendingEpoch{Epoch: epoch,
+			Pending: q.ProposalsByEpoch[strconv.FormatUint(epoch, 10)], OldestAgeMs: max(0, now-at), Finalized: epoch <= finalized})
+	}
+	slices.SortFunc(q.PendingEpochStats, func(a, b api.PendingEpoch) int { return cmp.Compare(a.Epoch, b.Epoch) })
+	return q
 }

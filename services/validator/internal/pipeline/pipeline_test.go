@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"math/big"
 	"net/url"
 	"sync"
@@ -28,6 +29,7 @@ import (
 // raft and state packages have their own tests; the app and e2e tests run
 // the pipeline on the real ones.
 type ledger struct {
+	gate     chan struct{} // when set, Propose waits until it is closed
 	mu       sync.Mutex
 	records  map[common.Hash]*ledgerpb.ProposalRecord
 	index    uint64
@@ -54,7 +56,14 @@ func (l *ledger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
 	return out, nil
 }
 
-func (l *ledger) Propose(_ context.Context, data []byte) error {
+func (l *ledger) Propose(ctx context.Context, data []byte) error {
+	if l.gate != nil {
+		select {
+		case <-l.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	var e ledgerpb.Entry
 	if err := proto.Unmarshal(data, &e); err != nil {
 		return err
@@ -117,15 +126,25 @@ type fixedEpoch uint64
 
 func (e fixedEpoch) Current() uint64 { return uint64(e) }
 
+func (e fixedEpoch) Finalized() uint64 { return uint64(e) - 2 }
+
 var contract = common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
 
 func start(t *testing.T, paid paymentsByID) (*Pipeline, *ledger) {
+	return startWith(t, paid, nil, func(*Config) {})
+}
+
+// startWith starts a pipeline on a ledger whose Propose waits for gate
+// (nil: never waits), with the test defaults edited by edit.
+func startWith(t *testing.T, paid paymentsByID, gate chan struct{}, edit func(*Config)) (*Pipeline, *ledger) {
 	cfg := DefaultConfig()
 	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
 	cfg.Contract, cfg.ChainID = contract, 1337
 	cfg.PaymentWait = 200 * time.Millisecond
 	cfg.AdoptInterval = 20 * time.Millisecond
+	edit(&cfg)
 	l := newLedger()
+	l.gate = gate
 	p, err := New(cfg, zap.NewNop(), l, l, paid, fixedEpoch(7))
 	if err != nil {
 		t.Fatal(err)
@@ -302,5 +321,152 @@ func TestAdoptsUndecided(t *testing.T) {
 	}
 	if st := p.Stats(); st.Adopted != 1 || st.Accepted != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestSenderBackpressure fills the sender's in-flight ceiling while raft
+// does not apply anything: backpressure comes on with the rest queued, and
+// once raft applies again the queue drains to zero, backpressure goes off,
+// and every proposal is committed.
+func TestSenderBackpressure(t *testing.T) {
+	gate := make(chan struct{})
+	p, l := startWith(t, paymentsByID{}, gate, func(c *Config) {
+		c.VerifyPayments = false // decided at intake, as in MOCK mode
+		c.MaxBatch, c.MaxPendingMessages = 2, 4
+		c.CommitTimeout = time.Minute // no re-proposals while the gate is shut
+	})
+	key, _ := crypto.GenerateKey()
+	const n = 10
+	ids := make([]common.Hash, n)
+	errs := make(chan error, n)
+	for i := range ids {
+		ids[i] = common.BigToHash(big.NewInt(int64(1000 + i)))
+		sub := submission(t, key, ids[i], ids[i], payment.Standard)
+		go func() {
+			_, _, err := p.Submit(context.Background(), sub)
+			errs <- err
+		}()
+	}
+	waitStats(t, p, "backpressure with the ceiling in flight", func(s Stats) bool {
+		return s.BackpressureActive && s.InFlight == 4 && s.Queued == n-4 && s.Pending == n
+	})
+	q := p.QueueStats()
+	if !q.BackpressureActive || q.BackpressurePendingRawCount != 4 || q.QueuedProposals != 6 || q.BatchQueueSize != 3 ||
+		q.ProposalsByEpoch["7"] != n || q.ProposalsByEpochAndTier["7"]["standard"] != n || len(q.PendingEpochStats) != 1 ||
+		q.PendingEpochStats[0] != (api.PendingEpoch{Epoch: 7, Pending: n, OldestAgeMs: q.PendingEpochStats[0].OldestAgeMs}) ||
+		q.CurrentEpoch != 7 || q.FinalizedEpoch != 5 || q.EpochsUntilFinality != 2 || q.ContractVersion != api.QueueStatsVersion {
+		t.Fatalf("queue stats under backpressure: %+v", q)
+	}
+	close(gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStats(t, p, "drained", func(s Stats) bool {
+		return !s.BackpressureActive && s.InFlight == 0 && s.Queued == 0 && s.Pending == 0 && s.BackpressureEvents >= 1
+	})
+	if q := p.QueueStats(); q.ProcessedCount != n || len(q.ProposalsByEpoch) != 0 || len(q.PendingEpochStats) != 0 || q.BatchQueueSize != 0 {
+		t.Fatalf("queue stats drained: %+v", q)
+	}
+	for _, id := range ids {
+		if rec, ok, _ := l.Record(id); !ok || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
+			t.Fatalf("proposal %s: %v", id.Hex(), rec)
+		}
+	}
+}
+
+// TestGroupCommit: while a batch is in flight, proposals gather and go
+// together in the next batch instead of one entry each.
+func TestGroupCommit(t *testing.T) {
+	gate := make(chan struct{})
+	p, l := startWith(t, paymentsByID{}, gate, func(c *Config) { c.VerifyPayments = false })
+	key, _ := crypto.GenerateKey()
+	submit := func(i int) {
+		id := common.BigToHash(big.NewInt(int64(2000 + i)))
+		sub := submission(t, key, id, id, payment.Standard)
+		go func() { _, _, _ = p.Submit(context.Background(), sub) }()
+	}
+	submit(0) // goes alone: nothing is in flight
+	waitStats(t, p, "the first batch in flight", func(s Stats) bool { return s.InFlight == 1 })
+	for i := 1; i <= 20; i++ {
+		submit(i)
+	}
+	waitStats(t, p, "the others queued behind it", func(s Stats) bool { return s.Queued == 20 && !s.BackpressureActive })
+	close(gate)
+	waitStats(t, p, "all applied", func(s Stats) bool { return s.Pending == 0 })
+	l.mu.Lock()
+	entries := l.index
+	l.mu.Unlock()
+	if entries != 2 {
+		t.Fatalf("21 proposals took %d entries, want 2 (one alone, then the 20 that gathered)", entries)
+	}
+}
+
+func waitStats(t *testing.T, p *Pipeline, what string, ok func(Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(p.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: stats %+v", what, p.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestOverloadAnswersFastAndDrains submits far more than MaxPending while
+// raft applies nothing: the excess is refused at once with a retryable 429,
+// the pending set stays at its bound, and once raft applies again the
+// backlog drains to zero with every accepted proposal committed.
+func TestOverloadAnswersFastAndDrains(t *testing.T) {
+	gate := make(chan struct{})
+	p, l := startWith(t, paymentsByID{}, gate, func(c *Config) {
+		c.VerifyPayments = false
+		c.MaxPending, c.MaxBatch, c.MaxPendingMessages = 8, 4, 4
+		c.CommitTimeout = time.Minute
+	})
+	key, _ := crypto.GenerateKey()
+	const n = 60
+	type result struct {
+		id  common.Hash
+		err error
+	}
+	results := make(chan result, n)
+	subs := make([]*proposal.Submission, n)
+	for i := range subs {
+		id := common.BigToHash(big.NewInt(int64(3000 + i)))
+		subs[i] = submission(t, key, id, id, payment.Standard)
+	}
+	for _, sub := range subs {
+		go func() {
+			_, _, err := p.Submit(context.Background(), sub)
+			results <- result{sub.ProposalID, err}
+		}()
+	}
+	// Everything beyond the bound is answered while nothing is applied.
+	var accepted []common.Hash
+	for range n - 8 {
+		r := <-results
+		var e *apierror.Error
+		if !errors.As(r.err, &e) || e.Code != apierror.Overloaded || !e.Retryable || e.Status() != 429 {
+			t.Fatalf("submission beyond the bound: %v", r.err)
+		}
+	}
+	if s := p.Stats(); s.Pending != 8 {
+		t.Fatalf("pending %d, want the bound 8", s.Pending)
+	}
+	close(gate)
+	for range 8 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		accepted = append(accepted, r.id)
+	}
+	waitStats(t, p, "drained", func(s Stats) bool { return s.Pending == 0 && s.Queued == 0 && s.InFlight == 0 })
+	for _, id := range accepted {
+		if rec, ok, _ := l.Record(id); !ok || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
+			t.Fatalf("accepted proposal %s: %v", id.Hex(), rec)
+		}
 	}
 }

@@ -13,56 +13,93 @@ import (
 )
 
 // Run seals decided proposals into batches and sends them until ctx ends.
-// At most MaxInFlight batches are proposed and not yet applied. It returns
-// once every goroutine it started has, so the caller may close the state.
+// It returns once every goroutine it started has, so the caller may close
+// the state.
+//
+// When to seal a batch decides both batching and latency:
+//
+//   - With nothing in flight, at once, with whatever is queued: a lone
+//     proposal goes without waiting.
+//   - With a batch in flight, only once a full batch (MaxBatch) is queued.
+//     Until then proposals gather while the batch in flight is replicated
+//     and applied, and go together into the next one (group commit), so
+//     batches grow with the load and the per-entry costs (fsyncs,
+//     messages, apply commits) are shared. Full batches are pipelined.
+//   - Never beyond MaxPendingMessages proposals proposed and not yet
+//     applied. At that ceiling the sender holds the queue: backpressure.
+//     Intake keeps accepting until MaxPending, then answers 429.
 func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { p.adopt(ctx) })
-	slots := make(chan struct{}, p.cfg.MaxInFlight)
-	var carry *ledgerpb.BatchItem // first item of the next batch, when the last one was full by bytes
+	done := make(chan int) // a sent batch's size, once applied
+	var queue []*ledgerpb.BatchItem
+	var batches, inflight int
 	for {
-		// Take a slot before sealing: while every slot is busy, decided
-		// proposals wait in the queue and all go into the next batch, so
-		// batches grow with the load instead of staying as small as they
-		// were when the slots ran out.
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		var items []*ledgerpb.BatchItem
-		size := 0
-		if carry != nil {
-			items, size, carry = append(items, carry), len(carry.GetProposal().GetMessage()), nil
-		} else {
-			select {
-			case it := <-p.decided:
-				items, size = append(items, it), len(it.GetProposal().GetMessage())
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	drain:
-		for len(items) < p.cfg.MaxBatch {
-			select {
-			case it := <-p.decided:
-				n := len(it.GetProposal().GetMessage())
-				if size+n > p.cfg.MaxBatchBytes {
-					carry = it
-					break drain
+		if n := p.sealable(queue, batches, inflight); n > 0 {
+			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(),
+				Items: append([]*ledgerpb.BatchItem(nil), queue[:n]...)}
+			queue = append(queue[:0], queue[n:]...)
+			batches, inflight = batches+1, inflight+n
+			p.sender.record(len(queue), inflight, false)
+			wg.Go(func() {
+				p.send(ctx, batch)
+				select {
+				case done <- n:
+				case <-ctx.Done():
 				}
-				items, size = append(items, it), size+n
-			default:
-				break drain
-			}
+			})
+			continue
 		}
-		batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			p.send(ctx, batch)
-		})
+		blocked := len(queue) > 0 && inflight >= p.cfg.MaxPendingMessages
+		p.sender.record(len(queue), inflight, blocked)
+		select {
+		case it := <-p.decided:
+			queue = append(queue, it)
+			// Take whatever else is already decided before sealing.
+			for more := true; more; {
+				select {
+				case it := <-p.decided:
+					queue = append(queue, it)
+				default:
+					more = false
+				}
+			}
+		case n := <-done:
+			batches, inflight = batches-1, inflight-n
+		case <-ctx.Done():
+			return nil // what is queued stays pending (durable intake: see DESIGN.md)
+		}
 	}
+}
+
+// sealable returns how many queued proposals to seal into a batch now, 0
+// for none (see Run). A batch holds at most MaxBatch proposals,
+// MaxBatchBytes of messages (one larger proposal goes alone) and the room
+// left below MaxPendingMessages; it is full when one of the first two
+// stopped it.
+func (p *Pipeline) sealable(queue []*ledgerpb.BatchItem, batches, inflight int) int {
+	room := min(p.cfg.MaxBatch, p.cfg.MaxPendingMessages-inflight)
+	if len(queue) == 0 || room <= 0 {
+		return 0
+	}
+	n, size, full := 0, 0, false
+	for _, it := range queue {
+		if n == p.cfg.MaxBatch {
+			full = true
+			break
+		}
+		size += len(it.GetProposal().GetMessage())
+		if n > 0 && size > p.cfg.MaxBatchBytes {
+			full = true
+			break
+		}
+		n++
+	}
+	if batches > 0 && !full {
+		return 0 // gather while the batch in flight is applied
+	}
+	return min(n, room)
 }
 
 // send proposes the batch until every item is applied (an acceptance: the
