@@ -59,3 +59,19 @@ type PendingCount struct {
 	ContractVersion string `json:"contractVersion"`
 	Pending         int    `json:"pending"`
 }
+
+// MockEpochStatusVersion marks the body of the MOCK epoch routes.
+const MockEpochStatusVersion = "mock.epoch-status.v1"
+
+// MockEpochStatus is the body of /api/mock/epoch-status, and the answer of
+// /api/mock/advance-epoch and /api/mock/set-epoch-offset (MOCK mode only):
+// the leader's epoch clock, which stamps proposals and decides finality.
+type MockEpochStatus struct {
+	ContractVersion    string `json:"contractVersion"`
+	NodeID             uint64 `json:"nodeId"`
+	CurrentEpoch       uint64 `json:"currentEpoch"`
+	FinalizedEpoch     uint64 `json:"finalizedEpoch"`
+	Offset             int64  `json:"offset"`
+	EpochLengthSeconds uint64 `json:"epochLengthSeconds"`
+	NextEpochInMs      int64  `json:"nextEpochInMs"`
+}

@@ -157,11 +157,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
 		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
 	proposals := proposalsView{Pipeline: pipe, ingress: newRateMeter(10), commits: newRateMeter(10)}
-	e := httpapi.New(httpapi.Config{
+	apiCfg := httpapi.Config{
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
 		Blockchain: blockchainConfig(cfg, domain),
-	}, log.Named("api"), proposals, stateView{machine}, health, cluster)
+	}
+	if cfg.Mode == Mock {
+		apiCfg.MockEpochs = clock
+	}
+	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

@@ -341,3 +341,58 @@ func TestConsensusRoutesSingleNode(t *testing.T) {
 		t.Fatalf("node status %+v", ns)
 	}
 }
+
+func TestMockEpochRoutes(t *testing.T) {
+	base := startMock(t)
+	call := func(method, path string, out any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	var st api.MockEpochStatus
+	if code := call(http.MethodGet, "/api/mock/epoch-status", &st); code != http.StatusOK || st.CurrentEpoch != 1000 ||
+		st.FinalizedEpoch != 998 || st.Offset != 0 || st.EpochLengthSeconds != 384 || st.NextEpochInMs <= 0 || st.ContractVersion != api.MockEpochStatusVersion {
+		t.Fatalf("epoch status %d %+v", code, st)
+	}
+	if code := call(http.MethodPost, "/api/mock/advance-epoch?epochs=3", &st); code != http.StatusOK || st.CurrentEpoch != 1003 || st.FinalizedEpoch != 1001 || st.Offset != 3 {
+		t.Fatalf("advance 3: %d %+v", code, st)
+	}
+	if code := call(http.MethodPost, "/api/mock/advance-epoch", &st); code != http.StatusOK || st.CurrentEpoch != 1004 {
+		t.Fatalf("advance 1: %d %+v", code, st)
+	}
+	if code := call(http.MethodPost, "/api/mock/set-epoch-offset?offset=-5", &st); code != http.StatusOK || st.CurrentEpoch != 995 || st.Offset != -5 {
+		t.Fatalf("offset -5: %d %+v", code, st)
+	}
+	// Proposals are stamped with the moved clock.
+	var q api.QueueStats
+	if getJSON(t, base+"/v1/proposals/queue/stats", &q); q.CurrentEpoch != 995 {
+		t.Fatalf("queue stats epoch %d after the offset", q.CurrentEpoch)
+	}
+	for _, tc := range []struct{ path, field string }{
+		{"/api/mock/advance-epoch?epochs=0", "epochs"},
+		{"/api/mock/advance-epoch?epochs=x", "epochs"},
+		{"/api/mock/advance-epoch?epochs=10001", "epochs"},
+		{"/api/mock/set-epoch-offset", "offset"},
+		{"/api/mock/set-epoch-offset?offset=-2000", "offset"},
+	} {
+		var e apierror.Body
+		if code := call(http.MethodPost, tc.path, &e); code != http.StatusBadRequest || e.Error == nil || e.Error.Details["field"] != tc.field {
+			t.Errorf("%s: %d %+v", tc.path, code, e.Error)
+		}
+	}
+	if getJSON(t, base+"/api/mock/epoch-status", &st); st.CurrentEpoch != 995 {
+		t.Fatalf("a refused request moved the clock: %+v", st)
+	}
+	var e apierror.Body
+	if code := call(http.MethodGet, "/api/mock/advance-epoch", &e); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET advance-epoch: %d", code)
+	}
+}

@@ -56,6 +56,9 @@ type Config struct {
 	MaxStatusWait time.Duration
 	// MaxChildren bounds the child names /api/explore lists.
 	MaxChildren int
+	// MockEpochs, set in MOCK mode only, serves the /api/mock/* epoch
+	// routes; elsewhere they do not exist (404).
+	MockEpochs MockEpochs
 }
 
 // Server holds the routes.
@@ -110,6 +113,11 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/msgbus/cluster-state", s.clusterState)
 	e.GET("/v1/msgbus/raft-metrics", s.raftMetrics)
 	e.GET("/v1/msgbus/replication-lag", s.replicationLag)
+	if cfg.MockEpochs != nil {
+		e.GET("/api/mock/epoch-status", s.mockEpochStatus)
+		e.POST("/api/mock/advance-epoch", s.mockAdvanceEpoch)
+		e.POST("/api/mock/set-epoch-offset", s.mockSetEpochOffset)
+	}
 	return e
 }
 

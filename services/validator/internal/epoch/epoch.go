@@ -27,13 +27,14 @@ type Clock struct {
 	now    func() time.Time
 
 	mu     sync.Mutex
-	base   uint64    // epoch at origin
+	start  uint64    // epoch at origin before any shift
+	base   uint64    // epoch at origin, start shifted by the MOCK surfaces
 	origin time.Time // zero for the unix epoch
 }
 
 // NewMock returns a clock at MockStart now.
 func NewMock(length time.Duration, now func() time.Time) *Clock {
-	return &Clock{length: length, now: now, base: MockStart, origin: now()}
+	return &Clock{length: length, now: now, start: MockStart, base: MockStart, origin: now()}
 }
 
 // NewChain returns a clock of unix time / length.
@@ -69,4 +70,32 @@ func (c *Clock) Advance(n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.base += n
+}
+
+// SetOffset shifts the clock to offset epochs from where it would be
+// unshifted (MOCK mode test surface). An offset that would take the epoch
+// below zero is refused.
+func (c *Clock) SetOffset(offset int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if offset < 0 && uint64(-offset) > c.start {
+		return false
+	}
+	c.base = uint64(int64(c.start) + offset)
+	return true
+}
+
+// Offset is the shift SetOffset and Advance applied.
+func (c *Clock) Offset() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.base) - int64(c.start)
+}
+
+// NextIn is the time left until the next epoch starts.
+func (c *Clock) NextIn() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	elapsed := max(0, c.now().Sub(c.origin))
+	return c.length - elapsed%c.length
 }

@@ -20,6 +20,15 @@ func TestClock(t *testing.T) {
 	if m.Current() != MockStart+8 {
 		t.Fatalf("after advance: %d", m.Current())
 	}
+	if m.Offset() != 5 || m.NextIn() != DefaultLength-time.Second {
+		t.Fatalf("offset %d, next in %v", m.Offset(), m.NextIn())
+	}
+	if !m.SetOffset(-10) || m.Current() != MockStart+3-10 || m.Offset() != -10 {
+		t.Fatalf("after offset -10: %d (offset %d)", m.Current(), m.Offset())
+	}
+	if m.SetOffset(-MockStart-1) || m.Offset() != -10 {
+		t.Fatalf("an offset below epoch 0 was taken: %d", m.Offset())
+	}
 	c := NewChain(DefaultLength, clock)
 	if want := uint64(now.Unix()) / 384; c.Current() != want {
 		t.Fatalf("chain clock %d, want %d", c.Current(), want)
