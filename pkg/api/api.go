@@ -29,6 +29,12 @@ func Terminal(status string) bool {
 	return status == StatusCommitted || status == StatusFinalized || status == StatusRejected
 }
 
+// Committed reports whether a proposal in status was committed: COMMITTED,
+// or FINALIZED since (its epoch became final).
+func Committed(status string) bool {
+	return status == StatusCommitted || status == StatusFinalized
+}
+
 // StatusName returns the D4 name of a wire status.
 func StatusName(s ledgerpb.Status) string {
 	switch s {

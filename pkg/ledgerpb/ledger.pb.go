@@ -673,6 +673,7 @@ type Entry struct {
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Entry_Batch
+	//	*Entry_Finalize
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -724,6 +725,15 @@ func (x *Entry) GetBatch() *ProposalBatch {
 	return nil
 }
 
+func (x *Entry) GetFinalize() *FinalizeEpochs {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_Finalize); ok {
+			return x.Finalize
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -732,7 +742,69 @@ type Entry_Batch struct {
 	Batch *ProposalBatch `protobuf:"bytes,1,opt,name=batch,proto3,oneof"`
 }
 
+type Entry_Finalize struct {
+	Finalize *FinalizeEpochs `protobuf:"bytes,2,opt,name=finalize,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
+
+func (*Entry_Finalize) isEntry_Op() {}
+
+// FinalizeEpochs says that every epoch up to and including epoch is final
+// on chain: committed proposals of those epochs become FINALIZED, at at_ms
+// (the leader's clock when it proposed the entry). A leader proposes it when
+// its epoch source's finalized epoch passes the state's.
+type FinalizeEpochs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeEpochs) Reset() {
+	*x = FinalizeEpochs{}
+	mi := &file_ledger_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeEpochs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeEpochs) ProtoMessage() {}
+
+func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
+func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FinalizeEpochs) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *FinalizeEpochs) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
 
 // ProposalRecord is the replicated status of one proposal id.
 type ProposalRecord struct {
@@ -750,7 +822,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[5]
+	mi := &file_ledger_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +834,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[5]
+	mi := &file_ledger_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +847,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{5}
+	return file_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -839,7 +911,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +923,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +936,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Property) GetName() string {
@@ -900,7 +972,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +984,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +997,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Node) GetPath() string {
@@ -1012,7 +1084,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1096,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1109,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -1099,7 +1171,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1183,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1196,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -1197,7 +1269,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1281,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1294,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1317,7 +1389,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1401,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1414,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -1402,7 +1474,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1486,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1499,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Member) GetId() uint64 {
@@ -1499,10 +1571,14 @@ const file_ledger_proto_rawDesc = "" +
 	"\fsealed_at_ms\x18\x01 \x01(\x03R\n" +
 	"sealedAtMs\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
-	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"F\n" +
+	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"\x86\x01\n" +
 	"\x05Entry\x127\n" +
-	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batchB\x04\n" +
-	"\x02op\"\xba\x02\n" +
+	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
+	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalizeB\x04\n" +
+	"\x02op\";\n" +
+	"\x0eFinalizeEpochs\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xba\x02\n" +
 	"\x0eProposalRecord\x126\n" +
 	"\bproposal\x18\x01 \x01(\v2\x1a.contentledger.v1.ProposalR\bproposal\x123\n" +
 	"\apayment\x18\x02 \x01(\v2\x19.contentledger.v1.PaymentR\apayment\x120\n" +
@@ -1603,7 +1679,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -1614,14 +1690,15 @@ var file_ledger_proto_goTypes = []any{
 	(*BatchItem)(nil),      // 6: contentledger.v1.BatchItem
 	(*ProposalBatch)(nil),  // 7: contentledger.v1.ProposalBatch
 	(*Entry)(nil),          // 8: contentledger.v1.Entry
-	(*ProposalRecord)(nil), // 9: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 10: contentledger.v1.Property
-	(*Node)(nil),           // 11: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 12: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 13: contentledger.v1.Segment
-	(*Event)(nil),          // 14: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 15: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 16: contentledger.v1.Member
+	(*FinalizeEpochs)(nil), // 9: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 10: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 11: contentledger.v1.Property
+	(*Node)(nil),           // 12: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 13: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 14: contentledger.v1.Segment
+	(*Event)(nil),          // 15: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 16: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 17: contentledger.v1.Member
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -1632,17 +1709,18 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	6,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	7,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	5,  // 8: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 9: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 10: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	10, // 11: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	11, // 12: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	12, // 13: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	9,  // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	5,  // 9: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 10: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 11: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	11, // 12: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	12, // 13: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	13, // 14: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -1652,8 +1730,9 @@ func file_ledger_proto_init() {
 	}
 	file_ledger_proto_msgTypes[4].OneofWrappers = []any{
 		(*Entry_Batch)(nil),
+		(*Entry_Finalize)(nil),
 	}
-	file_ledger_proto_msgTypes[8].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[9].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -1663,7 +1742,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

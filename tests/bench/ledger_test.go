@@ -242,7 +242,7 @@ func (c *ledgerCluster) prepare(b *testing.B, n int) func(ctx context.Context, i
 		if err != nil {
 			return fmt.Errorf("submit %s: %w", ids[i].Hex(), err)
 		}
-		if sub.Receipt.Status != api.StatusCommitted {
+		if !api.Committed(sub.Receipt.Status) {
 			return fmt.Errorf("proposal %s is %s, not COMMITTED", ids[i].Hex(), sub.Receipt.Status)
 		}
 		return nil

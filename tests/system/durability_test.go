@@ -57,7 +57,7 @@ func TestKill9LosesNothingCommitted(t *testing.T) {
 	c.waitLeader()
 	for id, path := range committed {
 		s, err := client.Status(context.Background(), id, 0)
-		if err != nil || s.Status != api.StatusCommitted {
+		if err != nil || !api.Committed(s.Status) {
 			t.Fatalf("proposal %s acknowledged COMMITTED is %q after restart: %v", id.Hex(), s.Status, err)
 		}
 		var node api.Node

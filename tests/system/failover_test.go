@@ -34,7 +34,7 @@ func (c *cluster) write(n *node, message string) (common.Hash, string) {
 		c.t.Fatalf("submit through validator %d: %v", n.id, err)
 	}
 	s, err := client.WaitFinal(ctx, p.ID, nil)
-	if err != nil || s.Status != api.StatusCommitted {
+	if err != nil || !api.Committed(s.Status) {
 		c.t.Fatalf("proposal through validator %d: %s %v", n.id, s.Status, err)
 	}
 	return p.ID, path

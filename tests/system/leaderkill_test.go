@@ -90,7 +90,7 @@ func TestLeaderKillKeepsEveryAcceptedProposal(t *testing.T) {
 			s, err = client.Status(context.Background(), id, 2*time.Second)
 			return err == nil && api.Terminal(s.Status)
 		})
-		if s.Status != api.StatusCommitted {
+		if !api.Committed(s.Status) {
 			t.Fatalf("proposal %s was answered 202 and ended %s (%s)", id.Hex(), s.Status, s.Reason)
 		}
 		for _, n := range followers {

@@ -406,7 +406,7 @@ func (lc *linClient) barrierRead(ctx context.Context, n *node, id common.Hash, f
 			return "", 0, ctx.Err()
 		}
 	}
-	if s.Status != api.StatusCommitted || s.CommitIndex == 0 {
+	if !api.Committed(s.Status) || s.CommitIndex == 0 {
 		return "", 0, fmt.Errorf("barrier %s", s.Status)
 	}
 	// The status may have come from the leader (forwarded): wait until n

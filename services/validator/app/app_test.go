@@ -396,3 +396,34 @@ func TestMockEpochRoutes(t *testing.T) {
 		t.Errorf("GET advance-epoch: %d", code)
 	}
 }
+
+// TestFinalityInMockMode: a committed proposal becomes FINALIZED once the
+// MOCK clock has moved its epoch to final, through a replicated entry.
+func TestFinalityInMockMode(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	id := common.HexToHash("0x0f")
+	if code, body := post(t, base, a.form(t, id, `{"title":"final"}`, a.key)); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, body)
+	}
+	s := waitCommitted(t, base, id)
+	if s.Status != api.StatusCommitted || s.Epoch != 1000 || s.FinalizedAt != nil {
+		t.Fatalf("committed %+v", s)
+	}
+	resp, err := http.Post(base+"/api/mock/advance-epoch?epochs=2", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, func() bool {
+		getJSON(t, base+api.StatusLink(id.Hex())+"?wait=2s", &s)
+		return s.Status == api.StatusFinalized
+	})
+	if s.FinalizedAt == nil || s.CommittedAt == nil || s.FinalizedAt.Before(*s.CommittedAt) {
+		t.Fatalf("finalized %+v", s)
+	}
+	var q api.QueueStats
+	if getJSON(t, base+"/v1/proposals/queue/stats", &q); q.TotalFinalizedCount != 1 || q.FinalizedEpoch != 1000 {
+		t.Fatalf("queue stats %+v", q)
+	}
+}

@@ -101,6 +101,9 @@ func (o *outcomes) reset() {
 // RecordsApplied implements state.Observer.
 func (p *Pipeline) RecordsApplied(records []*ledgerpb.ProposalRecord) {
 	for _, rec := range records {
+		if rec.GetStatus() == ledgerpb.Status_STATUS_FINALIZED {
+			p.stats.finalized.Add(1)
+		}
 		p.outcomes.changed(common.BytesToHash(rec.GetProposal().GetId()), rec)
 	}
 }

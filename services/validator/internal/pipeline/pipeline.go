@@ -57,6 +57,8 @@ type Records interface {
 	Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error)
 	// Undecided lists up to limit accepted proposals without a decision.
 	Undecided(limit int) ([]*ledgerpb.ProposalRecord, error)
+	// FinalizedEpoch is the newest epoch the applied state holds final.
+	FinalizedEpoch() uint64
 }
 
 // Payments finds the payment observed for a proposal id.
@@ -106,6 +108,9 @@ type Config struct {
 	// AdoptInterval is how often a leader looks for accepted proposals that
 	// nobody is deciding (after a failover, or an intake that timed out).
 	AdoptInterval time.Duration
+	// FinalizeInterval is how often a leader compares its epoch source's
+	// finalized epoch with the state's, and proposes finality when it moved.
+	FinalizeInterval time.Duration
 	// Now is the leader's clock.
 	Now func() time.Time
 }
@@ -125,6 +130,7 @@ func DefaultConfig() Config {
 		MaxPendingMessages: 2048,
 		CommitTimeout:      5 * time.Second,
 		AdoptInterval:      2 * time.Second,
+		FinalizeInterval:   time.Second,
 		Now:                time.Now,
 	}
 }
@@ -133,6 +139,8 @@ func (c Config) validate() error {
 	switch {
 	case c.PaymentWait <= 0:
 		return errors.New("pipeline: PaymentWait must be positive")
+	case c.FinalizeInterval <= 0:
+		return errors.New("pipeline: FinalizeInterval must be positive")
 	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxPendingMessages <= 0:
 		return errors.New("pipeline: MaxPending, MaxBatch, MaxBatchBytes and MaxPendingMessages must be positive")
 	case c.CommitTimeout <= 0, c.AdoptInterval <= 0:
@@ -168,7 +176,7 @@ type pendingProposal struct {
 }
 
 type counters struct {
-	accepted, adopted, verified, rejected, applied, batches, reproposed atomic.Uint64
+	accepted, adopted, verified, rejected, applied, finalized, batches, reproposed atomic.Uint64
 }
 
 // senderState is what the sender (Run) publishes of its own state.
@@ -541,7 +549,8 @@ type Stats struct {
 	Adopted    uint64 `json:"adopted"` // taken over from an earlier leader or a timed-out intake
 	Verified   uint64 `json:"verified"`
 	Rejected   uint64 `json:"rejected"`
-	Applied    uint64 `json:"applied"` // decided proposals applied, commits and rejections
+	Applied    uint64 `json:"applied"`   // decided proposals applied, commits and rejections
+	Finalized  uint64 `json:"finalized"` // records seen turning FINALIZED
 	Batches    uint64 `json:"batches"`
 	Reproposed uint64 `json:"reproposed"`
 	// Queued are decided proposals waiting for the sender (in the decided
@@ -563,7 +572,7 @@ func (p *Pipeline) Stats() Stats {
 	p.mu.Unlock()
 	return Stats{
 		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
-		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(),
+		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(), Finalized: p.stats.finalized.Load(),
 		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(),
 		Queued:             int(p.sender.queued.Load()) + len(p.decided),
 		InFlight:           int(p.sender.inflight.Load()),
@@ -592,6 +601,7 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 		FinalizedEpoch:              finalized,
 		EpochsUntilFinality:         current - min(finalized, current),
 		VerifiedCount:               st.Verified,
+		TotalFinalizedCount:         st.Finalized,
 		ProcessedCount:              st.Applied,
 		RejectedCount:               st.Rejected,
 		BackpressureEvents:          st.BackpressureEvents,

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,11 +30,13 @@ import (
 // raft and state packages have their own tests; the app and e2e tests run
 // the pipeline on the real ones.
 type ledger struct {
-	gate     chan struct{} // when set, Propose waits until it is closed
-	mu       sync.Mutex
-	records  map[common.Hash]*ledgerpb.ProposalRecord
-	index    uint64
-	observer func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
+	gate      chan struct{} // when set, Propose waits until it is closed
+	mu        sync.Mutex
+	records   map[common.Hash]*ledgerpb.ProposalRecord
+	index     uint64
+	batches   int                              // entries that carried a batch
+	finalized uint64                           // the newest FinalizeEpochs entry's epoch
+	observer  func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
 }
 
 func newLedger() *ledger {
@@ -77,6 +80,21 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		}
 	}()
 	l.index++
+	if f := e.GetFinalize(); f != nil {
+		if f.GetEpoch() > l.finalized {
+			l.finalized = f.GetEpoch()
+			for _, r := range l.records {
+				if r.GetStatus() == ledgerpb.Status_STATUS_COMMITTED && r.GetProposal().GetEpoch() <= l.finalized {
+					next := proto.Clone(r).(*ledgerpb.ProposalRecord)
+					next.Status, next.FinalizedAtMs = ledgerpb.Status_STATUS_FINALIZED, f.GetAtMs()
+					l.records[common.BytesToHash(r.GetProposal().GetId())] = next
+					written = append(written, next)
+				}
+			}
+		}
+		return nil
+	}
+	l.batches++
 	for _, it := range e.GetBatch().GetItems() {
 		id := common.BytesToHash(it.GetProposal().GetId())
 		prev, ok := l.records[id]
@@ -98,6 +116,12 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		written = append(written, rec)
 	}
 	return nil
+}
+
+func (l *ledger) FinalizedEpoch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.finalized
 }
 
 func (l *ledger) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) {
@@ -128,15 +152,25 @@ func (e fixedEpoch) Current() uint64 { return uint64(e) }
 
 func (e fixedEpoch) Finalized() uint64 { return uint64(e) - 2 }
 
+// movableEpoch is an epoch source whose finality a test moves.
+type movableEpoch struct{ current, finalized atomic.Uint64 }
+
+func (e *movableEpoch) Current() uint64   { return e.current.Load() }
+func (e *movableEpoch) Finalized() uint64 { return e.finalized.Load() }
+
 var contract = common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
 
 func start(t *testing.T, paid paymentsByID) (*Pipeline, *ledger) {
-	return startWith(t, paid, nil, func(*Config) {})
+	return startWith(t, paid, nil, nil, func(*Config) {})
 }
 
 // startWith starts a pipeline on a ledger whose Propose waits for gate
-// (nil: never waits), with the test defaults edited by edit.
-func startWith(t *testing.T, paid paymentsByID, gate chan struct{}, edit func(*Config)) (*Pipeline, *ledger) {
+// (nil: never waits), with epochs (nil: fixed at 7) and the test defaults
+// edited by edit.
+func startWith(t *testing.T, paid paymentsByID, gate chan struct{}, epochs Epochs, edit func(*Config)) (*Pipeline, *ledger) {
+	if epochs == nil {
+		epochs = fixedEpoch(7)
+	}
 	cfg := DefaultConfig()
 	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
 	cfg.Contract, cfg.ChainID = contract, 1337
@@ -145,7 +179,7 @@ func startWith(t *testing.T, paid paymentsByID, gate chan struct{}, edit func(*C
 	edit(&cfg)
 	l := newLedger()
 	l.gate = gate
-	p, err := New(cfg, zap.NewNop(), l, l, paid, fixedEpoch(7))
+	p, err := New(cfg, zap.NewNop(), l, l, paid, epochs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +364,7 @@ func TestAdoptsUndecided(t *testing.T) {
 // and every proposal is committed.
 func TestSenderBackpressure(t *testing.T) {
 	gate := make(chan struct{})
-	p, l := startWith(t, paymentsByID{}, gate, func(c *Config) {
+	p, l := startWith(t, paymentsByID{}, gate, nil, func(c *Config) {
 		c.VerifyPayments = false // decided at intake, as in MOCK mode
 		c.MaxBatch, c.MaxPendingMessages = 2, 4
 		c.CommitTimeout = time.Minute // no re-proposals while the gate is shut
@@ -380,7 +414,7 @@ func TestSenderBackpressure(t *testing.T) {
 // together in the next batch instead of one entry each.
 func TestGroupCommit(t *testing.T) {
 	gate := make(chan struct{})
-	p, l := startWith(t, paymentsByID{}, gate, func(c *Config) { c.VerifyPayments = false })
+	p, l := startWith(t, paymentsByID{}, gate, nil, func(c *Config) { c.VerifyPayments = false })
 	key, _ := crypto.GenerateKey()
 	submit := func(i int) {
 		id := common.BigToHash(big.NewInt(int64(2000 + i)))
@@ -396,7 +430,7 @@ func TestGroupCommit(t *testing.T) {
 	close(gate)
 	waitStats(t, p, "all applied", func(s Stats) bool { return s.Pending == 0 })
 	l.mu.Lock()
-	entries := l.index
+	entries := l.batches
 	l.mu.Unlock()
 	if entries != 2 {
 		t.Fatalf("21 proposals took %d entries, want 2 (one alone, then the 20 that gathered)", entries)
@@ -420,7 +454,7 @@ func waitStats(t *testing.T, p *Pipeline, what string, ok func(Stats) bool) {
 // backlog drains to zero with every accepted proposal committed.
 func TestOverloadAnswersFastAndDrains(t *testing.T) {
 	gate := make(chan struct{})
-	p, l := startWith(t, paymentsByID{}, gate, func(c *Config) {
+	p, l := startWith(t, paymentsByID{}, gate, nil, func(c *Config) {
 		c.VerifyPayments = false
 		c.MaxPending, c.MaxBatch, c.MaxPendingMessages = 8, 4, 4
 		c.CommitTimeout = time.Minute
@@ -468,5 +502,39 @@ func TestOverloadAnswersFastAndDrains(t *testing.T) {
 		if rec, ok, _ := l.Record(id); !ok || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
 			t.Fatalf("accepted proposal %s: %v", id.Hex(), rec)
 		}
+	}
+}
+
+// TestFinalizesWhenEpochIsFinal: a committed proposal stays COMMITTED until
+// the epoch source says its epoch is final; then the leader proposes
+// finality and it becomes FINALIZED.
+func TestFinalizesWhenEpochIsFinal(t *testing.T) {
+	epochs := &movableEpoch{}
+	epochs.current.Store(7)
+	epochs.finalized.Store(5)
+	p, l := startWith(t, paymentsByID{}, nil, epochs, func(c *Config) {
+		c.VerifyPayments = false
+		c.FinalizeInterval = 10 * time.Millisecond
+	})
+	key, _ := crypto.GenerateKey()
+	id := common.HexToHash("0x77")
+	if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+		t.Fatal(err)
+	}
+	if s := final(t, p, id); s.Status != api.StatusCommitted {
+		t.Fatalf("before its epoch is final: %s", s.Status)
+	}
+	waitStats(t, p, "finality of epoch 5 proposed", func(Stats) bool { return l.FinalizedEpoch() == 5 })
+	if s, _ := p.Status(id); s.Status != api.StatusCommitted {
+		t.Fatalf("epoch 7 finalized with epoch 5: %s", s.Status)
+	}
+	epochs.finalized.Store(7)
+	waitStats(t, p, "finalized", func(s Stats) bool { return s.Finalized == 1 })
+	s, err := p.Status(id)
+	if err != nil || s.Status != api.StatusFinalized || s.FinalizedAt == nil {
+		t.Fatalf("after epoch 7 is final: %+v %v", s, err)
+	}
+	if q := p.QueueStats(); q.TotalFinalizedCount != 1 {
+		t.Fatalf("queue stats %+v", q)
 	}
 }

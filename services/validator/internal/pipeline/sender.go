@@ -32,6 +32,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { p.adopt(ctx) })
+	wg.Go(func() { p.finalize(ctx) })
 	done := make(chan int) // a sent batch's size, once applied
 	var queue []*ledgerpb.BatchItem
 	var batches, inflight int
@@ -176,4 +177,34 @@ func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept f
 		}
 	}
 	return true
+}
+
+// finalize runs on every validator; while it leads, it proposes a
+// FinalizeEpochs entry whenever its epoch source's finalized epoch has
+// passed the applied state's. A repeat (the entry is still on its way) is a
+// no-op in apply, and a dropped one is proposed again at the next look.
+func (p *Pipeline) finalize(ctx context.Context) {
+	tick := time.NewTicker(p.cfg.FinalizeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		epoch := p.epochs.Finalized()
+		if !p.raft.IsLeader() || epoch <= p.records.FinalizedEpoch() {
+			continue
+		}
+		data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{
+			Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
+		}}})
+		if err != nil { // cannot happen for a well-formed message
+			p.log.Error("marshalling a finalize entry", zap.Error(err))
+			continue
+		}
+		if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
+			p.log.Warn("proposing finality failed", zap.Uint64("epoch", epoch), zap.Error(err))
+		}
+	}
 }

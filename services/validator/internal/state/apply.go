@@ -89,6 +89,8 @@ func (a *applier) applyEntry(e *raftpb.Entry) error {
 	switch op := ent.GetOp().(type) {
 	case *ledgerpb.Entry_Batch:
 		return a.applyBatch(entryContext{index: e.GetIndex(), term: e.GetTerm(), batch: op.Batch})
+	case *ledgerpb.Entry_Finalize:
+		return a.finalize(op.Finalize)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.GetIndex()))
@@ -152,10 +154,17 @@ func (a *applier) applyBatch(ec entryContext) error {
 			}
 		}
 		rec := &ledgerpb.ProposalRecord{Proposal: p, Payment: item.GetPayment(), CommitIndex: ec.index}
-		if reason != "" {
+		switch {
+		case reason != "":
 			rec.Status, rec.Reason = ledgerpb.Status_STATUS_REJECTED, reason
-		} else {
+		case a.meta.finalized > 0 && p.GetEpoch() <= a.meta.finalized:
+			// Its epoch is final already: nothing is left to wait for.
+			rec.Status, rec.CommittedAtMs, rec.FinalizedAtMs = ledgerpb.Status_STATUS_FINALIZED, ec.batch.GetSealedAtMs(), ec.batch.GetSealedAtMs()
+		default:
 			rec.Status, rec.CommittedAtMs = ledgerpb.Status_STATUS_COMMITTED, ec.batch.GetSealedAtMs()
+			if err := a.mut.set(storage.UnfinalizedKey(p.GetEpoch(), [32]byte(p.GetId())), nil); err != nil {
+				return err
+			}
 		}
 		if err := a.putRecord(rec); err != nil {
 			return err
@@ -177,6 +186,50 @@ func (a *applier) applyBatch(ec entryContext) error {
 }
 
 func segmentHash(raw []byte) [32]byte { return sha256.Sum256(raw) }
+
+// finalize makes the committed proposals of every epoch up to f.epoch
+// FINALIZED, in key order (epoch, then id). An epoch at or below the state's
+// finalized epoch changes nothing: finality only moves forward.
+func (a *applier) finalize(f *ledgerpb.FinalizeEpochs) error {
+	if f.GetEpoch() <= a.meta.finalized {
+		return nil
+	}
+	lower, upper := storage.UnfinalizedThrough(f.GetEpoch())
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	var marks [][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		marks = append(marks, append([]byte(nil), it.Key()...))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	for _, key := range marks {
+		id, ok := storage.UnfinalizedID(key)
+		if !ok {
+			return fmt.Errorf("%w: unfinalized mark %x", ErrCorruptState, key)
+		}
+		rec, err := getRecord(a.b, id[:])
+		if err != nil {
+			return err
+		}
+		if err := a.mut.delete(key); err != nil {
+			return err
+		}
+		if rec == nil || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
+			continue // cannot happen: the mark is written with the COMMITTED record
+		}
+		next := proto.Clone(rec).(*ledgerpb.ProposalRecord)
+		next.Status, next.FinalizedAtMs = ledgerpb.Status_STATUS_FINALIZED, f.GetAtMs()
+		if err := a.putRecord(next); err != nil {
+			return err
+		}
+	}
+	a.meta.finalized = f.GetEpoch()
+	return nil
+}
 
 // check returns the rejection reason of an item before anything is written,
 // or "" if it may be applied.

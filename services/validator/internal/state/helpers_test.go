@@ -85,6 +85,15 @@ func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *raftpb.En
 
 func (l *testLog) empty() *raftpb.Entry { return l.add(raftpb.EntryNormal, nil) }
 
+// finalize appends a FinalizeEpochs entry.
+func (l *testLog) finalize(epoch uint64, atMs int64) *raftpb.Entry {
+	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{Epoch: epoch, AtMs: atMs}}})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return l.add(raftpb.EntryNormal, data)
+}
+
 func (l *testLog) confChange() *raftpb.Entry {
 	data, err := proto.Marshal(&raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(1))})
 	if err != nil {

@@ -3,7 +3,12 @@ package state
 import (
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
 func TestHashHistoryRing(t *testing.T) {
@@ -96,5 +101,58 @@ func TestStateHashAt(t *testing.T) {
 	}
 	if got, ok := m.StateHashAt(next.GetIndex()); !ok || got != m.StateHash() {
 		t.Errorf("StateHashAt(%d) = %x, %t", next.GetIndex(), got[:4], ok)
+	}
+}
+
+// TestFinalize follows the scenario through its FinalizeEpochs entries.
+func TestFinalize(t *testing.T) {
+	entries := scenario(t).entries
+	var fin int // index in entries of the first FinalizeEpochs
+	for i, e := range entries {
+		var ent ledgerpb.Entry
+		if proto.Unmarshal(e.GetData(), &ent) == nil && ent.GetFinalize() != nil {
+			fin = i
+			break
+		}
+	}
+	m := newMachine(t)
+	mustApply(t, m, entries[:fin]...)
+	if got := mustRecord(t, m, 1).GetStatus(); got != ledgerpb.Status_STATUS_COMMITTED {
+		t.Fatalf("before finality: %v", got)
+	}
+	if m.FinalizedEpoch() != 0 {
+		t.Fatalf("finalized epoch %d before any FinalizeEpochs", m.FinalizedEpoch())
+	}
+	mustApply(t, m, entries[fin:]...)
+	for n, want := range map[int]ledgerpb.Status{
+		1: ledgerpb.Status_STATUS_FINALIZED, 2: ledgerpb.Status_STATUS_FINALIZED, 3: ledgerpb.Status_STATUS_REJECTED,
+		4: ledgerpb.Status_STATUS_FINALIZED, 5: ledgerpb.Status_STATUS_FINALIZED, 6: ledgerpb.Status_STATUS_FINALIZED,
+		7: ledgerpb.Status_STATUS_FINALIZED,
+	} {
+		rec := mustRecord(t, m, n)
+		if rec.GetStatus() != want {
+			t.Errorf("proposal %d: %v, want %v", n, rec.GetStatus(), want)
+		}
+		if want == ledgerpb.Status_STATUS_FINALIZED {
+			wantAt := int64(4) // from the FinalizeEpochs entry
+			if n == 7 {
+				wantAt = 5 // committed in a final epoch: at its commit
+			}
+			if rec.GetFinalizedAtMs() != wantAt || rec.GetCommittedAtMs() == 0 {
+				t.Errorf("proposal %d: committed at %d, finalized at %d, want %d", n, rec.GetCommittedAtMs(), rec.GetFinalizedAtMs(), wantAt)
+			}
+		}
+	}
+	if m.FinalizedEpoch() != 5 {
+		t.Fatalf("finalized epoch %d, want 5 (a later, lower one changes nothing)", m.FinalizedEpoch())
+	}
+	lower, upper := storage.UnfinalizedThrough(^uint64(0))
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if it.First() {
+		t.Fatalf("an unfinalized mark is left: %x", it.Key())
 	}
 }

@@ -84,6 +84,7 @@ type meta struct {
 	stateHash   [32]byte
 	segmentHash [32]byte
 	lastEvent   uint64
+	finalized   uint64 // newest final epoch (FinalizeEpochs)
 }
 
 // Open loads the state kept in db.
@@ -113,6 +114,9 @@ func loadMeta(r pebble.Reader) (meta, error) {
 		return meta{}, err
 	}
 	if md.lastEvent, err = getUint64(r, []byte(storage.EventSeqKey)); err != nil {
+		return meta{}, err
+	}
+	if md.finalized, err = getUint64(r, []byte(storage.FinalizedEpochKey)); err != nil {
 		return meta{}, err
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
@@ -206,6 +210,7 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 		{[]byte(storage.StateHashKey), cur.stateHash[:]},
 		{[]byte(storage.SegmentHashKey), cur.segmentHash[:]},
 		{[]byte(storage.EventSeqKey), storage.PutUint64(cur.lastEvent)},
+		{[]byte(storage.FinalizedEpochKey), storage.PutUint64(cur.finalized)},
 	} {
 		if err := b.Set(kv.key, kv.value, nil); err != nil {
 			return err
@@ -250,6 +255,14 @@ func (m *Machine) StateHashAt(index uint64) ([32]byte, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.history.at(index)
+}
+
+// FinalizedEpoch returns the newest epoch a FinalizeEpochs entry declared
+// final (0 before the first).
+func (m *Machine) FinalizedEpoch() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.finalized
 }
 
 // SegmentHash returns the hash of the newest segment (zero before the first).

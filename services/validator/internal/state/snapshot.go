@@ -333,6 +333,10 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 			if len(value) != 8 {
 				return bad("event counter of %d bytes", len(value))
 			}
+		case storage.FinalizedEpochKey:
+			if len(value) != 8 {
+				return bad("finalized epoch of %d bytes", len(value))
+			}
 		}
 		if fn != nil {
 			if err := fn(key, value); err != nil {

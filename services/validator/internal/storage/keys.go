@@ -31,6 +31,8 @@ import (
 //	    s/g/<index:8>           ledgerpb.Segment by raft index
 //	    s/c/<id:8>              ledgerpb.Member by raft id: the cluster's address book
 //	    s/u/<id:32>             empty: the proposal is accepted and undecided (its record is PENDING)
+//	    s/q/<epoch:8><id:32>    empty: the proposal is COMMITTED and its epoch not final yet
+//	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
@@ -48,6 +50,7 @@ const (
 	segmentPrefix   = StatePrefix + "g/"
 	memberPrefix    = StatePrefix + "c/"
 	undecidedPrefix = StatePrefix + "u/"
+	unfinalPrefix   = StatePrefix + "q/"
 )
 
 // Fixed keys (constants, so no caller can modify a shared key slice;
@@ -71,6 +74,8 @@ const (
 	SegmentHashKey = StatePrefix + "m/seghash"
 	// EventSeqKey holds the last assigned event id, big-endian uint64.
 	EventSeqKey = StatePrefix + "m/event"
+	// FinalizedEpochKey holds the newest final epoch, big-endian uint64.
+	FinalizedEpochKey = StatePrefix + "m/finalized"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the
@@ -239,4 +244,29 @@ func Uint64(b []byte) (uint64, bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b), true
+}
+
+// UnfinalizedKey marks a committed proposal of epoch that is not final yet.
+// Keys sort by epoch, so the proposals of the epochs up to E are one range.
+func UnfinalizedKey(epoch uint64, id [32]byte) []byte {
+	return append(withUint64(unfinalPrefix, epoch), id[:]...)
+}
+
+// UnfinalizedThrough returns the key range of the marks of every epoch up to
+// and including epoch.
+func UnfinalizedThrough(epoch uint64) (lower, upper []byte) {
+	if epoch == ^uint64(0) {
+		return []byte(unfinalPrefix), PrefixEnd([]byte(unfinalPrefix))
+	}
+	return []byte(unfinalPrefix), withUint64(unfinalPrefix, epoch+1)
+}
+
+// UnfinalizedID returns the proposal id of an unfinalized mark's key.
+func UnfinalizedID(key []byte) ([32]byte, bool) {
+	var id [32]byte
+	if len(key) != len(unfinalPrefix)+8+32 || string(key[:len(unfinalPrefix)]) != unfinalPrefix {
+		return id, false
+	}
+	copy(id[:], key[len(unfinalPrefix)+8:])
+	return id, true
 }
