@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	pcfg.VerifyPayments = cfg.VerifiesPayments()
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
 	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
+	pcfg.ClassAging = cfg.ClassAging
 	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
 	if err != nil {
 		return err

@@ -71,6 +71,7 @@ type Config struct {
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	ClassAging       time.Duration `envconfig:"CLASS_AGING" default:"2s" desc:"wait after which a queued proposal ranks one payment class higher when capacity is short"`
 	// MaxPendingMessages is the contract's max_pending_messages.
 	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
 	NoSync             bool `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`

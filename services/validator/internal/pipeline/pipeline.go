@@ -97,6 +97,10 @@ type Config struct {
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int
+	// ClassAging is how long a proposal waits, when capacity is short, to
+	// rank one class higher (DECISIONS D7: higher classes drain first, and
+	// aging keeps any class from starving). 0 turns aging off.
+	ClassAging time.Duration
 	// MaxPendingMessages is the sender's in-flight ceiling: proposals
 	// proposed to raft and not yet applied. At it the sender holds its
 	// queue and reports backpressure (Stats.BackpressureActive).
@@ -128,6 +132,7 @@ func DefaultConfig() Config {
 		MaxBatch:           512,
 		MaxBatchBytes:      4 << 20,
 		MaxPendingMessages: 2048,
+		ClassAging:         2 * time.Second,
 		CommitTimeout:      5 * time.Second,
 		AdoptInterval:      2 * time.Second,
 		FinalizeInterval:   time.Second,

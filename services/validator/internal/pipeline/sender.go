@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
 )
 
 // Run seals decided proposals into batches and sends them until ctx ends.
@@ -28,19 +31,22 @@ import (
 //   - Never beyond MaxPendingMessages proposals proposed and not yet
 //     applied. At that ceiling the sender holds the queue: backpressure.
 //     Intake keeps accepting until MaxPending, then answers 429.
+//
+// Which proposals go is decided by seal: all of them while they fit, the
+// higher classes first when they do not (DECISIONS D7).
 func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { p.adopt(ctx) })
 	wg.Go(func() { p.finalize(ctx) })
 	done := make(chan int) // a sent batch's size, once applied
-	var queue []*ledgerpb.BatchItem
+	var queue []queued
 	var batches, inflight int
 	for {
-		if n := p.sealable(queue, batches, inflight); n > 0 {
-			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(),
-				Items: append([]*ledgerpb.BatchItem(nil), queue[:n]...)}
-			queue = append(queue[:0], queue[n:]...)
+		if items, rest := p.seal(queue, batches, inflight, p.cfg.Now()); len(items) > 0 {
+			n := len(items)
+			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
+			queue = rest
 			batches, inflight = batches+1, inflight+n
 			p.sender.record(len(queue), inflight, false)
 			wg.Go(func() {
@@ -56,12 +62,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.sender.record(len(queue), inflight, blocked)
 		select {
 		case it := <-p.decided:
-			queue = append(queue, it)
+			now := p.cfg.Now()
+			queue = append(queue, queued{it, now})
 			// Take whatever else is already decided before sealing.
 			for more := true; more; {
 				select {
 				case it := <-p.decided:
-					queue = append(queue, it)
+					queue = append(queue, queued{it, now})
 				default:
 					more = false
 				}
@@ -74,33 +81,72 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 }
 
-// sealable returns how many queued proposals to seal into a batch now, 0
-// for none (see Run). A batch holds at most MaxBatch proposals,
-// MaxBatchBytes of messages (one larger proposal goes alone) and the room
-// left below MaxPendingMessages; it is full when one of the first two
-// stopped it.
-func (p *Pipeline) sealable(queue []*ledgerpb.BatchItem, batches, inflight int) int {
+// queued is a decided proposal waiting for the sender, since at.
+type queued struct {
+	item *ledgerpb.BatchItem
+	at   time.Time
+}
+
+// seal picks the proposals of the next batch, none when no batch is due
+// (see Run), and returns them with the rest of the queue in queue order.
+//
+// A batch holds at most MaxBatch proposals, MaxBatchBytes of messages (one
+// larger proposal goes alone) and the room left below MaxPendingMessages.
+// When the queue does not fit, capacity is short: proposals go by rank, the
+// class (standard 0, express 1, priority 2) plus one for every ClassAging
+// waited, so that a higher class drains first and no class starves; equal
+// ranks keep queue order.
+func (p *Pipeline) seal(queue []queued, batches, inflight int, now time.Time) (items []*ledgerpb.BatchItem, rest []queued) {
 	room := min(p.cfg.MaxBatch, p.cfg.MaxPendingMessages-inflight)
 	if len(queue) == 0 || room <= 0 {
-		return 0
+		return nil, queue
 	}
-	n, size, full := 0, 0, false
-	for _, it := range queue {
-		if n == p.cfg.MaxBatch {
-			full = true
-			break
-		}
-		size += len(it.GetProposal().GetMessage())
-		if n > 0 && size > p.cfg.MaxBatchBytes {
-			full = true
-			break
-		}
-		n++
+	size := 0
+	for _, q := range queue {
+		size += len(q.item.GetProposal().GetMessage())
 	}
+	fits := len(queue) <= room && (size <= p.cfg.MaxBatchBytes || len(queue) == 1)
+	full := len(queue) >= p.cfg.MaxBatch || (size > p.cfg.MaxBatchBytes && len(queue) > 1)
 	if batches > 0 && !full {
-		return 0 // gather while the batch in flight is applied
+		return nil, queue // gather while the batch in flight is applied
 	}
-	return min(n, room)
+	if fits {
+		items = make([]*ledgerpb.BatchItem, len(queue))
+		for i, q := range queue {
+			items[i] = q.item
+		}
+		return items, nil
+	}
+	order := make([]int, len(queue))
+	for i := range order {
+		order[i] = i
+	}
+	rank := func(q queued) int64 {
+		r := int64(payment.ClassFromProto(q.item.GetProposal().GetTier()))
+		if p.cfg.ClassAging > 0 {
+			r += int64(now.Sub(q.at) / p.cfg.ClassAging)
+		}
+		return r
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rank(queue[b]), rank(queue[a])) })
+	taken := make([]bool, len(queue))
+	bytes := 0
+	for _, i := range order {
+		if len(items) == room {
+			break
+		}
+		n := len(queue[i].item.GetProposal().GetMessage())
+		if len(items) > 0 && bytes+n > p.cfg.MaxBatchBytes {
+			break
+		}
+		items, bytes, taken[i] = append(items, queue[i].item), bytes+n, true
+	}
+	for i, q := range queue {
+		if !taken[i] {
+			rest = append(rest, q)
+		}
+	}
+	return items, rest
 }
 
 // send proposes the batch until every item is applied (an acceptance: the
