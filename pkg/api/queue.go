@@ -1,5 +1,11 @@
 package api
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
 // Contract version markers of the proposal queue routes.
 const (
 	QueueStatsVersion   = "proposal.queue-stats.v1"
@@ -74,4 +80,61 @@ type MockEpochStatus struct {
 	Offset             int64  `json:"offset"`
 	EpochLengthSeconds uint64 `json:"epochLengthSeconds"`
 	NextEpochInMs      int64  `json:"nextEpochInMs"`
+}
+
+// DefaultDebtLimitMicros is the executed GC debt (100.00) at which a
+// wallet's writes are blocked unless its account sets another limit.
+const DefaultDebtLimitMicros = 100_000_000
+
+// GcAccountVersion marks the body of GET /v1/gc/account/{walletAddress}.
+const GcAccountVersion = "gc.account.v1"
+
+// GcAccount is a wallet's GC debt account (DECISIONS D9). Debts are
+// decimal strings with two or more decimals ("100.00"); the *Micros fields
+// carry the exact integers (millionths of a unit).
+type GcAccount struct {
+	ContractVersion    string `json:"contractVersion"`
+	Wallet             string `json:"wallet"`
+	PendingDebt        string `json:"pendingDebt"`
+	ExecutedDebt       string `json:"executedDebt"`
+	Limit              string `json:"limit"`
+	WritesBlocked      bool   `json:"writesBlocked"`
+	PendingDebtMicros  uint64 `json:"pendingDebtMicros"`
+	ExecutedDebtMicros uint64 `json:"executedDebtMicros"`
+	LimitMicros        uint64 `json:"limitMicros"`
+	Paid               string `json:"paid"`
+	Deletes            uint64 `json:"deletes"`
+	DeletedBytes       uint64 `json:"deletedBytes"`
+}
+
+// DebtString formats micros as a decimal amount: two decimals, more only
+// when they are not zero (1_500_000 is "1.50", 1_234_567 is "1.234567").
+func DebtString(micros uint64) string {
+	whole, frac := micros/1_000_000, micros%1_000_000
+	s := strconv.FormatUint(whole, 10) + "." + fmt.Sprintf("%06d", frac)
+	for len(s) > len(strconv.FormatUint(whole, 10))+3 && s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ParseDebt parses a decimal amount of at most six decimals into micros.
+func ParseDebt(s string) (uint64, bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 6 || strings.ContainsAny(whole+frac, "+-") {
+		return 0, false
+	}
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil || w > (1<<63)/1_000_000 {
+		return 0, false
+	}
+	f := uint64(0)
+	if frac != "" {
+		v, err := strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		f = v
+	}
+	return w*1_000_000 + f, true
 }

@@ -674,6 +674,9 @@ type Entry struct {
 	//
 	//	*Entry_Batch
 	//	*Entry_Finalize
+	//	*Entry_GcExecute
+	//	*Entry_GcSetLimit
+	//	*Entry_GcPay
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -734,6 +737,33 @@ func (x *Entry) GetFinalize() *FinalizeEpochs {
 	return nil
 }
 
+func (x *Entry) GetGcExecute() *GcExecute {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_GcExecute); ok {
+			return x.GcExecute
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetGcSetLimit() *GcSetLimit {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_GcSetLimit); ok {
+			return x.GcSetLimit
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetGcPay() *GcPay {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_GcPay); ok {
+			return x.GcPay
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -746,9 +776,292 @@ type Entry_Finalize struct {
 	Finalize *FinalizeEpochs `protobuf:"bytes,2,opt,name=finalize,proto3,oneof"`
 }
 
+type Entry_GcExecute struct {
+	GcExecute *GcExecute `protobuf:"bytes,3,opt,name=gc_execute,json=gcExecute,proto3,oneof"`
+}
+
+type Entry_GcSetLimit struct {
+	GcSetLimit *GcSetLimit `protobuf:"bytes,4,opt,name=gc_set_limit,json=gcSetLimit,proto3,oneof"`
+}
+
+type Entry_GcPay struct {
+	GcPay *GcPay `protobuf:"bytes,5,opt,name=gc_pay,json=gcPay,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
+
+func (*Entry_GcExecute) isEntry_Op() {}
+
+func (*Entry_GcSetLimit) isEntry_Op() {}
+
+func (*Entry_GcPay) isEntry_Op() {}
+
+// GcAccount is a wallet's GC debt account (DECISIONS D9), kept for every
+// wallet that deleted something or was given a limit. Amounts are in
+// millionths of a debt unit; a limit of 0 means the default limit.
+type GcAccount struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Wallet             []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	PendingDebtMicros  uint64                 `protobuf:"varint,2,opt,name=pending_debt_micros,json=pendingDebtMicros,proto3" json:"pending_debt_micros,omitempty"`
+	ExecutedDebtMicros uint64                 `protobuf:"varint,3,opt,name=executed_debt_micros,json=executedDebtMicros,proto3" json:"executed_debt_micros,omitempty"`
+	LimitMicros        uint64                 `protobuf:"varint,4,opt,name=limit_micros,json=limitMicros,proto3" json:"limit_micros,omitempty"`
+	Deletes            uint64                 `protobuf:"varint,5,opt,name=deletes,proto3" json:"deletes,omitempty"`
+	PaidMicros         uint64                 `protobuf:"varint,6,opt,name=paid_micros,json=paidMicros,proto3" json:"paid_micros,omitempty"`
+	DeletedBytes       uint64                 `protobuf:"varint,7,opt,name=deleted_bytes,json=deletedBytes,proto3" json:"deleted_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GcAccount) Reset() {
+	*x = GcAccount{}
+	mi := &file_ledger_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcAccount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcAccount) ProtoMessage() {}
+
+func (x *GcAccount) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
+func (*GcAccount) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GcAccount) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *GcAccount) GetPendingDebtMicros() uint64 {
+	if x != nil {
+		return x.PendingDebtMicros
+	}
+	return 0
+}
+
+func (x *GcAccount) GetExecutedDebtMicros() uint64 {
+	if x != nil {
+		return x.ExecutedDebtMicros
+	}
+	return 0
+}
+
+func (x *GcAccount) GetLimitMicros() uint64 {
+	if x != nil {
+		return x.LimitMicros
+	}
+	return 0
+}
+
+func (x *GcAccount) GetDeletes() uint64 {
+	if x != nil {
+		return x.Deletes
+	}
+	return 0
+}
+
+func (x *GcAccount) GetPaidMicros() uint64 {
+	if x != nil {
+		return x.PaidMicros
+	}
+	return 0
+}
+
+func (x *GcAccount) GetDeletedBytes() uint64 {
+	if x != nil {
+		return x.DeletedBytes
+	}
+	return 0
+}
+
+// GcExecute moves pending debt to executed debt: of one wallet, or of every
+// account when wallet is empty (the per-epoch job, epoch set).
+type GcExecute struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcExecute) Reset() {
+	*x = GcExecute{}
+	mi := &file_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcExecute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcExecute) ProtoMessage() {}
+
+func (x *GcExecute) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
+func (*GcExecute) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GcExecute) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *GcExecute) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// GcSetLimit sets a wallet's executed-debt limit (0: back to the default).
+type GcSetLimit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	LimitMicros   uint64                 `protobuf:"varint,2,opt,name=limit_micros,json=limitMicros,proto3" json:"limit_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcSetLimit) Reset() {
+	*x = GcSetLimit{}
+	mi := &file_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcSetLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcSetLimit) ProtoMessage() {}
+
+func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
+func (*GcSetLimit) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GcSetLimit) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *GcSetLimit) GetLimitMicros() uint64 {
+	if x != nil {
+		return x.LimitMicros
+	}
+	return 0
+}
+
+// GcPay pays a wallet's debt down by amount_micros, executed debt first.
+// tx_hash is the DebtPaid transaction, empty for a MOCK-mode payment; a
+// transaction pays once.
+type GcPay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	AmountMicros  uint64                 `protobuf:"varint,2,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
+	TxHash        []byte                 `protobuf:"bytes,3,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcPay) Reset() {
+	*x = GcPay{}
+	mi := &file_ledger_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcPay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcPay) ProtoMessage() {}
+
+func (x *GcPay) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
+func (*GcPay) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GcPay) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *GcPay) GetAmountMicros() uint64 {
+	if x != nil {
+		return x.AmountMicros
+	}
+	return 0
+}
+
+func (x *GcPay) GetTxHash() []byte {
+	if x != nil {
+		return x.TxHash
+	}
+	return nil
+}
 
 // FinalizeEpochs says that every epoch up to and including epoch is final
 // on chain: committed proposals of those epochs become FINALIZED, at at_ms
@@ -764,7 +1077,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[5]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1089,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[5]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1102,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{5}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -822,7 +1135,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +1147,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1160,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -911,7 +1224,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1236,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1249,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Property) GetName() string {
@@ -972,7 +1285,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1297,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1310,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Node) GetPath() string {
@@ -1084,7 +1397,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1409,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1422,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -1171,7 +1484,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1496,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1509,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -1269,7 +1582,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1594,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1607,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1389,7 +1702,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1714,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1727,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -1474,7 +1787,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1799,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1812,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Member) GetId() uint64 {
@@ -1571,11 +1884,36 @@ const file_ledger_proto_rawDesc = "" +
 	"\fsealed_at_ms\x18\x01 \x01(\x03R\n" +
 	"sealedAtMs\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
-	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"\x86\x01\n" +
+	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"\xb8\x02\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
-	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalizeB\x04\n" +
-	"\x02op\";\n" +
+	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
+	"\n" +
+	"gc_execute\x18\x03 \x01(\v2\x1b.contentledger.v1.GcExecuteH\x00R\tgcExecute\x12@\n" +
+	"\fgc_set_limit\x18\x04 \x01(\v2\x1c.contentledger.v1.GcSetLimitH\x00R\n" +
+	"gcSetLimit\x120\n" +
+	"\x06gc_pay\x18\x05 \x01(\v2\x17.contentledger.v1.GcPayH\x00R\x05gcPayB\x04\n" +
+	"\x02op\"\x88\x02\n" +
+	"\tGcAccount\x12\x16\n" +
+	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12.\n" +
+	"\x13pending_debt_micros\x18\x02 \x01(\x04R\x11pendingDebtMicros\x120\n" +
+	"\x14executed_debt_micros\x18\x03 \x01(\x04R\x12executedDebtMicros\x12!\n" +
+	"\flimit_micros\x18\x04 \x01(\x04R\vlimitMicros\x12\x18\n" +
+	"\adeletes\x18\x05 \x01(\x04R\adeletes\x12\x1f\n" +
+	"\vpaid_micros\x18\x06 \x01(\x04R\n" +
+	"paidMicros\x12#\n" +
+	"\rdeleted_bytes\x18\a \x01(\x04R\fdeletedBytes\"9\n" +
+	"\tGcExecute\x12\x16\n" +
+	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"G\n" +
+	"\n" +
+	"GcSetLimit\x12\x16\n" +
+	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12!\n" +
+	"\flimit_micros\x18\x02 \x01(\x04R\vlimitMicros\"]\n" +
+	"\x05GcPay\x12\x16\n" +
+	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12#\n" +
+	"\ramount_micros\x18\x02 \x01(\x04R\famountMicros\x12\x17\n" +
+	"\atx_hash\x18\x03 \x01(\fR\x06txHash\";\n" +
 	"\x0eFinalizeEpochs\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xba\x02\n" +
@@ -1679,7 +2017,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -1690,15 +2028,19 @@ var file_ledger_proto_goTypes = []any{
 	(*BatchItem)(nil),      // 6: contentledger.v1.BatchItem
 	(*ProposalBatch)(nil),  // 7: contentledger.v1.ProposalBatch
 	(*Entry)(nil),          // 8: contentledger.v1.Entry
-	(*FinalizeEpochs)(nil), // 9: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 10: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 11: contentledger.v1.Property
-	(*Node)(nil),           // 12: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 13: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 14: contentledger.v1.Segment
-	(*Event)(nil),          // 15: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 16: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 17: contentledger.v1.Member
+	(*GcAccount)(nil),      // 9: contentledger.v1.GcAccount
+	(*GcExecute)(nil),      // 10: contentledger.v1.GcExecute
+	(*GcSetLimit)(nil),     // 11: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 12: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 13: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 14: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 15: contentledger.v1.Property
+	(*Node)(nil),           // 16: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 17: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 18: contentledger.v1.Segment
+	(*Event)(nil),          // 19: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 20: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 21: contentledger.v1.Member
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -1709,18 +2051,21 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	6,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	7,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	9,  // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	5,  // 9: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 10: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 11: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	11, // 12: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	12, // 13: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	13, // 14: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	10, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	11, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	12, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	5,  // 12: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 13: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 14: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	15, // 15: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	16, // 16: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	17, // 17: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -1731,8 +2076,11 @@ func file_ledger_proto_init() {
 	file_ledger_proto_msgTypes[4].OneofWrappers = []any{
 		(*Entry_Batch)(nil),
 		(*Entry_Finalize)(nil),
+		(*Entry_GcExecute)(nil),
+		(*Entry_GcSetLimit)(nil),
+		(*Entry_GcPay)(nil),
 	}
-	file_ledger_proto_msgTypes[9].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[13].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -1742,7 +2090,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -166,7 +166,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.Mode == Mock {
 		apiCfg.MockEpochs = clock
 	}
-	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster)
+	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gcView{node: node, machine: machine})
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

@@ -427,3 +427,97 @@ func TestFinalityInMockMode(t *testing.T) {
 		t.Fatalf("queue stats %+v", q)
 	}
 }
+
+// deleteForm builds a signed delete of the page a.form(t, written, ...) wrote.
+func (a author) deleteForm(t *testing.T, id, written common.Hash) url.Values {
+	sub := "page/" + written.Hex()[2:18]
+	path := proposal.ContentPath("ledger", a.wallet, "default", sub)
+	sig, err := signing.Sign(signing.Domain{ChainID: 1337, VerifyingContract: testContract}, signing.Proposal{
+		Action: "delete", ProposalID: id, Wallet: a.wallet, Path: path, Organization: "default",
+		ContentType: "page", PaymentTier: "standard",
+	}, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url.Values{
+		"proposalId": {id.Hex()}, "walletAddress": {a.wallet.Hex()}, "path": {sub},
+		"signature": {hexutil.Encode(sig)}, "contentType": {"page"}, "paymentTier": {"standard"},
+	}
+}
+
+func postTo(t *testing.T, u string, form url.Values, out any) int {
+	t.Helper()
+	resp, err := http.Post(u, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode
+}
+
+// TestGcDebtBlocksAndUnblocksWrites follows DECISIONS D9 through the API in
+// MOCK mode: a delete accrues debt, executing it at or above the limit
+// blocks the wallet's writes with 402, and paying it unblocks them.
+func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	accountURL := base + "/v1/gc/account/" + strings.ToLower(a.wallet.Hex())
+	var acc api.GcAccount
+	if code := getJSON(t, accountURL, &acc); code != http.StatusOK || acc.PendingDebt != "0.00" || acc.Limit != "100.00" || acc.WritesBlocked ||
+		acc.ContractVersion != api.GcAccountVersion {
+		t.Fatalf("a fresh account: %d %+v", code, acc)
+	}
+
+	written := common.HexToHash("0x61")
+	if code, body := post(t, base, a.form(t, written, `{"title":"to delete"}`, a.key)); code != http.StatusAccepted {
+		t.Fatalf("write: %d %v", code, body)
+	}
+	var receipt map[string]any
+	del := common.HexToHash("0x62")
+	if code := postTo(t, base+"/v1/propose-delete", a.deleteForm(t, del, written), &receipt); code != http.StatusAccepted {
+		t.Fatalf("delete: %d %v", code, receipt)
+	}
+	waitCommitted(t, base, del)
+	if getJSON(t, accountURL, &acc); acc.PendingDebt != "0.10" || acc.ExecutedDebt != "0.00" || acc.Deletes != 1 || acc.DeletedBytes == 0 {
+		t.Fatalf("after a delete (at least 1 MB at 0.10): %+v", acc)
+	}
+
+	if code := postTo(t, accountURL+"/execute-pending", nil, &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || acc.PendingDebt != "0.00" {
+		t.Fatalf("execute-pending: %d %+v", code, acc)
+	}
+	if code := postTo(t, accountURL+"/set-limit?limit=0.10", nil, &acc); code != http.StatusOK || !acc.WritesBlocked || acc.Limit != "0.10" {
+		t.Fatalf("set-limit: %d %+v", code, acc)
+	}
+	var e apierror.Body
+	blocked := common.HexToHash("0x63")
+	if code := postTo(t, base+"/v1/propose-write", a.form(t, blocked, `{"title":"blocked"}`, a.key), &e); code != http.StatusPaymentRequired ||
+		e.Error == nil || e.Error.Code != apierror.WriteBlockedGCDebt || e.Error.Details["executedDebt"] != "0.10" {
+		t.Fatalf("a blocked write: %d %+v", code, e.Error)
+	}
+	var st apierror.Body
+	if code := getJSON(t, base+api.StatusLink(blocked.Hex()), &st); code != http.StatusNotFound {
+		t.Fatalf("a blocked write left a status: %d", code)
+	}
+
+	for _, tc := range []struct{ path, field string }{
+		{"/pay?amount=0", "amount"}, {"/pay?amount=-1", "amount"}, {"/pay", "amount"}, {"/set-limit?limit=x", "limit"},
+	} {
+		var e apierror.Body
+		if code := postTo(t, accountURL+tc.path, nil, &e); code != http.StatusBadRequest || e.Error.Details["field"] != tc.field {
+			t.Errorf("%s: %d %+v", tc.path, code, e.Error)
+		}
+	}
+	if code := getJSON(t, base+"/v1/gc/account/0x1234", &e); code != http.StatusBadRequest || e.Error.Details["field"] != "walletAddress" {
+		t.Errorf("a bad wallet: %d %+v", code, e.Error)
+	}
+
+	if code := postTo(t, accountURL+"/pay?amount=0.10", nil, &acc); code != http.StatusOK || acc.WritesBlocked || acc.ExecutedDebt != "0.00" || acc.Paid != "0.10" {
+		t.Fatalf("pay: %d %+v", code, acc)
+	}
+	if code, body := post(t, base, a.form(t, blocked, `{"title":"blocked"}`, a.key)); code != http.StatusAccepted {
+		t.Fatalf("a write after paying: %d %v", code, body)
+	}
+}

@@ -69,18 +69,19 @@ type Server struct {
 	content   Content
 	health    Health
 	cluster   Cluster
+	gc        GC
 	peerHTTP  *http.Client // forwarding and peer status calls
 }
 
 // New builds the echo instance with every route.
-func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, health Health, cluster Cluster) *echo.Echo {
+func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, health Health, cluster Cluster, gc GC) *echo.Echo {
 	if cfg.MaxStatusWait <= 0 {
 		cfg.MaxStatusWait = 60 * time.Second
 	}
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = 1000
 	}
-	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health, cluster: cluster,
+	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health, cluster: cluster, gc: gc,
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -103,6 +104,10 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
 	e.GET("/v1/proposals/queue/stats", s.queueStats)
 	e.GET("/v1/proposals/pending/count", s.pendingCount)
+	e.GET("/v1/gc/account/:wallet", s.gcAccount)
+	e.POST("/v1/gc/account/:wallet/execute-pending", s.gcExecutePending)
+	e.POST("/v1/gc/account/:wallet/set-limit", s.gcSetLimit)
+	e.POST("/v1/gc/account/:wallet/pay", s.gcPay)
 	e.GET("/v1/peers", s.peers)
 	e.GET("/v1/cluster/members", s.listMembers)
 	e.POST("/v1/cluster/members", s.addMember)

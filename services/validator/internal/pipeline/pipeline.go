@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // Proposer submits raft entries. Propose returning nil does not mean the
@@ -59,6 +61,10 @@ type Records interface {
 	Undecided(limit int) ([]*ledgerpb.ProposalRecord, error)
 	// FinalizedEpoch is the newest epoch the applied state holds final.
 	FinalizedEpoch() uint64
+	// GcEpoch is the epoch of the last per-epoch GC debt job applied.
+	GcEpoch() uint64
+	// Account is a wallet's GC debt account, nil when it has none.
+	Account(wallet [20]byte) (*ledgerpb.GcAccount, error)
 }
 
 // Payments finds the payment observed for a proposal id.
@@ -226,6 +232,11 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 // when the same proposal was submitted before; the status is then its
 // current one (DECISIONS D2).
 func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status api.ProposalStatus, created bool, err error) {
+	if sub.Action == proposal.Write {
+		if err := p.checkDebt(sub.Wallet); err != nil {
+			return status, false, err
+		}
+	}
 	if err := p.signer.Verify(sub.Typed(), sub.Signature, sub.Wallet); err != nil {
 		return status, false, apierror.New(apierror.InvalidSignature, "%v", err)
 	}
@@ -260,6 +271,29 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 		go p.verify(rec)
 	}
 	return api.StatusFromRecord(applied), true, nil
+}
+
+// checkDebt refuses a write of a wallet whose writes are blocked by GC
+// debt (DECISIONS D9) with 402 and the figures to act on. Apply checks the
+// same rule again, so a write that raced a debt job is rejected alike
+// everywhere.
+func (p *Pipeline) checkDebt(wallet common.Address) error {
+	acc, err := p.records.Account(wallet)
+	if err != nil {
+		return fmt.Errorf("reading the GC account: %w", err)
+	}
+	if !state.WritesBlocked(acc) {
+		return nil
+	}
+	e := apierror.New(apierror.WriteBlockedGCDebt, "writes of %s are blocked: executed GC debt %s is at or above its limit %s; pay the debt to unblock them",
+		wallet.Hex(), api.DebtString(acc.GetExecutedDebtMicros()), api.DebtString(state.LimitMicros(acc)))
+	e.Details = map[string]any{
+		"pendingDebt":  api.DebtString(acc.GetPendingDebtMicros()),
+		"executedDebt": api.DebtString(acc.GetExecutedDebtMicros()),
+		"limit":        api.DebtString(state.LimitMicros(acc)),
+		"payRoute":     "/v1/gc/account/" + strings.ToLower(wallet.Hex()) + "/pay",
+	}
+	return e
 }
 
 // decideNow decides a proposal at intake when nothing needs waiting for.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/big"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,6 +37,8 @@ type ledger struct {
 	index     uint64
 	batches   int                              // entries that carried a batch
 	finalized uint64                           // the newest FinalizeEpochs entry's epoch
+	gcEpoch   uint64                           // the newest GcExecute entry's epoch
+	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests
 	observer  func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
 }
 
@@ -80,6 +83,10 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		}
 	}()
 	l.index++
+	if g := e.GetGcExecute(); g != nil {
+		l.gcEpoch = max(l.gcEpoch, g.GetEpoch())
+		return nil
+	}
 	if f := e.GetFinalize(); f != nil {
 		if f.GetEpoch() > l.finalized {
 			l.finalized = f.GetEpoch()
@@ -116,6 +123,18 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		written = append(written, rec)
 	}
 	return nil
+}
+
+func (l *ledger) GcEpoch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gcEpoch
+}
+
+func (l *ledger) Account(wallet [20]byte) (*ledgerpb.GcAccount, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.accounts[wallet], nil
 }
 
 func (l *ledger) FinalizedEpoch() uint64 {
@@ -536,5 +555,38 @@ func TestFinalizesWhenEpochIsFinal(t *testing.T) {
 	}
 	if q := p.QueueStats(); q.TotalFinalizedCount != 1 {
 		t.Fatalf("queue stats %+v", q)
+	}
+}
+
+// TestWriteBlockedByDebt: a wallet whose executed GC debt is at its limit
+// gets 402 write_blocked_gc_debt with the figures, before its signature is
+// even checked; its deletes still go through; other wallets are not affected.
+func TestWriteBlockedByDebt(t *testing.T) {
+	p, l := startWith(t, paymentsByID{}, nil, nil, func(c *Config) { c.VerifyPayments = false })
+	key, _ := crypto.GenerateKey()
+	wallet := crypto.PubkeyToAddress(key.PublicKey)
+	l.mu.Lock()
+	l.accounts = map[[20]byte]*ledgerpb.GcAccount{wallet: {Wallet: wallet[:], ExecutedDebtMicros: 100_000_000, PendingDebtMicros: 500_000}}
+	l.mu.Unlock()
+	id := common.HexToHash("0x51")
+	sub := submission(t, key, id, id, payment.Standard)
+	_, _, err := p.Submit(context.Background(), sub)
+	var e *apierror.Error
+	if !errors.As(err, &e) || e.Code != apierror.WriteBlockedGCDebt || e.Status() != 402 || e.Retryable ||
+		e.Details["executedDebt"] != "100.00" || e.Details["pendingDebt"] != "0.50" || e.Details["limit"] != "100.00" ||
+		e.Details["payRoute"] != "/v1/gc/account/"+strings.ToLower(wallet.Hex())+"/pay" {
+		t.Fatalf("blocked write: %v %+v", err, e)
+	}
+	if _, ok, _ := l.Record(id); ok {
+		t.Fatal("a blocked write was recorded")
+	}
+	sub.Signature[10] ^= 0xff // the debt guard comes before the signature
+	if _, _, err := p.Submit(context.Background(), sub); apierror.CodeOf(err) != apierror.WriteBlockedGCDebt {
+		t.Fatalf("blocked write with a bad signature: %v", err)
+	}
+	other, _ := crypto.GenerateKey()
+	id2 := common.HexToHash("0x52")
+	if _, _, err := p.Submit(context.Background(), submission(t, other, id2, id2, payment.Standard)); err != nil {
+		t.Fatalf("another wallet: %v", err)
 	}
 }

@@ -225,10 +225,11 @@ func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept f
 	return true
 }
 
-// finalize runs on every validator; while it leads, it proposes a
-// FinalizeEpochs entry whenever its epoch source's finalized epoch has
-// passed the applied state's. A repeat (the entry is still on its way) is a
-// no-op in apply, and a dropped one is proposed again at the next look.
+// finalize runs on every validator; while it leads, it proposes the
+// entries its epoch source calls for: FinalizeEpochs whenever the source's
+// finalized epoch has passed the applied state's, and the per-epoch GC debt
+// job (GcExecute) once per epoch. A repeat (the entry is still on its way)
+// is a no-op in apply, and a dropped one is proposed again at the next look.
 func (p *Pipeline) finalize(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
 	defer tick.Stop()
@@ -238,19 +239,29 @@ func (p *Pipeline) finalize(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		epoch := p.epochs.Finalized()
-		if !p.raft.IsLeader() || epoch <= p.records.FinalizedEpoch() {
+		if !p.raft.IsLeader() {
 			continue
 		}
-		data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{
-			Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
-		}}})
-		if err != nil { // cannot happen for a well-formed message
-			p.log.Error("marshalling a finalize entry", zap.Error(err))
-			continue
+		if epoch := p.epochs.Finalized(); epoch > p.records.FinalizedEpoch() {
+			p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{
+				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
+			}}})
 		}
-		if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
-			p.log.Warn("proposing finality failed", zap.Uint64("epoch", epoch), zap.Error(err))
+		if epoch := p.epochs.Current(); epoch > p.records.GcEpoch() {
+			p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: epoch}}})
 		}
+	}
+}
+
+// proposeOp proposes a one-op entry, logging a failure: the caller looks
+// again later.
+func (p *Pipeline) proposeOp(ctx context.Context, ent *ledgerpb.Entry) {
+	data, err := proto.Marshal(ent)
+	if err != nil { // cannot happen for a well-formed message
+		p.log.Error("marshalling an entry", zap.Error(err))
+		return
+	}
+	if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
+		p.log.Warn("proposing an entry failed", zap.Error(err))
 	}
 }

@@ -91,6 +91,12 @@ func (a *applier) applyEntry(e *raftpb.Entry) error {
 		return a.applyBatch(entryContext{index: e.GetIndex(), term: e.GetTerm(), batch: op.Batch})
 	case *ledgerpb.Entry_Finalize:
 		return a.finalize(op.Finalize)
+	case *ledgerpb.Entry_GcExecute:
+		return a.gcExecute(op.GcExecute)
+	case *ledgerpb.Entry_GcSetLimit:
+		return a.gcSetLimit(op.GcSetLimit)
+	case *ledgerpb.Entry_GcPay:
+		return a.gcPay(op.GcPay)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.GetIndex()))
@@ -142,6 +148,15 @@ func (a *applier) applyBatch(ec entryContext) error {
 			}
 		}
 		reason := a.check(item)
+		if reason == "" && p.GetAction() == ledgerpb.Action_ACTION_WRITE {
+			acc, err := getAccount(a.b, p.GetWallet())
+			if err != nil {
+				return err
+			}
+			if WritesBlocked(acc) {
+				reason = ReasonWriteBlocked
+			}
+		}
 		if reason == "" {
 			switch p.GetAction() {
 			case ledgerpb.Action_ACTION_WRITE:
@@ -410,8 +425,10 @@ func (a *applier) delete(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Se
 		return err
 	}
 	var keys [][]byte
+	var deleted uint64 // bytes of the removed nodes, keys and values
 	for ok := it.First(); ok; ok = it.Next() {
 		keys = append(keys, append([]byte(nil), it.Key()...))
+		deleted += uint64(len(it.Key()) + len(it.Value()))
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
@@ -426,6 +443,9 @@ func (a *applier) delete(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Se
 		}
 		path, _ := storage.NodePath(k)
 		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}})
+	}
+	if err := a.accrue(p.GetWallet(), deleted); err != nil {
+		return err
 	}
 	return a.emit(a.event(ec, p, EventTypeDelete, EventActionDel))
 }

@@ -85,6 +85,15 @@ func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *raftpb.En
 
 func (l *testLog) empty() *raftpb.Entry { return l.add(raftpb.EntryNormal, nil) }
 
+// op appends an entry carrying one op.
+func (l *testLog) op(ent *ledgerpb.Entry) *raftpb.Entry {
+	data, err := proto.Marshal(ent)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return l.add(raftpb.EntryNormal, data)
+}
+
 // finalize appends a FinalizeEpochs entry.
 func (l *testLog) finalize(epoch uint64, atMs int64) *raftpb.Entry {
 	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{Epoch: epoch, AtMs: atMs}}})

@@ -85,6 +85,7 @@ type meta struct {
 	segmentHash [32]byte
 	lastEvent   uint64
 	finalized   uint64 // newest final epoch (FinalizeEpochs)
+	gcEpoch     uint64 // epoch of the last per-epoch GC debt job
 }
 
 // Open loads the state kept in db.
@@ -117,6 +118,9 @@ func loadMeta(r pebble.Reader) (meta, error) {
 		return meta{}, err
 	}
 	if md.finalized, err = getUint64(r, []byte(storage.FinalizedEpochKey)); err != nil {
+		return meta{}, err
+	}
+	if md.gcEpoch, err = getUint64(r, []byte(storage.GcEpochKey)); err != nil {
 		return meta{}, err
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
@@ -211,6 +215,7 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 		{[]byte(storage.SegmentHashKey), cur.segmentHash[:]},
 		{[]byte(storage.EventSeqKey), storage.PutUint64(cur.lastEvent)},
 		{[]byte(storage.FinalizedEpochKey), storage.PutUint64(cur.finalized)},
+		{[]byte(storage.GcEpochKey), storage.PutUint64(cur.gcEpoch)},
 	} {
 		if err := b.Set(kv.key, kv.value, nil); err != nil {
 			return err
@@ -263,6 +268,27 @@ func (m *Machine) FinalizedEpoch() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.meta.finalized
+}
+
+// GcEpoch returns the epoch of the last per-epoch GC debt job.
+func (m *Machine) GcEpoch() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.gcEpoch
+}
+
+// Account returns a wallet's GC debt account, nil when it has none.
+func (m *Machine) Account(wallet [20]byte) (*ledgerpb.GcAccount, error) {
+	return getAccount(m.db.Pebble(), wallet[:])
+}
+
+// DebtTxSpent reports whether a GcPay of transaction tx was applied.
+func (m *Machine) DebtTxSpent(tx [32]byte) (bool, error) {
+	_, err := storage.Get(m.db.Pebble(), storage.DebtTxKey(tx))
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SegmentHash returns the hash of the newest segment (zero before the first).

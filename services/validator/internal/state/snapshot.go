@@ -333,9 +333,9 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 			if len(value) != 8 {
 				return bad("event counter of %d bytes", len(value))
 			}
-		case storage.FinalizedEpochKey:
+		case storage.FinalizedEpochKey, storage.GcEpochKey:
 			if len(value) != 8 {
-				return bad("finalized epoch of %d bytes", len(value))
+				return bad("%s of %d bytes", key, len(value))
 			}
 		}
 		if fn != nil {

@@ -32,7 +32,10 @@ import (
 //	    s/c/<id:8>              ledgerpb.Member by raft id: the cluster's address book
 //	    s/u/<id:32>             empty: the proposal is accepted and undecided (its record is PENDING)
 //	    s/q/<epoch:8><id:32>    empty: the proposal is COMMITTED and its epoch not final yet
+//	    s/a/<wallet:20>         ledgerpb.GcAccount: a wallet's GC debt account
+//	    s/t/<tx:32>             empty: a DebtPaid transaction already paid a debt
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
+//	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
@@ -51,6 +54,8 @@ const (
 	memberPrefix    = StatePrefix + "c/"
 	undecidedPrefix = StatePrefix + "u/"
 	unfinalPrefix   = StatePrefix + "q/"
+	accountPrefix   = StatePrefix + "a/"
+	debtTxPrefix    = StatePrefix + "t/"
 )
 
 // Fixed keys (constants, so no caller can modify a shared key slice;
@@ -76,6 +81,8 @@ const (
 	EventSeqKey = StatePrefix + "m/event"
 	// FinalizedEpochKey holds the newest final epoch, big-endian uint64.
 	FinalizedEpochKey = StatePrefix + "m/finalized"
+	// GcEpochKey holds the epoch of the last per-epoch GC debt job.
+	GcEpochKey = StatePrefix + "m/gcepoch"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the
@@ -270,3 +277,14 @@ func UnfinalizedID(key []byte) ([32]byte, bool) {
 	copy(id[:], key[len(unfinalPrefix)+8:])
 	return id, true
 }
+
+// AccountKey is the key of a wallet's GC debt account.
+func AccountKey(wallet [20]byte) []byte { return append([]byte(accountPrefix), wallet[:]...) }
+
+// AccountBounds returns the key range of every GC debt account.
+func AccountBounds() (lower, upper []byte) {
+	return []byte(accountPrefix), PrefixEnd([]byte(accountPrefix))
+}
+
+// DebtTxKey marks a DebtPaid transaction as spent.
+func DebtTxKey(tx [32]byte) []byte { return append([]byte(debtTxPrefix), tx[:]...) }

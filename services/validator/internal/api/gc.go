@@ -1,0 +1,119 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/labstack/echo/v4"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+// GC is the GC debt accounts (DECISIONS D9) as the API sees them. The
+// changes go through raft and return once applied.
+type GC interface {
+	// Account is the wallet's account, nil when it has none.
+	Account(wallet common.Address) (*ledgerpb.GcAccount, error)
+	// ExecutePending moves the wallet's pending debt to executed debt now,
+	// without waiting for the per-epoch job.
+	ExecutePending(ctx context.Context, wallet common.Address) error
+	// SetLimit sets the wallet's executed-debt limit (0: the default).
+	SetLimit(ctx context.Context, wallet common.Address, micros uint64) error
+	// Pay pays the wallet's debt down by micros without a transaction
+	// (MOCK mode, where payments are not verified).
+	Pay(ctx context.Context, wallet common.Address, micros uint64) error
+}
+
+// walletParam reads the :wallet path parameter, 0x and 40 hex digits.
+func walletParam(c echo.Context) (common.Address, error) {
+	raw := c.Param("wallet")
+	if len(raw) != 42 || !strings.HasPrefix(raw, "0x") || !common.IsHexAddress(raw) {
+		return common.Address{}, apierror.Field("walletAddress", "must be 0x followed by 40 hex digits")
+	}
+	return common.HexToAddress(raw), nil
+}
+
+func (s *Server) gcAccount(c echo.Context) error {
+	wallet, err := walletParam(c)
+	if err != nil {
+		return err
+	}
+	return s.answerAccount(c, wallet)
+}
+
+func (s *Server) answerAccount(c echo.Context, wallet common.Address) error {
+	acc, err := s.gc.Account(wallet)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, accountBody(wallet, acc))
+}
+
+// accountBody is the D9 account of wallet; a wallet without an account has
+// no debt and the default limit.
+func accountBody(wallet common.Address, acc *ledgerpb.GcAccount) api.GcAccount {
+	limit := acc.GetLimitMicros()
+	if limit == 0 {
+		limit = api.DefaultDebtLimitMicros
+	}
+	return api.GcAccount{
+		ContractVersion: api.GcAccountVersion, Wallet: strings.ToLower(wallet.Hex()),
+		PendingDebt: api.DebtString(acc.GetPendingDebtMicros()), ExecutedDebt: api.DebtString(acc.GetExecutedDebtMicros()),
+		Limit: api.DebtString(limit), WritesBlocked: acc.GetExecutedDebtMicros() >= limit,
+		PendingDebtMicros: acc.GetPendingDebtMicros(), ExecutedDebtMicros: acc.GetExecutedDebtMicros(), LimitMicros: limit,
+		Paid: api.DebtString(acc.GetPaidMicros()), Deletes: acc.GetDeletes(), DeletedBytes: acc.GetDeletedBytes(),
+	}
+}
+
+// gcChange runs a change of the account on the leader and answers the
+// account as applied.
+func (s *Server) gcChange(c echo.Context, parse func() error, change func(ctx context.Context, wallet common.Address) error) error {
+	wallet, err := walletParam(c)
+	if err != nil {
+		return err
+	}
+	if err := parse(); err != nil {
+		return err
+	}
+	if handled, err := s.forward(c); handled {
+		return err
+	}
+	if err := change(c.Request().Context(), wallet); err != nil {
+		return err
+	}
+	return s.answerAccount(c, wallet)
+}
+
+func (s *Server) gcExecutePending(c echo.Context) error {
+	return s.gcChange(c, func() error { return nil }, s.gc.ExecutePending)
+}
+
+func (s *Server) gcSetLimit(c echo.Context) error {
+	var limit uint64
+	return s.gcChange(c, func() error {
+		var ok bool
+		if limit, ok = api.ParseDebt(c.QueryParam("limit")); !ok {
+			return apierror.Field("limit", "must be a decimal amount with at most 6 decimals, e.g. 100.00 (0: the default)")
+		}
+		return nil
+	}, func(ctx context.Context, wallet common.Address) error { return s.gc.SetLimit(ctx, wallet, limit) })
+}
+
+func (s *Server) gcPay(c echo.Context) error {
+	var amount uint64
+	return s.gcChange(c, func() error {
+		if s.cfg.Blockchain.PaymentsVerified {
+			return apierror.Field("amount", "debt is paid on chain with the payment contract's payDebt; "+
+				"this validator does not follow DebtPaid transactions yet")
+		}
+		var ok bool
+		if amount, ok = api.ParseDebt(c.QueryParam("amount")); !ok || amount == 0 {
+			return apierror.Field("amount", "must be a positive decimal amount with at most 6 decimals, e.g. 1.50")
+		}
+		return nil
+	}, func(ctx context.Context, wallet common.Address) error { return s.gc.Pay(ctx, wallet, amount) })
+}

@@ -1,0 +1,82 @@
+package state
+
+import (
+	"testing"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+func TestDeleteDebtMicros(t *testing.T) {
+	for _, tc := range []struct{ bytes, want uint64 }{
+		{0, 100_000}, {1, 100_000}, {1_000_000, 100_000}, {2_500_000, 250_000}, {10_000_000_000, 1_000_000_000},
+	} {
+		if got := DeleteDebtMicros(tc.bytes); got != tc.want {
+			t.Errorf("DeleteDebtMicros(%d) = %d, want %d", tc.bytes, got, tc.want)
+		}
+	}
+}
+
+// TestGcDebt follows a wallet through D9: deletes accrue pending debt, the
+// per-epoch job executes it, a limit at or below the executed debt blocks
+// writes (REJECTED write_blocked_gc_debt, nothing written), a payment
+// unblocks them, and a transaction pays once.
+func TestGcDebt(t *testing.T) {
+	m := newMachine(t)
+	l := newLog(t)
+	op := func(ent *ledgerpb.Entry) { mustApply(t, m, l.op(ent)) }
+	account := func() *ledgerpb.GcAccount {
+		acc, err := m.Account(alice)
+		if err != nil || acc == nil {
+			t.Fatalf("account: %v %v", acc, err)
+		}
+		return acc
+	}
+	mustApply(t, m, l.batch(1, writeItem(1, alice, "a", `{"x":1}`), writeItem(2, alice, "b", `{"y":2}`)))
+	mustApply(t, m, l.batch(2, deleteItem(3, alice, "a"), deleteItem(4, alice, "missing")))
+	acc := account()
+	if acc.GetPendingDebtMicros() != 200_000 || acc.GetExecutedDebtMicros() != 0 || acc.GetDeletes() != 2 || acc.GetDeletedBytes() == 0 {
+		t.Fatalf("after two deletes (each at least 1 MB): %v", acc)
+	}
+
+	op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1001}}})
+	if acc = account(); acc.GetPendingDebtMicros() != 0 || acc.GetExecutedDebtMicros() != 200_000 || m.GcEpoch() != 1001 {
+		t.Fatalf("after the epoch job: %v (gc epoch %d)", acc, m.GcEpoch())
+	}
+	mustApply(t, m, l.batch(3, deleteItem(5, alice, "b")))
+	op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1001}}}) // the same epoch again
+	if acc = account(); acc.GetPendingDebtMicros() != 100_000 {
+		t.Fatalf("an epoch's job ran twice: %v", acc)
+	}
+	if WritesBlocked(acc) {
+		t.Fatal("blocked below the default limit")
+	}
+
+	op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: alice[:], LimitMicros: 200_000}}})
+	if !WritesBlocked(account()) {
+		t.Fatal("executed debt at the limit does not block")
+	}
+	mustApply(t, m, l.batch(4, writeItem(6, alice, "c", `{"z":3}`)))
+	if rec := mustRecord(t, m, 6); rec.GetStatus() != ledgerpb.Status_STATUS_REJECTED || rec.GetReason() != ReasonWriteBlocked {
+		t.Fatalf("a blocked wallet's write: %v", rec)
+	}
+	if n, _ := m.Node(path(alice, "c")); n != nil {
+		t.Fatal("a blocked write wrote its node")
+	}
+
+	pay := &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: alice[:], AmountMicros: 250_000, TxHash: pid(0xaa)}}}
+	op(pay)
+	if acc = account(); acc.GetExecutedDebtMicros() != 0 || acc.GetPendingDebtMicros() != 50_000 || acc.GetPaidMicros() != 250_000 || WritesBlocked(acc) {
+		t.Fatalf("after paying 0.25: %v", acc)
+	}
+	op(pay) // the same transaction again
+	if acc = account(); acc.GetPaidMicros() != 250_000 || acc.GetPendingDebtMicros() != 50_000 {
+		t.Fatalf("a transaction paid twice: %v", acc)
+	}
+	mustApply(t, m, l.batch(5, writeItem(7, alice, "c", `{"z":3}`)))
+	if rec := mustRecord(t, m, 7); rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
+		t.Fatalf("a write after paying: %v", rec)
+	}
+	if acc, _ := m.Account(bob); acc != nil {
+		t.Fatalf("a wallet that never deleted has an account: %v", acc)
+	}
+}
