@@ -30,6 +30,7 @@ const (
 	ContentTooLarge     Code = "content_too_large"
 	LeaderUnknown       Code = "leader_unknown"
 	Overloaded          Code = "overloaded"
+	RateLimited         Code = "rate_limited"
 	Unauthorized        Code = "unauthorized"
 	Forbidden           Code = "forbidden"
 	NotFound            Code = "not_found"
@@ -54,6 +55,7 @@ var status = map[Code]int{
 	ContentTooLarge:     http.StatusRequestEntityTooLarge,
 	LeaderUnknown:       http.StatusServiceUnavailable,
 	Overloaded:          http.StatusTooManyRequests,
+	RateLimited:         http.StatusTooManyRequests,
 	Unauthorized:        http.StatusUnauthorized,
 	Forbidden:           http.StatusForbidden,
 	NotFound:            http.StatusNotFound,
@@ -66,6 +68,7 @@ var status = map[Code]int{
 var retryable = map[Code]bool{
 	LeaderUnknown: true,
 	Overloaded:    true,
+	RateLimited:   true,
 	Timeout:       true,
 	Internal:      true,
 }

@@ -11,6 +11,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	go.etcd.io/raft/v3 v3.7.0
 	go.uber.org/zap v1.28.0
+	golang.org/x/time v0.15.0
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -78,6 +78,10 @@ func validatorSettings() []string {
 		"SVC_VALIDATOR_MAX_BATCH=512",       // proposals per raft entry
 		"SVC_VALIDATOR_MAX_PENDING=10000",   // proposals in flight before 429
 		"SVC_VALIDATOR_PAYMENT_WAIT=10s",
+		// Every client is one address and one wallet here: the limits
+		// would measure themselves, not the cluster.
+		"SVC_VALIDATOR_RATE_PER_IP=0",
+		"SVC_VALIDATOR_RATE_PER_WALLET=0",
 	}
 	return append(env, strings.Fields(os.Getenv("BENCH_VALIDATOR_ENV"))...)
 }

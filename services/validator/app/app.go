@@ -143,6 +143,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
 	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
 	pcfg.ClassAging = cfg.ClassAging
+	if cfg.RatePerWallet > 0 {
+		pcfg.WalletLimiter = newLimiter(cfg.RatePerWallet)
+	}
 	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
 	if err != nil {
 		return err
@@ -165,6 +168,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	}
 	if cfg.Mode == Mock {
 		apiCfg.MockEpochs = clock
+	}
+	if cfg.RatePerIP > 0 {
+		apiCfg.IPLimiter = newLimiter(cfg.RatePerIP)
 	}
 	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gcView{node: node, machine: machine})
 

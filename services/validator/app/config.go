@@ -71,6 +71,8 @@ type Config struct {
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	RatePerIP        float64       `envconfig:"RATE_PER_IP" default:"2000" desc:"proposals per second one client address may submit, in bursts of twice that; 0: no limit"`
+	RatePerWallet    float64       `envconfig:"RATE_PER_WALLET" default:"500" desc:"proposals per second one wallet may submit, in bursts of twice that; 0: no limit"`
 	ClassAging       time.Duration `envconfig:"CLASS_AGING" default:"2s" desc:"wait after which a queued proposal ranks one payment class higher when capacity is short"`
 	// MaxPendingMessages is the contract's max_pending_messages.
 	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
@@ -99,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes <= 0 || c.EpochLength <= 0 || c.PaymentWait <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_MESSAGE_BYTES, EPOCH_LENGTH and PAYMENT_WAIT must be positive"))
+	}
+	if c.RatePerIP < 0 || c.RatePerWallet < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP and RATE_PER_WALLET must not be negative"))
 	}
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH and MAX_PENDING_MESSAGES must be positive"))

@@ -1,7 +1,11 @@
 package app
 
 import (
+	"math"
+
 	"context"
+	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/time/rate"
 	"sync"
 	"time"
 )
@@ -57,4 +61,13 @@ func (m *rateMeter) PerSecond() float64 {
 		return 0
 	}
 	return float64(last.value-first.value) / secs
+}
+
+// newLimiter is a token bucket per identifier (echo's in-memory store):
+// perSecond on average, bursts of twice that; idle buckets go after three
+// minutes.
+func newLimiter(perSecond float64) *middleware.RateLimiterMemoryStore {
+	return middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+		Rate: rate.Limit(perSecond), Burst: int(math.Ceil(2 * perSecond)), ExpiresIn: 3 * time.Minute,
+	})
 }

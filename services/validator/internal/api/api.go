@@ -56,9 +56,18 @@ type Config struct {
 	MaxStatusWait time.Duration
 	// MaxChildren bounds the child names /api/explore lists.
 	MaxChildren int
+	// IPLimiter, when set, limits the proposals one client address may
+	// submit (SVC_VALIDATOR_RATE_PER_IP). Identifiers are IP addresses.
+	IPLimiter Limiter
 	// MockEpochs, set in MOCK mode only, serves the /api/mock/* epoch
 	// routes; elsewhere they do not exist (404).
 	MockEpochs MockEpochs
+}
+
+// Limiter admits or refuses one request of an identifier (echo's
+// middleware.RateLimiterStore).
+type Limiter interface {
+	Allow(identifier string) (bool, error)
 }
 
 // Server holds the routes.
@@ -71,6 +80,7 @@ type Server struct {
 	cluster   Cluster
 	gc        GC
 	peerHTTP  *http.Client // forwarding and peer status calls
+	resolver  resolver     // member host names, for forwarded requests
 }
 
 // New builds the echo instance with every route.
@@ -85,6 +95,9 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// The client address is the connection's: headers a client sets
+	// (X-Forwarded-For, X-Real-IP) are not trusted.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.authenticate)
 
@@ -161,7 +174,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error("request failed", zap.String("path", c.Path()), zap.Error(err))
 		apiErr = apierror.New(apierror.Internal, "internal error")
 	}
-	if apiErr.Code == apierror.LeaderUnknown || apiErr.Code == apierror.Overloaded {
+	if apiErr.Code == apierror.LeaderUnknown || apiErr.Code == apierror.Overloaded || apiErr.Code == apierror.RateLimited {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	if err := c.JSON(apiErr.Status(), apierror.Body{Error: apiErr}); err != nil {

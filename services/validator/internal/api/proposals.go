@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -27,6 +29,9 @@ func (s *Server) proposeWrite(c echo.Context) error { return s.propose(c, propos
 func (s *Server) proposeDelete(c echo.Context) error { return s.propose(c, proposal.ParseDelete) }
 
 func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options) (*proposal.Submission, error)) error {
+	if err := s.limitIP(c); err != nil {
+		return err
+	}
 	if handled, err := s.forward(c); handled {
 		return err
 	}
@@ -64,6 +69,42 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 		Path:       status.Path,
 		Links:      api.Links{Status: api.StatusLink(status.ProposalID)},
 	})
+}
+
+// limitIP applies the per-address limit where a proposal first arrives. A
+// request a member forwarded was counted on that member, against its
+// client's address; it is recognised by the forwarding header coming from
+// that member's own address, so a client cannot skip the limit by setting
+// the header.
+func (s *Server) limitIP(c echo.Context) error {
+	if s.cfg.IPLimiter == nil {
+		return nil
+	}
+	ip := c.RealIP()
+	if by := c.Request().Header.Get(forwardedHeader); by != "" && s.isMemberAddress(by, ip) {
+		return nil
+	}
+	if ok, err := s.cfg.IPLimiter.Allow(ip); err != nil || !ok {
+		return apierror.New(apierror.RateLimited, "too many proposals from %s; retry shortly", ip)
+	}
+	return nil
+}
+
+// isMemberAddress reports whether ip is an address of the member whose id
+// is the decimal id, as its API URL names it.
+func (s *Server) isMemberAddress(id, ip string) bool {
+	for _, m := range s.cluster.Members() {
+		if strconv.FormatUint(m.ID, 10) != id {
+			continue
+		}
+		u, err := url.Parse(m.APIURL)
+		if err != nil {
+			return false
+		}
+		addrs, err := s.resolve(u.Hostname())
+		return err == nil && slices.Contains(addrs, ip)
+	}
+	return false
 }
 
 // readForm reads a url-encoded body of bounded size. URL query parameters are

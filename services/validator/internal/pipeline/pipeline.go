@@ -75,6 +75,11 @@ type Payments interface {
 	Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error)
 }
 
+// Limiter admits or refuses one request of an identifier.
+type Limiter interface {
+	Allow(identifier string) (bool, error)
+}
+
 // Epochs tells the current epoch.
 type Epochs interface {
 	Current() uint64
@@ -103,6 +108,11 @@ type Config struct {
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int
+	// WalletLimiter, when set, limits the proposals one wallet may submit
+	// (SVC_VALIDATOR_RATE_PER_WALLET); identifiers are lowercase 0x
+	// addresses. It counts only proposals whose signature checked out, so
+	// no one can spend another wallet's allowance.
+	WalletLimiter Limiter
 	// ClassAging is how long a proposal waits, when capacity is short, to
 	// rank one class higher (DECISIONS D7: higher classes drain first, and
 	// aging keeps any class from starving). 0 turns aging off.
@@ -239,6 +249,11 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	}
 	if err := p.signer.Verify(sub.Typed(), sub.Signature, sub.Wallet); err != nil {
 		return status, false, apierror.New(apierror.InvalidSignature, "%v", err)
+	}
+	if l := p.cfg.WalletLimiter; l != nil {
+		if ok, err := l.Allow(strings.ToLower(sub.Wallet.Hex())); err != nil || !ok {
+			return status, false, apierror.New(apierror.RateLimited, "too many proposals from wallet %s; retry shortly", sub.Wallet.Hex())
+		}
 	}
 	digest := sub.Digest()
 

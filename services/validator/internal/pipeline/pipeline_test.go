@@ -590,3 +590,52 @@ func TestWriteBlockedByDebt(t *testing.T) {
 		t.Fatalf("another wallet: %v", err)
 	}
 }
+
+// countingLimiter admits the first n requests of each identifier.
+type countingLimiter struct {
+	mu   sync.Mutex
+	n    int
+	seen map[string]int
+}
+
+func (c *countingLimiter) Allow(id string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]int{}
+	}
+	c.seen[id]++
+	return c.seen[id] <= c.n, nil
+}
+
+// TestWalletLimit: past its allowance a wallet gets 429 rate_limited,
+// retryable; forged submissions in its name do not use the allowance up.
+func TestWalletLimit(t *testing.T) {
+	limiter := &countingLimiter{n: 2}
+	p, _ := startWith(t, paymentsByID{}, nil, nil, func(c *Config) { c.VerifyPayments = false; c.WalletLimiter = limiter })
+	key, forger := func() (*ecdsa.PrivateKey, *ecdsa.PrivateKey) {
+		a, _ := crypto.GenerateKey()
+		b, _ := crypto.GenerateKey()
+		return a, b
+	}()
+	wallet := crypto.PubkeyToAddress(key.PublicKey)
+	for i := range 5 {
+		id := common.BigToHash(big.NewInt(int64(4000 + i)))
+		forged := submission(t, forger, id, id, payment.Standard)
+		forged.Wallet = wallet
+		if _, _, err := p.Submit(context.Background(), forged); apierror.CodeOf(err) != apierror.InvalidSignature {
+			t.Fatalf("forged: %v", err)
+		}
+	}
+	for i := range 3 {
+		id := common.BigToHash(big.NewInt(int64(4100 + i)))
+		_, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard))
+		var e *apierror.Error
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("submission %d within the allowance: %v", i, err)
+		case i == 2 && (!errors.As(err, &e) || e.Code != apierror.RateLimited || !e.Retryable || e.Status() != 429):
+			t.Fatalf("submission past the allowance: %v", err)
+		}
+	}
+}
