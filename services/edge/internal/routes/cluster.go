@@ -3,6 +3,7 @@ package routes
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,8 @@ type clusterNode struct {
 	AppliedIndex uint64 `json:"appliedIndex"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	StateHash    string `json:"stateHash,omitempty"`
+	// ComparedHash is the node's state hash at the view's comparedAt.
+	ComparedHash string `json:"comparedHash,omitempty"`
 	LastSeenAt   string `json:"lastSeenAt,omitempty"`
 	Error        string `json:"error,omitempty"`
 }
@@ -56,8 +59,8 @@ func (s *server) cluster(c echo.Context) error {
 
 	var leader string
 	var term uint64
+	var comparedAt uint64 // the lowest applied index among the reachable
 	reachable := 0
-	byIndex := map[uint64]map[string]bool{}
 	for _, n := range nodes {
 		if !n.Reachable {
 			continue
@@ -66,14 +69,36 @@ func (s *server) cluster(c echo.Context) error {
 		if n.Role == api.RoleLeader && n.Term >= term {
 			leader, term = n.NodeID, n.Term
 		}
-		if byIndex[n.AppliedIndex] == nil {
-			byIndex[n.AppliedIndex] = map[string]bool{}
+		if n.AppliedIndex > 0 && (comparedAt == 0 || n.AppliedIndex < comparedAt) {
+			comparedAt = n.AppliedIndex
 		}
-		byIndex[n.AppliedIndex][n.StateHash] = true
 	}
-	agreement := true
-	for _, hashes := range byIndex {
-		if len(hashes) > 1 {
+	// Validators are rarely at the same index under load: each is asked
+	// for its hash at comparedAt, which all of them have applied.
+	if comparedAt > 0 {
+		route := "/v1/consensus/state-hash?index=" + strconv.FormatUint(comparedAt, 10)
+		for i, base := range urls {
+			if !nodes[i].Reachable {
+				continue
+			}
+			wg.Go(func() {
+				resp, src := s.up.GetFrom(c.Request().Context(), base, route)
+				var at api.StateHashAt
+				if src.OK && resp.Status == http.StatusOK && json.Unmarshal(resp.Body, &at) == nil &&
+					at.ContractVersion == api.StateHashVersion && at.Index == comparedAt {
+					nodes[i].ComparedHash = at.StateHash
+				}
+			})
+		}
+		wg.Wait()
+	}
+	agreement, first := true, ""
+	for _, n := range nodes {
+		switch {
+		case n.ComparedHash == "":
+		case first == "":
+			first = n.ComparedHash
+		case n.ComparedHash != first:
 			agreement = false
 		}
 	}
@@ -84,6 +109,7 @@ func (s *server) cluster(c echo.Context) error {
 		"quorum":             len(urls)/2 + 1,
 		"reachable":          reachable,
 		"stateHashAgreement": agreement,
+		"comparedAt":         comparedAt,
 		"sources":            sources,
 	})
 }

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -185,28 +186,43 @@ func TestAuthLanes(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
-	status := func(id uint64, role, hash string) *httptest.Server {
+	// status is a validator at appliedIndex whose state hash at index 9 was
+	// hashAt9.
+	status := func(id uint64, role string, appliedIndex uint64, hashAt9 string) *httptest.Server {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.status.v1", "nodeId": id,
-				"name": "validator-" + string(rune('0'+id)), "role": role, "term": 3, "appliedIndex": 9, "commitIndex": 9, "stateHash": hash})
+			switch r.URL.Path {
+			case "/v1/consensus/state-hash":
+				if r.URL.Query().Get("index") != "9" {
+					w.WriteHeader(http.StatusNotFound)
+					return
+				}
+				_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.state-hash.v1", "nodeId": id, "index": 9, "stateHash": hashAt9})
+			default:
+				_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.status.v1", "nodeId": id,
+					"name": "validator-" + string(rune('0'+id)), "role": role, "term": 3, "appliedIndex": appliedIndex,
+					"commitIndex": appliedIndex, "stateHash": fmt.Sprintf("0xnow%d", id)})
+			}
 		}))
 		t.Cleanup(srv.Close)
 		return srv
 	}
-	srv := serve(t, auth.Lanes{}, status(1, "LEADER", "0xaa").URL, status(2, "FOLLOWER", "0xaa").URL, deadURL(t))
+	srv := serve(t, auth.Lanes{}, status(1, "LEADER", 12, "0xaa").URL, status(2, "FOLLOWER", 9, "0xaa").URL, deadURL(t))
 	_, body := get(t, srv.URL+"/ops/v1/cluster", "")
 	data := assertEnvelope(t, body)
-	if data["leaderNodeId"] != "validator-1" || data["reachable"] != float64(2) || data["quorum"] != float64(2) || data["stateHashAgreement"] != true {
+	if data["leaderNodeId"] != "validator-1" || data["reachable"] != float64(2) || data["quorum"] != float64(2) ||
+		data["stateHashAgreement"] != true || data["comparedAt"] != float64(9) {
 		t.Fatalf("cluster %v", data)
 	}
-	if nodes := data["nodes"].([]any); len(nodes) != 3 || nodes[2].(map[string]any)["reachable"] != false {
+	nodes := data["nodes"].([]any)
+	if len(nodes) != 3 || nodes[2].(map[string]any)["reachable"] != false || nodes[0].(map[string]any)["comparedHash"] != "0xaa" {
 		t.Fatalf("nodes %v", nodes)
 	}
 
-	srv = serve(t, auth.Lanes{}, status(1, "LEADER", "0xaa").URL, status(2, "FOLLOWER", "0xbb").URL)
+	// Different indexes, and different hashes at the lower one.
+	srv = serve(t, auth.Lanes{}, status(1, "LEADER", 12, "0xaa").URL, status(2, "FOLLOWER", 9, "0xbb").URL)
 	_, body = get(t, srv.URL+"/ops/v1/cluster", "")
 	if data := assertEnvelope(t, body); data["stateHashAgreement"] != false {
-		t.Fatalf("diverged hashes at one index not flagged: %v", data)
+		t.Fatalf("diverged hashes at index 9 not flagged: %v", data)
 	}
 }
 
