@@ -893,6 +893,92 @@ func (x *GcAccount) GetDeletedBytes() uint64 {
 	return 0
 }
 
+// WalletStats are a wallet's content figures, kept by apply so that reading
+// them costs one lookup.
+type WalletStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	Nodes         uint64                 `protobuf:"varint,2,opt,name=nodes,proto3" json:"nodes,omitempty"`     // live nodes in the wallet's subtree
+	Writes        uint64                 `protobuf:"varint,3,opt,name=writes,proto3" json:"writes,omitempty"`   // committed writes
+	Deletes       uint64                 `protobuf:"varint,4,opt,name=deletes,proto3" json:"deletes,omitempty"` // committed deletes
+	LastWriteAtMs int64                  `protobuf:"varint,5,opt,name=last_write_at_ms,json=lastWriteAtMs,proto3" json:"last_write_at_ms,omitempty"`
+	LastWritePath string                 `protobuf:"bytes,6,opt,name=last_write_path,json=lastWritePath,proto3" json:"last_write_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletStats) Reset() {
+	*x = WalletStats{}
+	mi := &file_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletStats) ProtoMessage() {}
+
+func (x *WalletStats) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
+func (*WalletStats) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WalletStats) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *WalletStats) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *WalletStats) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *WalletStats) GetDeletes() uint64 {
+	if x != nil {
+		return x.Deletes
+	}
+	return 0
+}
+
+func (x *WalletStats) GetLastWriteAtMs() int64 {
+	if x != nil {
+		return x.LastWriteAtMs
+	}
+	return 0
+}
+
+func (x *WalletStats) GetLastWritePath() string {
+	if x != nil {
+		return x.LastWritePath
+	}
+	return ""
+}
+
 // GcExecute moves pending debt to executed debt: of one wallet, or of every
 // account when wallet is empty (the per-epoch job, epoch set).
 type GcExecute struct {
@@ -905,7 +991,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1003,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1016,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -958,7 +1044,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1056,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1069,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1014,7 +1100,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1112,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1125,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1077,7 +1163,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1175,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1188,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -1135,7 +1221,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1233,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1246,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -1224,7 +1310,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1322,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1335,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Property) GetName() string {
@@ -1285,7 +1371,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1383,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1396,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Node) GetPath() string {
@@ -1397,7 +1483,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1495,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1508,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -1484,7 +1570,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1582,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1595,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -1582,7 +1668,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1680,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1693,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1702,7 +1788,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1800,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1813,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -1787,7 +1873,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1885,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1898,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Member) GetId() uint64 {
@@ -1902,7 +1988,14 @@ const file_ledger_proto_rawDesc = "" +
 	"\adeletes\x18\x05 \x01(\x04R\adeletes\x12\x1f\n" +
 	"\vpaid_micros\x18\x06 \x01(\x04R\n" +
 	"paidMicros\x12#\n" +
-	"\rdeleted_bytes\x18\a \x01(\x04R\fdeletedBytes\"9\n" +
+	"\rdeleted_bytes\x18\a \x01(\x04R\fdeletedBytes\"\xbe\x01\n" +
+	"\vWalletStats\x12\x16\n" +
+	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
+	"\x05nodes\x18\x02 \x01(\x04R\x05nodes\x12\x16\n" +
+	"\x06writes\x18\x03 \x01(\x04R\x06writes\x12\x18\n" +
+	"\adeletes\x18\x04 \x01(\x04R\adeletes\x12'\n" +
+	"\x10last_write_at_ms\x18\x05 \x01(\x03R\rlastWriteAtMs\x12&\n" +
+	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"9\n" +
 	"\tGcExecute\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"G\n" +
@@ -2017,7 +2110,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -2029,18 +2122,19 @@ var file_ledger_proto_goTypes = []any{
 	(*ProposalBatch)(nil),  // 7: contentledger.v1.ProposalBatch
 	(*Entry)(nil),          // 8: contentledger.v1.Entry
 	(*GcAccount)(nil),      // 9: contentledger.v1.GcAccount
-	(*GcExecute)(nil),      // 10: contentledger.v1.GcExecute
-	(*GcSetLimit)(nil),     // 11: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 12: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 13: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 14: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 15: contentledger.v1.Property
-	(*Node)(nil),           // 16: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 17: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 18: contentledger.v1.Segment
-	(*Event)(nil),          // 19: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 20: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 21: contentledger.v1.Member
+	(*WalletStats)(nil),    // 10: contentledger.v1.WalletStats
+	(*GcExecute)(nil),      // 11: contentledger.v1.GcExecute
+	(*GcSetLimit)(nil),     // 12: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 13: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 14: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 15: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 16: contentledger.v1.Property
+	(*Node)(nil),           // 17: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 18: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 19: contentledger.v1.Segment
+	(*Event)(nil),          // 20: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 21: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 22: contentledger.v1.Member
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -2051,16 +2145,16 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	6,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	7,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	13, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	10, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	11, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	12, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	14, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	11, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	12, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	13, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
 	5,  // 12: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
 	4,  // 13: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
 	3,  // 14: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	15, // 15: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	16, // 16: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	17, // 17: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	16, // 15: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	17, // 16: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	18, // 17: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
 	18, // [18:18] is the sub-list for method output_type
 	18, // [18:18] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
@@ -2080,7 +2174,7 @@ func file_ledger_proto_init() {
 		(*Entry_GcSetLimit)(nil),
 		(*Entry_GcPay)(nil),
 	}
-	file_ledger_proto_msgTypes[13].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[14].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -2090,7 +2184,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -521,3 +521,49 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 		t.Fatalf("a write after paying: %d %v", code, body)
 	}
 }
+
+func TestWalletRoutes(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	wallet := strings.ToLower(a.wallet.Hex())
+	for i, msg := range []string{`{"title":"one","body":{"text":"x"}}`, `{"title":"two"}`} {
+		var id common.Hash
+		id[0], id[31] = byte(0x70+i), 1 // the path takes the id's first hex digits
+		if code, body := post(t, base, a.form(t, id, msg, a.key)); code != http.StatusAccepted {
+			t.Fatalf("write %d: %d %v", i, code, body)
+		}
+		waitCommitted(t, base, id)
+	}
+	var st api.WalletStats
+	if code := getJSON(t, base+"/v1/wallets/stats?wallet="+wallet, &st); code != http.StatusOK || st.ContentCount != 3 || st.TotalWrites != 2 ||
+		st.LastWriteAt == nil || st.GC.Limit != "100.00" || st.WalletPath != proposal.WalletRoot("ledger", a.wallet) {
+		t.Fatalf("wallet stats: %d %+v", code, st)
+	}
+	var page api.WalletContent
+	if code := getJSON(t, base+"/v1/wallets/content?wallet="+wallet+"&page=0&pageSize=2", &page); code != http.StatusOK || len(page.Items) != 2 || !page.HasMore {
+		t.Fatalf("page 0: %d %+v", code, page)
+	}
+	first := page.Items[0].Path
+	if code := getJSON(t, base+"/v1/wallets/content?wallet="+wallet+"&page=1&pageSize=2", &page); code != http.StatusOK || len(page.Items) != 1 || page.HasMore ||
+		page.Items[0].Path == first || page.Items[0].ProposalID == "" || page.Items[0].Revision != 1 {
+		t.Fatalf("page 1: %d %+v", code, page)
+	}
+	var ex api.ExplorerWallet
+	if code := getJSON(t, base+"/v1/explorer/wallets/"+wallet, &ex); code != http.StatusOK || ex.ContractVersion != api.ExplorerWalletVersion ||
+		ex.ContentCount != 3 || len(ex.Content) != 3 || ex.HasMore {
+		t.Fatalf("explorer wallet: %d %+v", code, ex)
+	}
+	for _, tc := range []struct{ path, field string }{
+		{"/v1/wallets/content?wallet=0x12", "wallet"},
+		{"/v1/wallets/content?wallet=" + wallet + "&page=-1", "page"},
+		{"/v1/wallets/content?wallet=" + wallet + "&pageSize=0", "pageSize"},
+		{"/v1/wallets/content?wallet=" + wallet + "&pageSize=201", "pageSize"},
+		{"/v1/wallets/stats", "wallet"},
+		{"/v1/explorer/wallets/nope", "walletAddress"},
+	} {
+		var e apierror.Body
+		if code := getJSON(t, base+tc.path, &e); code != http.StatusBadRequest || e.Error == nil || e.Error.Details["field"] != tc.field {
+			t.Errorf("%s: %d %+v", tc.path, code, e.Error)
+		}
+	}
+}

@@ -36,6 +36,10 @@ type Content interface {
 	Node(path string) (node *ledgerpb.Node, ok bool, err error)
 	// Children returns up to limit names of the node's direct children.
 	Children(path string, limit int) ([]string, error)
+	// WalletStats are a wallet's content figures, nil when it never wrote.
+	WalletStats(wallet [20]byte) (*ledgerpb.WalletStats, error)
+	// WalletNodes pages the subtree at root in path order.
+	WalletNodes(root string, offset, limit int) ([]*ledgerpb.Node, bool, error)
 }
 
 // Health reports the node's own view of itself for /health.
@@ -117,6 +121,9 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
 	e.GET("/v1/proposals/queue/stats", s.queueStats)
 	e.GET("/v1/proposals/pending/count", s.pendingCount)
+	e.GET("/v1/wallets/content", s.walletContent)
+	e.GET("/v1/wallets/stats", s.walletStats)
+	e.GET("/v1/explorer/wallets/:wallet", s.explorerWallet)
 	e.GET("/v1/gc/account/:wallet", s.gcAccount)
 	e.POST("/v1/gc/account/:wallet/execute-pending", s.gcExecutePending)
 	e.POST("/v1/gc/account/:wallet/set-limit", s.gcSetLimit)

@@ -30,11 +30,7 @@ type GC interface {
 
 // walletParam reads the :wallet path parameter, 0x and 40 hex digits.
 func walletParam(c echo.Context) (common.Address, error) {
-	raw := c.Param("wallet")
-	if len(raw) != 42 || !strings.HasPrefix(raw, "0x") || !common.IsHexAddress(raw) {
-		return common.Address{}, apierror.Field("walletAddress", "must be 0x followed by 40 hex digits")
-	}
-	return common.HexToAddress(raw), nil
+	return parseWallet(c.Param("wallet"), "walletAddress")
 }
 
 func (s *Server) gcAccount(c echo.Context) error {

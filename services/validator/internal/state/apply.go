@@ -321,11 +321,13 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 	if err != nil {
 		return "", err
 	}
+	var created, removed uint64
 	if old != nil {
 		stale, err := a.staleChildren(old, newPaths)
 		if err != nil {
 			return "", err
 		}
+		removed = uint64(len(stale))
 		for _, path := range stale {
 			if err := a.mut.delete(storage.NodeKey(path)); err != nil {
 				return "", err
@@ -344,6 +346,8 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 		rev := uint64(1)
 		if prev != nil {
 			rev = prev.GetRevision() + 1
+		} else {
+			created++
 		}
 		props := make([]*ledgerpb.Property, len(s.Properties))
 		for i, pr := range s.Properties {
@@ -367,6 +371,9 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_Put{Put: node}})
 	}
 
+	if err := a.countWallet(p.GetWallet(), true, created, removed, ec.batch.GetSealedAtMs(), p.GetPath()); err != nil {
+		return "", err
+	}
 	ev := a.event(ec, p, EventTypeContent, EventActionWrite)
 	ev.ContentHash = "0x" + hex.EncodeToString(keccak256(p.GetMessage()))
 	if err := a.emit(ev); err != nil {
@@ -445,6 +452,9 @@ func (a *applier) delete(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Se
 		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}})
 	}
 	if err := a.accrue(p.GetWallet(), deleted); err != nil {
+		return err
+	}
+	if err := a.countWallet(p.GetWallet(), false, 0, uint64(len(keys)), 0, ""); err != nil {
 		return err
 	}
 	return a.emit(a.event(ec, p, EventTypeDelete, EventActionDel))

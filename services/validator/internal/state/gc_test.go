@@ -1,6 +1,7 @@
 package state
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -78,5 +79,36 @@ func TestGcDebt(t *testing.T) {
 	}
 	if acc, _ := m.Account(bob); acc != nil {
 		t.Fatalf("a wallet that never deleted has an account: %v", acc)
+	}
+}
+
+// TestWalletStats counts a wallet's live nodes through a nested write, a
+// replace that drops a nested child, and a delete, and pages its content.
+func TestWalletStats(t *testing.T) {
+	m := newMachine(t)
+	l := newLog(t)
+	mustApply(t, m, l.batch(10, writeItem(1, alice, "a", `{"x":{"y":{}}}`))) // a, a/x, a/x/y
+	mustApply(t, m, l.batch(20, writeItem(2, alice, "b", "text")))           // b
+	ws, err := m.WalletStats(alice)
+	if err != nil || ws.GetNodes() != 4 || ws.GetWrites() != 2 || ws.GetLastWriteAtMs() != 20 || ws.GetLastWritePath() != path(alice, "b") {
+		t.Fatalf("after two writes: %v %v", ws, err)
+	}
+	mustApply(t, m, l.batch(30, writeItem(3, alice, "a", `{"x":{}}`))) // a/x/y goes
+	if ws, _ = m.WalletStats(alice); ws.GetNodes() != 3 || ws.GetWrites() != 3 {
+		t.Fatalf("after a replace: %v", ws)
+	}
+	nodes, more, err := m.WalletNodes(strings.TrimSuffix(path(alice, ""), "/"), 1, 2)
+	if err != nil || len(nodes) != 2 || more || nodes[0].GetPath() != path(alice, "a/x") || nodes[1].GetPath() != path(alice, "b") {
+		t.Fatalf("the last 2 of 3: %v %t %v", nodes, more, err)
+	}
+	if nodes, more, _ = m.WalletNodes(strings.TrimSuffix(path(alice, ""), "/"), 0, 1); len(nodes) != 1 || !more || nodes[0].GetPath() != path(alice, "a") {
+		t.Fatalf("the first of 3: %v %t", nodes, more)
+	}
+	mustApply(t, m, l.batch(40, deleteItem(4, alice, "a")))
+	if ws, _ = m.WalletStats(alice); ws.GetNodes() != 1 || ws.GetDeletes() != 1 || ws.GetWrites() != 3 {
+		t.Fatalf("after deleting a: %v", ws)
+	}
+	if ws, _ := m.WalletStats(bob); ws != nil {
+		t.Fatalf("a wallet that never wrote: %v", ws)
 	}
 }

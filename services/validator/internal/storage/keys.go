@@ -33,6 +33,7 @@ import (
 //	    s/u/<id:32>             empty: the proposal is accepted and undecided (its record is PENDING)
 //	    s/q/<epoch:8><id:32>    empty: the proposal is COMMITTED and its epoch not final yet
 //	    s/a/<wallet:20>         ledgerpb.GcAccount: a wallet's GC debt account
+//	    s/w/<wallet:20>         ledgerpb.WalletStats: a wallet's content figures
 //	    s/t/<tx:32>             empty: a DebtPaid transaction already paid a debt
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
@@ -55,6 +56,7 @@ const (
 	undecidedPrefix = StatePrefix + "u/"
 	unfinalPrefix   = StatePrefix + "q/"
 	accountPrefix   = StatePrefix + "a/"
+	walletPrefix    = StatePrefix + "w/"
 	debtTxPrefix    = StatePrefix + "t/"
 )
 
@@ -288,3 +290,6 @@ func AccountBounds() (lower, upper []byte) {
 
 // DebtTxKey marks a DebtPaid transaction as spent.
 func DebtTxKey(tx [32]byte) []byte { return append([]byte(debtTxPrefix), tx[:]...) }
+
+// WalletStatsKey is the key of a wallet's content figures.
+func WalletStatsKey(wallet [20]byte) []byte { return append([]byte(walletPrefix), wallet[:]...) }
