@@ -138,3 +138,68 @@ func ParseDebt(s string) (uint64, bool) {
 	}
 	return w*1_000_000 + f, true
 }
+
+// Contract version markers of the release-flow and epoch routes.
+const (
+	ReleaseFlowVersion         = "proposal.release-flow.v1"
+	ExplorerReleaseFlowVersion = "explorer.release-flow.v1"
+	EpochOverlayVersion        = "proposal.epoch-overlay.v1"
+	ExplorerEpochsVersion      = "explorer.epochs.v1"
+)
+
+// ReleaseFlow is the body of /v1/proposals/release-flow (and, with its own
+// marker, /v1/explorer/release-flow): what holds proposals back, and where
+// they are.
+type ReleaseFlow struct {
+	ContractVersion    string              `json:"contractVersion"`
+	Governor           Governor            `json:"governor"`
+	Stages             ReleaseStages       `json:"stages"`
+	MaxPendingMessages int                 `json:"maxPendingMessages"`
+	MaxPending         int                 `json:"maxPending"`
+	MaxBatch           int                 `json:"maxBatch"`
+	Tiers              map[string]TierFlow `json:"tiers"`
+}
+
+// Governor says whether the sender releases, holds or sheds, and why.
+type Governor struct {
+	State   string   `json:"state"`  // open, holding (backpressure), shedding (intake full)
+	Action  string   `json:"action"` // release, hold, shed
+	Reasons []string `json:"reasons"`
+}
+
+// ReleaseStages counts proposals not yet applied by stage. Verified
+// proposals go straight into the packing queue, so Verified is what is
+// decided and not yet queued.
+type ReleaseStages struct {
+	Unverified   int `json:"unverified"` // accepted, waiting for their payment
+	Verified     int `json:"verified"`
+	Packing      int `json:"packing"`      // decided, queued for a batch
+	ReadyBuckets int `json:"readyBuckets"` // the batches the queue makes
+	Batches      int `json:"batches"`      // proposed and not yet applied
+	InFlight     int `json:"inFlight"`     // proposals in those batches
+}
+
+// TierFlow is one payment class in ReleaseFlow.
+type TierFlow struct {
+	Pending  int    `json:"pending"`
+	Released uint64 `json:"released"` // sealed into batches since this validator started
+}
+
+// EpochOverlay is the body of /v1/proposals/epochs: the proposals not yet
+// applied by the epoch they were accepted in, with the epochs' place.
+type EpochOverlay struct {
+	ContractVersion string           `json:"contractVersion"`
+	CurrentEpoch    uint64           `json:"currentEpoch"`
+	NextEpoch       uint64           `json:"nextEpoch"`
+	FinalizedEpoch  uint64           `json:"finalizedEpoch"`
+	Epochs          []EpochProposals `json:"epochs"`
+}
+
+// EpochProposals is one epoch in EpochOverlay.
+type EpochProposals struct {
+	Epoch     uint64         `json:"epoch"`
+	Current   bool           `json:"current"`
+	Finalized bool           `json:"finalized"`
+	ByStatus  map[string]int `json:"byStatus"`
+	ByTier    map[string]int `json:"byTier"`
+}

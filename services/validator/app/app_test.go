@@ -567,3 +567,31 @@ func TestWalletRoutes(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseFlowAndEpochRoutes(t *testing.T) {
+	base := startMock(t)
+	var f api.ReleaseFlow
+	if code := getJSON(t, base+"/v1/proposals/release-flow", &f); code != http.StatusOK || f.ContractVersion != api.ReleaseFlowVersion ||
+		f.Governor.State != "open" || len(f.Tiers) != 3 || f.MaxPendingMessages != 256 {
+		t.Fatalf("release flow: %d %+v", code, f)
+	}
+	if code := getJSON(t, base+"/v1/explorer/release-flow", &f); code != http.StatusOK || f.ContractVersion != api.ExplorerReleaseFlowVersion {
+		t.Fatalf("explorer release flow: %d %+v", code, f)
+	}
+	var o api.EpochOverlay
+	if code := getJSON(t, base+"/v1/proposals/epochs", &o); code != http.StatusOK || o.ContractVersion != api.EpochOverlayVersion ||
+		o.CurrentEpoch != 1000 || o.NextEpoch != 1001 || o.FinalizedEpoch != 998 {
+		t.Fatalf("epoch overlay: %d %+v", code, o)
+	}
+	resp, err := http.Get(base + "/v1/explorer/epochs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var dep map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&dep)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Deprecation") != "true" || dep["successor"] != "/v1/explorer/release-flow" ||
+		!strings.Contains(resp.Header.Get("Link"), "/v1/explorer/release-flow") {
+		t.Fatalf("deprecated explorer epochs: %d %v %v", resp.StatusCode, resp.Header, dep)
+	}
+}

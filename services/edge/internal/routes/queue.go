@@ -8,34 +8,31 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 )
 
-// queueFields reads the leader's queue statistics as the data of an ops
-// envelope: every field of the source, plus the sources asked.
-func (s *server) queueFields(c echo.Context) (map[string]any, error) {
-	var q api.QueueStats
-	sources, err := s.fromLeader(c.Request().Context(), "/v1/proposals/queue/stats", api.QueueStatsVersion, &q)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(q)
-	if err != nil {
-		return nil, err
-	}
+// leaderFields reads a source route from the leader as the data of an ops
+// envelope: every field of the source's answer, plus the sources asked.
+func (s *server) leaderFields(c echo.Context, route, contractVersion string) (map[string]any, error) {
 	data := map[string]any{}
-	if err := json.Unmarshal(raw, &data); err != nil {
+	sources, err := s.fromLeader(c.Request().Context(), route, contractVersion, &data)
+	if err != nil {
 		return nil, err
 	}
 	data["sources"] = sources
 	return data, nil
 }
 
-// queueStats is /ops/v1/proposals/queue/stats: the leader's queue
-// statistics as the validator reports them.
-func (s *server) queueStats(c echo.Context) error {
-	data, err := s.queueFields(c)
-	if err != nil {
-		return err
+// passThrough serves a source route of the leader as it answers.
+func (s *server) passThrough(route, contractVersion string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		data, err := s.leaderFields(c, route, contractVersion)
+		if err != nil {
+			return err
+		}
+		return s.envelope(c, data)
 	}
-	return s.envelope(c, data)
+}
+
+func (s *server) queueFields(c echo.Context) (map[string]any, error) {
+	return s.leaderFields(c, "/v1/proposals/queue/stats", api.QueueStatsVersion)
 }
 
 // queue is /ops/v1/queue, the queue pressure summary: the same statistics

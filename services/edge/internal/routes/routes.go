@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/contentledger/contentledger/pkg/api"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -77,7 +78,10 @@ func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
 	g.GET("/raft", s.raft)
 	g.GET("/replication", s.replication)
 	g.GET("/queue", s.queue)
-	g.GET("/proposals/queue/stats", s.queueStats)
+	g.GET("/proposals/queue/stats", s.passThrough("/v1/proposals/queue/stats", api.QueueStatsVersion))
+	g.GET("/proposals/release-flow", s.passThrough("/v1/proposals/release-flow", api.ReleaseFlowVersion))
+	g.GET("/explorer/release-flow", s.passThrough("/v1/explorer/release-flow", api.ExplorerReleaseFlowVersion))
+	g.GET("/proposals/epochs", s.passThrough("/v1/proposals/epochs", api.EpochOverlayVersion))
 	g.GET("/explorer/proposal/:proposalId", s.proposal)
 	e.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	return e

@@ -313,3 +313,33 @@ func TestQueueFromLeader(t *testing.T) {
 	status, body := get(t, srv.URL+"/ops/v1/queue", "")
 	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
 }
+
+func TestPassThroughFromLeader(t *testing.T) {
+	answers := map[string]map[string]any{
+		"/v1/proposals/release-flow": {"contractVersion": "proposal.release-flow.v1", "governor": map[string]any{"state": "open"}},
+		"/v1/explorer/release-flow":  {"contractVersion": "explorer.release-flow.v1", "governor": map[string]any{"state": "holding"}},
+		"/v1/proposals/epochs":       {"contractVersion": "proposal.epoch-overlay.v1", "currentEpoch": 1000},
+	}
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/consensus/leader" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.leader.v1", "known": true, "leaderId": 1, "leaderUrl": "http://" + r.Host})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(answers[r.URL.Path])
+	}))
+	defer leader.Close()
+	srv := serve(t, auth.Lanes{}, leader.URL)
+	for route, check := range map[string]func(map[string]any) bool{
+		"/ops/v1/proposals/release-flow": func(d map[string]any) bool { return d["governor"].(map[string]any)["state"] == "open" },
+		"/ops/v1/explorer/release-flow":  func(d map[string]any) bool { return d["governor"].(map[string]any)["state"] == "holding" },
+		"/ops/v1/proposals/epochs":       func(d map[string]any) bool { return d["currentEpoch"] == float64(1000) },
+	} {
+		_, body := get(t, srv.URL+route, "")
+		if data := assertEnvelope(t, body); !check(data) || data["contractVersion"] == nil || data["sources"] == nil {
+			t.Errorf("%s: %v", route, data)
+		}
+	}
+	answers["/v1/proposals/epochs"]["contractVersion"] = "proposal.epoch-overlay.v0"
+	status, body := get(t, srv.URL+"/ops/v1/proposals/epochs", "")
+	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
+}

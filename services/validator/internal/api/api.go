@@ -28,6 +28,10 @@ type Proposals interface {
 	WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error)
 	// QueueStats are the queue statistics of this validator's pipeline.
 	QueueStats() api.QueueStats
+	// ReleaseFlow is what holds proposals back and where they are.
+	ReleaseFlow() api.ReleaseFlow
+	// EpochOverlay is the proposals not yet applied by epoch.
+	EpochOverlay() api.EpochOverlay
 }
 
 // Content reads applied content.
@@ -121,6 +125,10 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/proposals/:id/status", s.proposalStatus)
 	e.GET("/v1/proposals/queue/stats", s.queueStats)
 	e.GET("/v1/proposals/pending/count", s.pendingCount)
+	e.GET("/v1/proposals/release-flow", s.releaseFlow)
+	e.GET("/v1/explorer/release-flow", s.explorerReleaseFlow)
+	e.GET("/v1/proposals/epochs", s.epochOverlay)
+	e.GET("/v1/explorer/epochs", s.explorerEpochs)
 	e.GET("/v1/wallets/content", s.walletContent)
 	e.GET("/v1/wallets/stats", s.walletStats)
 	e.GET("/v1/explorer/wallets/:wallet", s.explorerWallet)

@@ -31,10 +31,7 @@ const maxMockAdvance = 10_000
 // decides finality: a follower forwards them.
 
 func (s *Server) mockEpochStatus(c echo.Context) error {
-	if handled, err := s.forward(c); handled && err == nil {
-		return nil
-	}
-	return c.JSON(http.StatusOK, s.mockStatus())
+	return s.fromLeader(c, func() any { return s.mockStatus() })
 }
 
 func (s *Server) mockAdvanceEpoch(c echo.Context) error {

@@ -71,6 +71,42 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	})
 }
 
+// fromLeader answers with the leader's view: a follower forwards, and
+// answers with its own only when no leader is known.
+func (s *Server) fromLeader(c echo.Context, local func() any) error {
+	if handled, err := s.forward(c); handled && err == nil {
+		return nil
+	}
+	return c.JSON(http.StatusOK, local())
+}
+
+func (s *Server) releaseFlow(c echo.Context) error {
+	return s.fromLeader(c, func() any { return s.proposals.ReleaseFlow() })
+}
+
+func (s *Server) explorerReleaseFlow(c echo.Context) error {
+	return s.fromLeader(c, func() any {
+		f := s.proposals.ReleaseFlow()
+		f.ContractVersion = api.ExplorerReleaseFlowVersion
+		return f
+	})
+}
+
+func (s *Server) epochOverlay(c echo.Context) error {
+	return s.fromLeader(c, func() any { return s.proposals.EpochOverlay() })
+}
+
+// explorerEpochs is deprecated: it points to its successor.
+func (s *Server) explorerEpochs(c echo.Context) error {
+	const successor = "/v1/explorer/release-flow"
+	c.Response().Header().Set("Deprecation", "true")
+	c.Response().Header().Set("Link", "<"+successor+`>; rel="successor-version"`)
+	return c.JSON(http.StatusOK, map[string]any{
+		"contractVersion": api.ExplorerEpochsVersion, "deprecated": true, "successor": successor,
+		"message": "deprecated: epoch release is reported by " + successor + "; per-epoch counts by /v1/proposals/epochs",
+	})
+}
+
 // limitIP applies the per-address limit where a proposal first arrives. A
 // request a member forwarded was counted on that member, against its
 // client's address; it is recognised by the forwarding header coming from
@@ -157,24 +193,19 @@ func (s *Server) proposalStatus(c echo.Context) error {
 // a follower forwards to it, and answers with its own (empty) pipeline only
 // when no leader is known, so the route keeps answering during an election.
 func (s *Server) queueStats(c echo.Context) error {
-	if handled, err := s.forward(c); handled && err == nil {
-		return nil
-	}
-	return c.JSON(http.StatusOK, s.proposals.QueueStats())
+	return s.fromLeader(c, func() any { return s.proposals.QueueStats() })
 }
 
 // pendingCount serves /v1/proposals/pending/count: proposals accepted and
 // not yet applied, from the leader like queueStats.
 func (s *Server) pendingCount(c echo.Context) error {
-	if handled, err := s.forward(c); handled && err == nil {
-		return nil
-	}
-	q := s.proposals.QueueStats()
-	n := 0
-	for _, v := range q.ProposalsByEpoch {
-		n += v
-	}
-	return c.JSON(http.StatusOK, api.PendingCount{ContractVersion: api.PendingCountVersion, Pending: n})
+	return s.fromLeader(c, func() any {
+		n := 0
+		for _, v := range s.proposals.QueueStats().ProposalsByEpoch {
+			n += v
+		}
+		return api.PendingCount{ContractVersion: api.PendingCountVersion, Pending: n}
+	})
 }
 
 // waitParam reads ?wait=, a duration capped at MaxStatusWait.

@@ -202,8 +202,10 @@ type counters struct {
 
 // senderState is what the sender (Run) publishes of its own state.
 type senderState struct {
-	queued       atomic.Int64 // decided proposals waiting to be sealed
-	inflight     atomic.Int64 // proposals proposed and not yet applied
+	queued       atomic.Int64                        // decided proposals waiting to be sealed
+	inflight     atomic.Int64                        // proposals proposed and not yet applied
+	batches      atomic.Int64                        // batches proposed and not yet applied
+	released     [len(payment.Classes)]atomic.Uint64 // proposals sealed, by class
 	backpressure atomic.Bool
 	// backpressureEvents counts the times backpressure came on.
 	backpressureEvents atomic.Uint64
@@ -683,4 +685,65 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 	}
 	slices.SortFunc(q.PendingEpochStats, func(a, b api.PendingEpoch) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	return q
+}
+
+// ReleaseFlow returns what holds proposals back and where they are.
+func (p *Pipeline) ReleaseFlow() api.ReleaseFlow {
+	st := p.Stats()
+	f := api.ReleaseFlow{
+		ContractVersion: api.ReleaseFlowVersion, MaxPendingMessages: st.MaxPendingMessages, MaxPending: p.cfg.MaxPending,
+		MaxBatch: st.MaxBatch, Tiers: map[string]api.TierFlow{},
+		Stages: api.ReleaseStages{
+			Unverified: max(0, st.Pending-st.Queued-st.InFlight), Packing: st.Queued,
+			ReadyBuckets: (st.Queued + st.MaxBatch - 1) / st.MaxBatch, Batches: int(p.sender.batches.Load()), InFlight: st.InFlight,
+		},
+		Governor: api.Governor{State: "open", Action: "release", Reasons: []string{}},
+	}
+	for _, c := range payment.Classes {
+		f.Tiers[c.Name()] = api.TierFlow{Released: p.sender.released[c].Load()}
+	}
+	p.mu.Lock()
+	for _, pp := range p.pending {
+		name := payment.ClassFromProto(pp.record.GetProposal().GetTier()).Name()
+		t := f.Tiers[name]
+		t.Pending++
+		f.Tiers[name] = t
+	}
+	p.mu.Unlock()
+	if st.BackpressureActive {
+		f.Governor = api.Governor{State: "holding", Action: "hold", Reasons: []string{
+			fmt.Sprintf("%d proposals in flight, at max_pending_messages %d", st.InFlight, st.MaxPendingMessages)}}
+	}
+	if st.Pending >= p.cfg.MaxPending {
+		f.Governor.State, f.Governor.Action = "shedding", "shed"
+		f.Governor.Reasons = append(f.Governor.Reasons,
+			fmt.Sprintf("%d proposals pending, at the intake bound %d: new ones are answered 429", st.Pending, p.cfg.MaxPending))
+	}
+	return f
+}
+
+// EpochOverlay returns the proposals not yet applied by epoch.
+func (p *Pipeline) EpochOverlay() api.EpochOverlay {
+	current, finalized := p.epochs.Current(), p.epochs.Finalized()
+	o := api.EpochOverlay{ContractVersion: api.EpochOverlayVersion, CurrentEpoch: current, NextEpoch: current + 1,
+		FinalizedEpoch: finalized, Epochs: []api.EpochProposals{}}
+	byEpoch := map[uint64]*api.EpochProposals{}
+	p.mu.Lock()
+	for _, pp := range p.pending {
+		prop := pp.record.GetProposal()
+		e := byEpoch[prop.GetEpoch()]
+		if e == nil {
+			e = &api.EpochProposals{Epoch: prop.GetEpoch(), Current: prop.GetEpoch() == current, Finalized: prop.GetEpoch() <= finalized,
+				ByStatus: map[string]int{}, ByTier: map[string]int{}}
+			byEpoch[prop.GetEpoch()] = e
+		}
+		e.ByStatus[api.StatusFromRecord(pp.record).Status]++
+		e.ByTier[payment.ClassFromProto(prop.GetTier()).Name()]++
+	}
+	p.mu.Unlock()
+	for _, e := range byEpoch {
+		o.Epochs = append(o.Epochs, *e)
+	}
+	slices.SortFunc(o.Epochs, func(a, b api.EpochProposals) int { return cmp.Compare(a.Epoch, b.Epoch) })
+	return o
 }

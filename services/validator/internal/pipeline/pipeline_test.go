@@ -403,6 +403,16 @@ func TestSenderBackpressure(t *testing.T) {
 	waitStats(t, p, "backpressure with the ceiling in flight", func(s Stats) bool {
 		return s.BackpressureActive && s.InFlight == 4 && s.Queued == n-4 && s.Pending == n
 	})
+	f := p.ReleaseFlow()
+	if f.Governor.State != "holding" || f.Governor.Action != "hold" || len(f.Governor.Reasons) != 1 || f.Stages.InFlight != 4 ||
+		f.Stages.Packing != 6 || f.Stages.ReadyBuckets != 3 || f.Stages.Batches < 2 || f.Tiers["standard"].Pending != n || f.Tiers["standard"].Released != 4 {
+		t.Fatalf("release flow under backpressure: %+v", f)
+	}
+	o := p.EpochOverlay()
+	if o.CurrentEpoch != 7 || o.NextEpoch != 8 || o.FinalizedEpoch != 5 || len(o.Epochs) != 1 || o.Epochs[0].Epoch != 7 ||
+		!o.Epochs[0].Current || o.Epochs[0].Finalized || o.Epochs[0].ByTier["standard"] != n || o.Epochs[0].ByStatus["PENDING"] != n {
+		t.Fatalf("epoch overlay: %+v", o)
+	}
 	q := p.QueueStats()
 	if !q.BackpressureActive || q.BackpressurePendingRawCount != 4 || q.QueuedProposals != 6 || q.BatchQueueSize != 3 ||
 		q.ProposalsByEpoch["7"] != n || q.ProposalsByEpochAndTier["7"]["standard"] != n || len(q.PendingEpochStats) != 1 ||
@@ -421,6 +431,9 @@ func TestSenderBackpressure(t *testing.T) {
 	})
 	if q := p.QueueStats(); q.ProcessedCount != n || len(q.ProposalsByEpoch) != 0 || len(q.PendingEpochStats) != 0 || q.BatchQueueSize != 0 {
 		t.Fatalf("queue stats drained: %+v", q)
+	}
+	if f := p.ReleaseFlow(); f.Governor.State != "open" || f.Stages != (api.ReleaseStages{}) || f.Tiers["standard"].Released != n {
+		t.Fatalf("release flow drained: %+v", f)
 	}
 	for _, id := range ids {
 		if rec, ok, _ := l.Record(id); !ok || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {

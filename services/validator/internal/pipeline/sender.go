@@ -49,6 +49,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			queue = rest
 			batches, inflight = batches+1, inflight+n
 			p.sender.record(len(queue), inflight, false)
+			p.sender.batches.Store(int64(batches))
+			for _, it := range items {
+				if c := payment.ClassFromProto(it.GetProposal().GetTier()); c.Valid() {
+					p.sender.released[c].Add(1)
+				}
+			}
 			wg.Go(func() {
 				p.send(ctx, batch)
 				select {
@@ -75,6 +81,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 		case n := <-done:
 			batches, inflight = batches-1, inflight-n
+			p.sender.batches.Store(int64(batches))
 		case <-ctx.Done():
 			return nil // what is queued stays pending (durable intake: see DESIGN.md)
 		}
@@ -149,6 +156,12 @@ func (p *Pipeline) seal(queue []queued, batches, inflight int, now time.Time) (i
 	return items, rest
 }
 
+// Bounds of the wait before proposing again a batch raft refused.
+const (
+	proposeRetryMin = 20 * time.Millisecond
+	proposeRetryMax = 500 * time.Millisecond
+)
+
 // send proposes the batch until every item is applied (an acceptance: the
 // record exists; a decision: the record is decided), then drops the decided
 // proposals from the pending set.
@@ -164,21 +177,33 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 	}
 	accept := func(i int) bool { return batch.Items[i].GetAccept() }
 	p.stats.batches.Add(1)
+	backoff := proposeRetryMin
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return // shutting down: the batch stays pending in memory (durable intake: see DESIGN.md)
 		}
 		if attempt > 0 {
 			p.stats.reproposed.Add(1)
-			p.log.Warn("batch not applied in time; proposing it again",
-				zap.Int("proposals", len(ids)), zap.Int("attempt", attempt))
 		}
-		if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
-			p.log.Warn("propose failed", zap.Error(err))
+		// A refused proposal (no leader during an election, apply
+		// backlog) is tried again soon: waiting CommitTimeout for it would
+		// hold every proposal queued behind this batch.
+		if err := p.raft.Propose(ctx, data); err != nil {
+			if ctx.Err() == nil {
+				p.log.Debug("propose refused; trying again", zap.Error(err), zap.Duration("in", backoff))
+			}
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(2*backoff, proposeRetryMax)
+			continue
 		}
+		backoff = proposeRetryMin
 		if p.awaitApplied(ctx, ids, accept) {
 			break
 		}
+		p.log.Warn("batch not applied in time; proposing it again", zap.Int("proposals", len(ids)), zap.Int("attempt", attempt+1))
 	}
 	p.mu.Lock()
 	for i, id := range ids {
