@@ -42,7 +42,13 @@ type QueueStats struct {
 	TotalFinalizedCount uint64 `json:"totalFinalizedCount"`
 	ProcessedCount      uint64 `json:"processedCount"` // decided proposals applied
 	RejectedCount       uint64 `json:"rejectedCount"`
-	BackpressureEvents  uint64 `json:"backpressureEvents"`
+	// RejectedByReason splits RejectedCount by reason code.
+	RejectedByReason map[string]uint64 `json:"rejectedByReason"`
+	// AwaitingPayment counts accepted proposals whose payment the
+	// verifiers have not seen yet; Verifiers is the size of their pool.
+	AwaitingPayment    int    `json:"awaitingPayment"`
+	Verifiers          int    `json:"verifiers"`
+	BackpressureEvents uint64 `json:"backpressureEvents"`
 	// Rates over the last 10 s: proposals accepted at intake, and decided
 	// proposals applied.
 	IngressPerSec float64 `json:"ingressPerSec"`

@@ -143,6 +143,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
 	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
 	pcfg.ClassAging = cfg.ClassAging
+	if cfg.Verifiers > 0 {
+		pcfg.Verifiers = cfg.Verifiers
+	}
 	if cfg.RatePerWallet > 0 {
 		pcfg.WalletLimiter = newLimiter(cfg.RatePerWallet)
 	}

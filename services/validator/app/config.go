@@ -71,6 +71,7 @@ type Config struct {
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	Verifiers        int           `envconfig:"VERIFIERS" default:"0" desc:"workers matching payments to accepted proposals; 0: one per core"`
 	RatePerIP        float64       `envconfig:"RATE_PER_IP" default:"2000" desc:"proposals per second one client address may submit, in bursts of twice that; 0: no limit"`
 	RatePerWallet    float64       `envconfig:"RATE_PER_WALLET" default:"500" desc:"proposals per second one wallet may submit, in bursts of twice that; 0: no limit"`
 	ClassAging       time.Duration `envconfig:"CLASS_AGING" default:"2s" desc:"wait after which a queued proposal ranks one payment class higher when capacity is short"`

@@ -53,6 +53,13 @@ func (ix *Index) Lookup(id common.Hash) (payment.ProposalPaid, bool) {
 	return p, ok
 }
 
+// Changed returns a channel closed at the index's next change.
+func (ix *Index) Changed() <-chan struct{} {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.changed
+}
+
 // Wait returns the payment for id as soon as it is observed, or ctx's error.
 func (ix *Index) Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error) {
 	for {

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,8 +72,8 @@ type Records interface {
 type Payments interface {
 	// Lookup returns the payment observed for id, if any.
 	Lookup(id common.Hash) (payment.ProposalPaid, bool)
-	// Wait blocks until a payment for id is observed or ctx ends.
-	Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error)
+	// Changed is closed at the index's next change.
+	Changed() <-chan struct{}
 }
 
 // Limiter admits or refuses one request of an identifier.
@@ -108,6 +109,8 @@ type Config struct {
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int
+	// Verifiers is the number of workers matching payments (see verifier.go).
+	Verifiers int
 	// WalletLimiter, when set, limits the proposals one wallet may submit
 	// (SVC_VALIDATOR_RATE_PER_WALLET); identifiers are lowercase 0x
 	// addresses. It counts only proposals whose signature checked out, so
@@ -148,6 +151,7 @@ func DefaultConfig() Config {
 		MaxBatch:           512,
 		MaxBatchBytes:      4 << 20,
 		MaxPendingMessages: 2048,
+		Verifiers:          runtime.GOMAXPROCS(0),
 		ClassAging:         2 * time.Second,
 		CommitTimeout:      5 * time.Second,
 		AdoptInterval:      2 * time.Second,
@@ -160,6 +164,8 @@ func (c Config) validate() error {
 	switch {
 	case c.PaymentWait <= 0:
 		return errors.New("pipeline: PaymentWait must be positive")
+	case c.Verifiers <= 0:
+		return errors.New("pipeline: Verifiers must be positive")
 	case c.FinalizeInterval <= 0:
 		return errors.New("pipeline: FinalizeInterval must be positive")
 	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxPendingMessages <= 0:
@@ -186,9 +192,10 @@ type Pipeline struct {
 	pending  map[common.Hash]*pendingProposal
 	outcomes *outcomes
 
-	decided chan *ledgerpb.BatchItem
-	stats   counters
-	sender  senderState
+	decided  chan *ledgerpb.BatchItem
+	stats    counters
+	sender   senderState
+	verifier verifyState
 }
 
 type pendingProposal struct {
@@ -237,6 +244,7 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 		pending:  map[common.Hash]*pendingProposal{},
 		outcomes: newOutcomes(recentOutcomes),
 		decided:  make(chan *ledgerpb.BatchItem, cfg.MaxPending),
+		verifier: verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
 	}, nil
 }
 
@@ -285,7 +293,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	}
 	p.stats.accepted.Add(1)
 	if !decided {
-		go p.verify(rec)
+		p.enqueueVerify(rec)
 	}
 	return api.StatusFromRecord(applied), true, nil
 }
@@ -420,7 +428,7 @@ func (p *Pipeline) adoptUndecided() {
 		p.mu.Unlock()
 		if !busy && !full {
 			p.stats.adopted.Add(1)
-			go p.verify(rec)
+			p.enqueueVerify(rec)
 		}
 	}
 }
@@ -459,29 +467,6 @@ func wireProposal(s *proposal.Submission, digest common.Hash, now time.Time, epo
 	}
 }
 
-// verify waits for the proposal's payment and decides it.
-func (p *Pipeline) verify(rec *ledgerpb.ProposalRecord) {
-	prop := rec.GetProposal()
-	var paid payment.ProposalPaid
-	found := !p.cfg.VerifyPayments
-	if p.cfg.VerifyPayments {
-		ctx, cancel := context.WithTimeout(context.Background(), p.paymentWait(prop))
-		var err error
-		paid, err = p.payments.Wait(ctx, common.BytesToHash(prop.GetId()))
-		cancel()
-		found = err == nil
-	}
-	item := p.decide(prop, paid, found)
-	if item.Rejection == "" {
-		p.setPending(prop.GetId(), func(r *ledgerpb.ProposalRecord) {
-			r.Status, r.Payment = ledgerpb.Status_STATUS_VERIFIED, item.Payment
-		})
-	}
-	// A rejected proposal stays PENDING until its rejection is applied: a
-	// terminal status is only ever reported from replicated state.
-	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
-}
-
 // decide applies the payment rules (DECISIONS D6) to what was observed.
 func (p *Pipeline) decide(prop *ledgerpb.Proposal, paid payment.ProposalPaid, found bool) *ledgerpb.BatchItem {
 	item := &ledgerpb.BatchItem{Proposal: prop}
@@ -502,6 +487,7 @@ func (p *Pipeline) decide(prop *ledgerpb.Proposal, paid payment.ProposalPaid, fo
 	}
 	if item.Rejection != "" {
 		p.stats.rejected.Add(1)
+		p.verifier.countReject(item.Rejection)
 	} else {
 		p.stats.verified.Add(1)
 	}
@@ -609,6 +595,8 @@ type Stats struct {
 	Finalized  uint64 `json:"finalized"` // records seen turning FINALIZED
 	Batches    uint64 `json:"batches"`
 	Reproposed uint64 `json:"reproposed"`
+	// Verifiers are the payment matchers' counters.
+	Verifiers VerifierStats `json:"verifiers"`
 	// Queued are decided proposals waiting for the sender (in the decided
 	// channel or in its queue); InFlight are proposed and not yet applied.
 	Queued   int `json:"queued"`
@@ -629,7 +617,7 @@ func (p *Pipeline) Stats() Stats {
 	return Stats{
 		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(), Finalized: p.stats.finalized.Load(),
-		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(),
+		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(), Verifiers: p.verifierStats(),
 		Queued:             int(p.sender.queued.Load()) + len(p.decided),
 		InFlight:           int(p.sender.inflight.Load()),
 		BackpressureActive: p.sender.backpressure.Load(),
@@ -660,6 +648,9 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 		TotalFinalizedCount:         st.Finalized,
 		ProcessedCount:              st.Applied,
 		RejectedCount:               st.Rejected,
+		RejectedByReason:            st.Verifiers.Rejected,
+		AwaitingPayment:             st.Verifiers.Parked + st.Verifiers.Queued,
+		Verifiers:                   st.Verifiers.Workers,
 		BackpressureEvents:          st.BackpressureEvents,
 	}
 	oldest := map[uint64]int64{} // epoch -> earliest acceptance, ms

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/big"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,13 +158,8 @@ func (p paymentsByID) Lookup(id common.Hash) (payment.ProposalPaid, bool) {
 	return paid, ok
 }
 
-func (p paymentsByID) Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error) {
-	if paid, ok := p[id]; ok {
-		return paid, nil
-	}
-	<-ctx.Done()
-	return payment.ProposalPaid{}, ctx.Err()
-}
+// Changed never fires: the map does not change once the test built it.
+func (p paymentsByID) Changed() <-chan struct{} { return nil }
 
 type fixedEpoch uint64
 
@@ -651,4 +647,94 @@ func TestWalletLimit(t *testing.T) {
 			t.Fatalf("submission past the allowance: %v", err)
 		}
 	}
+}
+
+// livePayments is a payment index that changes while the test runs.
+type livePayments struct {
+	mu      sync.Mutex
+	byID    map[common.Hash]payment.ProposalPaid
+	changed chan struct{}
+}
+
+func newLivePayments() *livePayments {
+	return &livePayments{byID: map[common.Hash]payment.ProposalPaid{}, changed: make(chan struct{})}
+}
+
+func (l *livePayments) Lookup(id common.Hash) (payment.ProposalPaid, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.byID[id]
+	return p, ok
+}
+
+func (l *livePayments) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+func (l *livePayments) observe(p payment.ProposalPaid) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byID[p.ProposalID] = p
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// TestVerifiersParkUnpaidProposals accepts many proposals whose payments
+// have not been observed: they wait parked, without a goroutine each; as
+// payments arrive they are decided; the rest are REJECTED payment_not_found
+// when their wait is over, counted by reason.
+func TestVerifiersParkUnpaidProposals(t *testing.T) {
+	pays := newLivePayments()
+	l := newLedger()
+	cfg := DefaultConfig()
+	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
+	cfg.Contract, cfg.ChainID = contract, 1337
+	cfg.PaymentWait, cfg.Verifiers = 3*time.Second, 2
+	p, err := New(cfg, zap.NewNop(), l, l, pays, fixedEpoch(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.observer = p.RecordsApplied
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	key, _ := crypto.GenerateKey()
+	const n = 200
+	ids := make([]common.Hash, n)
+	goroutines := runtime.NumGoroutine()
+	for i := range ids {
+		ids[i] = common.BigToHash(big.NewInt(int64(5000 + i)))
+		if s, _, err := p.Submit(context.Background(), submission(t, key, ids[i], ids[i], payment.Standard)); err != nil || s.Status != api.StatusPending {
+			t.Fatalf("submit %d: %+v %v", i, s, err)
+		}
+	}
+	waitStats(t, p, "all parked", func(s Stats) bool { return s.Verifiers.Parked == n })
+	if q := p.QueueStats(); q.AwaitingPayment != n || q.Verifiers != 2 {
+		t.Fatalf("queue stats while parked: %+v", q)
+	}
+	if extra := runtime.NumGoroutine() - goroutines; extra > 20 {
+		t.Fatalf("%d goroutines more for %d parked proposals", extra, n)
+	}
+	for _, id := range ids[:n/2] {
+		pays.observe(payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard,
+			Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)})
+	}
+	for _, id := range ids[:n/2] {
+		if s := final(t, p, id); s.Status != api.StatusCommitted {
+			t.Fatalf("paid proposal %s: %s %s", id.Hex(), s.Status, s.Reason)
+		}
+	}
+	for _, id := range ids[n/2:] {
+		if s := final(t, p, id); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentNotFound) {
+			t.Fatalf("unpaid proposal %s: %s %s", id.Hex(), s.Status, s.Reason)
+		}
+	}
+	waitStats(t, p, "all decided", func(s Stats) bool {
+		return s.Pending == 0 && s.Verifiers.Parked == 0 && s.Verifiers.WaitedFound == n/2 &&
+			s.Verifiers.Rejected[string(apierror.PaymentNotFound)] == n/2
+	})
 }
