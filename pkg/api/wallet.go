@@ -57,3 +57,73 @@ type ExplorerWallet struct {
 
 // MaxExplorerContent bounds ExplorerWallet.Content.
 const MaxExplorerContent = 50
+
+// Contract version markers of the explorer and operation routes.
+const (
+	ExplorerProposalVersion = "explorer.proposal.v1"
+	OperationVersion        = "ops.operation.v1"
+	ExplorerSummaryVersion  = "explorer.summary.v1"
+	FinalityVersion         = "finality.v1"
+)
+
+// ExplorerProposal is the body of /v1/explorer/proposals/{proposalId}: the
+// status record (DECISIONS D4) and the payment transaction it spent.
+type ExplorerProposal struct {
+	ContractVersion string         `json:"contractVersion"`
+	Proposal        ProposalStatus `json:"proposal"`
+	Transaction     *Payment       `json:"transaction,omitempty"`
+}
+
+// Operation is the body of /v1/ops/operations/{operationId}. Every write
+// and delete is an operation whose id is its proposal id; Done is true once
+// its status no longer changes short of finality.
+type Operation struct {
+	ContractVersion string         `json:"contractVersion"`
+	OperationID     string         `json:"operationId"`
+	Kind            string         `json:"kind"` // proposal.write, proposal.delete
+	Done            bool           `json:"done"`
+	Status          string         `json:"status"`
+	Error           string         `json:"error,omitempty"` // the rejection reason
+	Result          ProposalStatus `json:"result"`
+}
+
+// Finality is the body of /v1/finality: how far finality has come, and
+// what waits for it.
+type Finality struct {
+	ContractVersion     string `json:"contractVersion"`
+	CurrentEpoch        uint64 `json:"currentEpoch"`
+	FinalizedEpoch      uint64 `json:"finalizedEpoch"` // as applied state holds it
+	EpochsUntilFinality uint64 `json:"epochsUntilFinality"`
+	// CommittedUnfinalized counts committed proposals whose epoch is not
+	// final yet; OldestUnfinalizedAgeMs is how long the oldest of them has
+	// been committed.
+	CommittedUnfinalized   uint64 `json:"committedUnfinalized"`
+	OldestUnfinalizedEpoch uint64 `json:"oldestUnfinalizedEpoch,omitempty"`
+	OldestUnfinalizedAgeMs int64  `json:"oldestUnfinalizedAgeMs"`
+}
+
+// ExplorerSummary is the body of /v1/explorer/summary: the cluster, queue
+// and identity at a glance.
+type ExplorerSummary struct {
+	ContractVersion string `json:"contractVersion"`
+	Identity        struct {
+		NodeID          uint64 `json:"nodeId"`
+		ClusterID       string `json:"clusterId"`
+		Mode            string `json:"mode"`
+		ChainID         uint64 `json:"chainId"`
+		ContractAddress string `json:"contractAddress"`
+	} `json:"identity"`
+	Cluster struct {
+		Leader       uint64 `json:"leader"`
+		Term         uint64 `json:"term"`
+		Members      int    `json:"members"`
+		AppliedIndex uint64 `json:"appliedIndex"`
+		StateHash    string `json:"stateHash"`
+	} `json:"cluster"`
+	Queue struct {
+		Pending            int  `json:"pending"`
+		InFlight           int  `json:"inFlight"`
+		BackpressureActive bool `json:"backpressureActive"`
+	} `json:"queue"`
+	Finality Finality `json:"finality"`
+}

@@ -410,6 +410,11 @@ func TestFinalityInMockMode(t *testing.T) {
 	if s.Status != api.StatusCommitted || s.Epoch != 1000 || s.FinalizedAt != nil {
 		t.Fatalf("committed %+v", s)
 	}
+	var f api.Finality
+	if code := getJSON(t, base+"/v1/finality", &f); code != http.StatusOK || f.CommittedUnfinalized != 1 || f.OldestUnfinalizedEpoch != 1000 ||
+		f.CurrentEpoch != 1000 || f.ContractVersion != api.FinalityVersion {
+		t.Fatalf("finality before: %d %+v", code, f)
+	}
 	resp, err := http.Post(base+"/api/mock/advance-epoch?epochs=2", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -425,6 +430,9 @@ func TestFinalityInMockMode(t *testing.T) {
 	var q api.QueueStats
 	if getJSON(t, base+"/v1/proposals/queue/stats", &q); q.TotalFinalizedCount != 1 || q.FinalizedEpoch != 1000 {
 		t.Fatalf("queue stats %+v", q)
+	}
+	if getJSON(t, base+"/v1/finality", &f); f.CommittedUnfinalized != 0 || f.FinalizedEpoch != 1000 || f.EpochsUntilFinality != 2 {
+		t.Fatalf("finality after: %+v", f)
 	}
 }
 
@@ -593,5 +601,37 @@ func TestReleaseFlowAndEpochRoutes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Deprecation") != "true" || dep["successor"] != "/v1/explorer/release-flow" ||
 		!strings.Contains(resp.Header.Get("Link"), "/v1/explorer/release-flow") {
 		t.Fatalf("deprecated explorer epochs: %d %v %v", resp.StatusCode, resp.Header, dep)
+	}
+}
+
+func TestExplorerAndOperationRoutes(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	id := common.HexToHash("0x5e")
+	if code, body := post(t, base, a.form(t, id, `{"title":"explored"}`, a.key)); code != http.StatusAccepted {
+		t.Fatalf("write: %d %v", code, body)
+	}
+	waitCommitted(t, base, id)
+	var ex api.ExplorerProposal
+	if code := getJSON(t, base+"/v1/explorer/proposals/"+id.Hex(), &ex); code != http.StatusOK || ex.ContractVersion != api.ExplorerProposalVersion ||
+		ex.Proposal.ProposalID != id.Hex() || ex.Proposal.Status != api.StatusCommitted {
+		t.Fatalf("explorer proposal: %d %+v", code, ex)
+	}
+	var op api.Operation
+	if code := getJSON(t, base+"/v1/ops/operations/"+id.Hex(), &op); code != http.StatusOK || !op.Done || op.Kind != "proposal.write" ||
+		op.Status != api.StatusCommitted || op.OperationID != id.Hex() {
+		t.Fatalf("operation: %d %+v", code, op)
+	}
+	var sum api.ExplorerSummary
+	if code := getJSON(t, base+"/v1/explorer/summary", &sum); code != http.StatusOK || sum.Identity.Mode != "MOCK" || sum.Cluster.Leader != 1 ||
+		sum.Cluster.Members != 1 || sum.Finality.CommittedUnfinalized != 1 {
+		t.Fatalf("summary: %d %+v", code, sum)
+	}
+	var e apierror.Body
+	if code := getJSON(t, base+"/v1/ops/operations/0x"+strings.Repeat("ab", 32), &e); code != http.StatusNotFound || e.Error.Code != apierror.NotFound {
+		t.Fatalf("an unknown operation: %d %+v", code, e.Error)
+	}
+	if code := getJSON(t, base+"/v1/explorer/proposals/nope", &e); code != http.StatusBadRequest || e.Error.Details["field"] != "proposalId" {
+		t.Fatalf("a bad id: %d %+v", code, e.Error)
 	}
 }

@@ -2,6 +2,9 @@ package routes
 
 import (
 	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,5 +56,21 @@ func (s *server) queue(c echo.Context) error {
 	data["pending"] = pending
 	data["inFlight"] = q.BackpressurePendingRawCount
 	data["oldestPendingAgeMs"] = oldest
+	return s.envelope(c, data)
+}
+
+// walletPattern is a wallet address as the explorer route takes it.
+var walletPattern = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+
+// explorerWallet is /ops/v1/explorer/wallets/{wallet} from the leader.
+func (s *server) explorerWallet(c echo.Context) error {
+	w := c.Param("wallet")
+	if !walletPattern.MatchString(w) {
+		return &opsError{http.StatusNotFound, CodeNotFound, "wallet addresses are 0x followed by 40 hex digits", false}
+	}
+	data, err := s.leaderFields(c, "/v1/explorer/wallets/"+strings.ToLower(w), api.ExplorerWalletVersion)
+	if err != nil {
+		return err
+	}
 	return s.envelope(c, data)
 }

@@ -82,6 +82,9 @@ func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
 	g.GET("/proposals/release-flow", s.passThrough("/v1/proposals/release-flow", api.ReleaseFlowVersion))
 	g.GET("/explorer/release-flow", s.passThrough("/v1/explorer/release-flow", api.ExplorerReleaseFlowVersion))
 	g.GET("/proposals/epochs", s.passThrough("/v1/proposals/epochs", api.EpochOverlayVersion))
+	g.GET("/finality", s.passThrough("/v1/finality", api.FinalityVersion))
+	g.GET("/explorer/summary", s.passThrough("/v1/explorer/summary", api.ExplorerSummaryVersion))
+	g.GET("/explorer/wallets/:wallet", s.explorerWallet)
 	g.GET("/explorer/proposal/:proposalId", s.proposal)
 	e.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	return e

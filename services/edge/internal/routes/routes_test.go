@@ -319,6 +319,9 @@ func TestPassThroughFromLeader(t *testing.T) {
 		"/v1/proposals/release-flow": {"contractVersion": "proposal.release-flow.v1", "governor": map[string]any{"state": "open"}},
 		"/v1/explorer/release-flow":  {"contractVersion": "explorer.release-flow.v1", "governor": map[string]any{"state": "holding"}},
 		"/v1/proposals/epochs":       {"contractVersion": "proposal.epoch-overlay.v1", "currentEpoch": 1000},
+		"/v1/finality":               {"contractVersion": "finality.v1", "committedUnfinalized": 3},
+		"/v1/explorer/summary":       {"contractVersion": "explorer.summary.v1", "queue": map[string]any{"pending": 2}},
+		"/v1/explorer/wallets/0x00000000000000000000000000000000000000aa": {"contractVersion": "explorer.wallet.v1", "contentCount": 5},
 	}
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/consensus/leader" {
@@ -333,13 +336,20 @@ func TestPassThroughFromLeader(t *testing.T) {
 		"/ops/v1/proposals/release-flow": func(d map[string]any) bool { return d["governor"].(map[string]any)["state"] == "open" },
 		"/ops/v1/explorer/release-flow":  func(d map[string]any) bool { return d["governor"].(map[string]any)["state"] == "holding" },
 		"/ops/v1/proposals/epochs":       func(d map[string]any) bool { return d["currentEpoch"] == float64(1000) },
+		"/ops/v1/finality":               func(d map[string]any) bool { return d["committedUnfinalized"] == float64(3) },
+		"/ops/v1/explorer/summary":       func(d map[string]any) bool { return d["queue"].(map[string]any)["pending"] == float64(2) },
+		"/ops/v1/explorer/wallets/0x00000000000000000000000000000000000000AA": func(d map[string]any) bool {
+			return d["contentCount"] == float64(5)
+		},
 	} {
 		_, body := get(t, srv.URL+route, "")
 		if data := assertEnvelope(t, body); !check(data) || data["contractVersion"] == nil || data["sources"] == nil {
 			t.Errorf("%s: %v", route, data)
 		}
 	}
+	status, body := get(t, srv.URL+"/ops/v1/explorer/wallets/0x12", "")
+	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
 	answers["/v1/proposals/epochs"]["contractVersion"] = "proposal.epoch-overlay.v0"
-	status, body := get(t, srv.URL+"/ops/v1/proposals/epochs", "")
+	status, body = get(t, srv.URL+"/ops/v1/proposals/epochs", "")
 	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
 }

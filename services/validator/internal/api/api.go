@@ -44,6 +44,11 @@ type Content interface {
 	WalletStats(wallet [20]byte) (*ledgerpb.WalletStats, error)
 	// WalletNodes pages the subtree at root in path order.
 	WalletNodes(root string, offset, limit int) ([]*ledgerpb.Node, bool, error)
+	// FinalizedEpoch is the newest epoch applied state holds final.
+	FinalizedEpoch() uint64
+	// Unfinalized counts committed proposals whose epoch is not final, with
+	// the oldest of them.
+	Unfinalized() (uint64, *ledgerpb.ProposalRecord, error)
 }
 
 // Health reports the node's own view of itself for /health.
@@ -89,6 +94,7 @@ type Server struct {
 	gc        GC
 	peerHTTP  *http.Client // forwarding and peer status calls
 	resolver  resolver     // member host names, for forwarded requests
+	now       func() time.Time
 }
 
 // New builds the echo instance with every route.
@@ -99,7 +105,7 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = 1000
 	}
-	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health, cluster: cluster, gc: gc,
+	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health, cluster: cluster, gc: gc, now: time.Now,
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -132,6 +138,10 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/wallets/content", s.walletContent)
 	e.GET("/v1/wallets/stats", s.walletStats)
 	e.GET("/v1/explorer/wallets/:wallet", s.explorerWallet)
+	e.GET("/v1/explorer/proposals/:id", s.explorerProposal)
+	e.GET("/v1/explorer/summary", s.explorerSummary)
+	e.GET("/v1/ops/operations/:id", s.operation)
+	e.GET("/v1/finality", s.finality)
 	e.GET("/v1/gc/account/:wallet", s.gcAccount)
 	e.POST("/v1/gc/account/:wallet/execute-pending", s.gcExecutePending)
 	e.POST("/v1/gc/account/:wallet/set-limit", s.gcSetLimit)

@@ -180,6 +180,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 			if err := a.mut.set(storage.UnfinalizedKey(p.GetEpoch(), [32]byte(p.GetId())), nil); err != nil {
 				return err
 			}
+			a.meta.unfinalized++
 		}
 		if err := a.putRecord(rec); err != nil {
 			return err
@@ -233,6 +234,7 @@ func (a *applier) finalize(f *ledgerpb.FinalizeEpochs) error {
 		if err := a.mut.delete(key); err != nil {
 			return err
 		}
+		a.meta.unfinalized -= min(1, a.meta.unfinalized)
 		if rec == nil || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
 			continue // cannot happen: the mark is written with the COMMITTED record
 		}

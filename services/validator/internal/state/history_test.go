@@ -120,6 +120,10 @@ func TestFinalize(t *testing.T) {
 	if got := mustRecord(t, m, 1).GetStatus(); got != ledgerpb.Status_STATUS_COMMITTED {
 		t.Fatalf("before finality: %v", got)
 	}
+	// Committed: 1, 2, 4, 5 (the delete) and 6; 3 was rejected.
+	if n, oldest, err := m.Unfinalized(); err != nil || n != 5 || oldest == nil || oldest.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
+		t.Fatalf("unfinalized before finality: %d %v %v", n, oldest, err)
+	}
 	if m.FinalizedEpoch() != 0 {
 		t.Fatalf("finalized epoch %d before any FinalizeEpochs", m.FinalizedEpoch())
 	}
@@ -145,6 +149,9 @@ func TestFinalize(t *testing.T) {
 	}
 	if m.FinalizedEpoch() != 5 {
 		t.Fatalf("finalized epoch %d, want 5 (a later, lower one changes nothing)", m.FinalizedEpoch())
+	}
+	if n, oldest, err := m.Unfinalized(); err != nil || n != 0 || oldest != nil {
+		t.Fatalf("unfinalized after finality: %d %v %v", n, oldest, err)
 	}
 	lower, upper := storage.UnfinalizedThrough(^uint64(0))
 	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})

@@ -86,6 +86,7 @@ type meta struct {
 	lastEvent   uint64
 	finalized   uint64 // newest final epoch (FinalizeEpochs)
 	gcEpoch     uint64 // epoch of the last per-epoch GC debt job
+	unfinalized uint64 // committed proposals whose epoch is not final
 }
 
 // Open loads the state kept in db.
@@ -121,6 +122,9 @@ func loadMeta(r pebble.Reader) (meta, error) {
 		return meta{}, err
 	}
 	if md.gcEpoch, err = getUint64(r, []byte(storage.GcEpochKey)); err != nil {
+		return meta{}, err
+	}
+	if md.unfinalized, err = getUint64(r, []byte(storage.UnfinalizedCountKey)); err != nil {
 		return meta{}, err
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
@@ -216,6 +220,7 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 		{[]byte(storage.EventSeqKey), storage.PutUint64(cur.lastEvent)},
 		{[]byte(storage.FinalizedEpochKey), storage.PutUint64(cur.finalized)},
 		{[]byte(storage.GcEpochKey), storage.PutUint64(cur.gcEpoch)},
+		{[]byte(storage.UnfinalizedCountKey), storage.PutUint64(cur.unfinalized)},
 	} {
 		if err := b.Set(kv.key, kv.value, nil); err != nil {
 			return err
@@ -268,6 +273,29 @@ func (m *Machine) FinalizedEpoch() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.meta.finalized
+}
+
+// Unfinalized returns the number of committed proposals whose epoch is not
+// final, and the oldest of them (nil when there is none).
+func (m *Machine) Unfinalized() (uint64, *ledgerpb.ProposalRecord, error) {
+	m.mu.RLock()
+	n := m.meta.unfinalized
+	m.mu.RUnlock()
+	lower, upper := storage.UnfinalizedThrough(^uint64(0))
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer it.Close()
+	if !it.First() {
+		return n, nil, it.Error()
+	}
+	id, ok := storage.UnfinalizedID(it.Key())
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: unfinalized mark %x", ErrCorruptState, it.Key())
+	}
+	rec, err := getRecord(m.db.Pebble(), id[:])
+	return n, rec, err
 }
 
 // GcEpoch returns the epoch of the last per-epoch GC debt job.

@@ -333,7 +333,7 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 			if len(value) != 8 {
 				return bad("event counter of %d bytes", len(value))
 			}
-		case storage.FinalizedEpochKey, storage.GcEpochKey:
+		case storage.FinalizedEpochKey, storage.GcEpochKey, storage.UnfinalizedCountKey:
 			if len(value) != 8 {
 				return bad("%s of %d bytes", key, len(value))
 			}

@@ -37,6 +37,7 @@ import (
 //	    s/t/<tx:32>             empty: a DebtPaid transaction already paid a debt
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
+//	    s/m/unfinal             number of unfinalized marks (8 bytes)
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
@@ -85,6 +86,8 @@ const (
 	FinalizedEpochKey = StatePrefix + "m/finalized"
 	// GcEpochKey holds the epoch of the last per-epoch GC debt job.
 	GcEpochKey = StatePrefix + "m/gcepoch"
+	// UnfinalizedCountKey holds the number of unfinalized marks.
+	UnfinalizedCountKey = StatePrefix + "m/unfinal"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/labstack/echo/v4"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+)
+
+// lookupProposal reads the :id proposal's status; a follower that has no
+// record of it forwards the request to the leader, whose pipeline may hold
+// it. handled is true when the forwarded answer was written.
+func (s *Server) lookupProposal(c echo.Context) (status api.ProposalStatus, handled bool, err error) {
+	raw := c.Param("id")
+	if !proposalIDPattern.MatchString(raw) {
+		return status, false, apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
+	}
+	status, err = s.proposals.WaitStatus(c.Request().Context(), common.HexToHash(raw), 0)
+	if apierror.CodeOf(err) == apierror.NotFound {
+		if fwd, ferr := s.forward(c); fwd && ferr == nil {
+			return status, true, nil
+		}
+	}
+	return status, false, err
+}
+
+func (s *Server) explorerProposal(c echo.Context) error {
+	status, handled, err := s.lookupProposal(c)
+	if handled || err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.ExplorerProposal{ContractVersion: api.ExplorerProposalVersion, Proposal: status, Transaction: status.Payment})
+}
+
+// operation serves /v1/ops/operations/{operationId}: every write and delete
+// is an operation named by its proposal id.
+func (s *Server) operation(c echo.Context) error {
+	status, handled, err := s.lookupProposal(c)
+	if handled || err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.Operation{ContractVersion: api.OperationVersion, OperationID: status.ProposalID,
+		Kind: "proposal." + status.Action, Done: api.Terminal(status.Status), Status: status.Status, Error: status.Reason, Result: status})
+}
+
+// finality serves /v1/finality from applied state and this node's epoch
+// clock.
+func (s *Server) finality(c echo.Context) error {
+	f, err := s.finalityView()
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, f)
+}
+
+func (s *Server) finalityView() (api.Finality, error) {
+	n, oldest, err := s.content.Unfinalized()
+	if err != nil {
+		return api.Finality{}, err
+	}
+	current, finalized := s.proposals.QueueStats().CurrentEpoch, s.content.FinalizedEpoch()
+	f := api.Finality{ContractVersion: api.FinalityVersion, CurrentEpoch: current, FinalizedEpoch: finalized,
+		EpochsUntilFinality: current - min(current, finalized), CommittedUnfinalized: n}
+	if oldest != nil {
+		f.OldestUnfinalizedEpoch = oldest.GetProposal().GetEpoch()
+		if at := msTime(oldest.GetCommittedAtMs()); at != nil {
+			f.OldestUnfinalizedAgeMs = max(0, s.now().Sub(*at).Milliseconds())
+		}
+	}
+	return f, nil
+}
+
+// explorerSummary serves /v1/explorer/summary from the leader.
+func (s *Server) explorerSummary(c echo.Context) error {
+	if fwd, err := s.forward(c); fwd && err == nil {
+		return nil
+	}
+	st := s.cluster.Status()
+	q := s.proposals.QueueStats()
+	fin, err := s.finalityView()
+	if err != nil {
+		return err
+	}
+	var sum api.ExplorerSummary
+	sum.ContractVersion = api.ExplorerSummaryVersion
+	sum.Identity.NodeID, sum.Identity.ClusterID = st.NodeID, st.ClusterID
+	sum.Identity.Mode, sum.Identity.ChainID, sum.Identity.ContractAddress = s.cfg.Blockchain.Mode, s.cfg.Blockchain.ChainID, s.cfg.Blockchain.ContractAddress
+	sum.Cluster.Leader, sum.Cluster.Term, sum.Cluster.Members = st.Leader, st.Term, len(s.cluster.Members())
+	sum.Cluster.AppliedIndex, sum.Cluster.StateHash = st.AppliedIndex, st.StateHash
+	for _, v := range q.ProposalsByEpoch {
+		sum.Queue.Pending += v
+	}
+	sum.Queue.InFlight, sum.Queue.BackpressureActive = q.BackpressurePendingRawCount, q.BackpressureActive
+	sum.Finality = fin
+	return c.JSON(http.StatusOK, sum)
+}
