@@ -8,7 +8,7 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench bench-cluster fuzz build tidy
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline fuzz build tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -41,9 +41,13 @@ lint:
 	$(GO) vet $(PACKAGES)
 	$(GO) run $(GOLANGCI) run $(PACKAGES)
 
-## bench: Go benchmarks in Go's benchmark format; BENCHCOUNT=6 and benchstat compare runs
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
+## bench: every benchmark in Go's benchmark format: the package benchmarks, then the
+## cluster and pipeline benchmarks below. BENCHCOUNT=6 and benchstat compare runs.
+bench: bench-packages bench-cluster bench-pipeline
+
+## bench-packages: the package benchmarks (storage, state, transport, signing, ...)
+bench-packages:
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
 
 ## bench-cluster: 3 validators against 3 etcd members (Debian's etcd-server, installed
 ## when missing) on loopback, 1 KiB proposals, closed-loop clients: proposals/s, p50-ms,
@@ -52,6 +56,14 @@ bench:
 CLUSTER_BENCHTIME ?= 5s
 bench-cluster:
 	$(GO) test -run '^$$' -bench BenchmarkCluster -benchtime $(CLUSTER_BENCHTIME) -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
+
+## bench-pipeline: the whole pipeline, 3 validators in TESTNET mode on the dev chain (every
+## proposal paid and its payment observed before the timer), real signatures, fsync on:
+## proposals/s saturated, p50/p99 at half of that, leader peak RSS. PIPELINE_COUNT proposals
+## per run (each paid first).
+PIPELINE_COUNT ?= 20000
+bench-pipeline:
+	$(GO) test -run '^$$' -bench BenchmarkPipeline -benchtime $(PIPELINE_COUNT)x -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -104,7 +104,9 @@ type ledgerNode struct {
 	debug string // host:port of /debug/pprof, when BENCH_PROFILE is set
 }
 
-func startLedger(cleanup func(func()), dir string) (*ledgerCluster, error) {
+// startLedger starts the cluster; extraEnv (KEY=VALUE) overrides the
+// settings of every validator.
+func startLedger(cleanup func(func()), dir string, extraEnv ...string) (*ledgerCluster, error) {
 	bin, err := buildValidator()
 	if err != nil {
 		return nil, err
@@ -132,7 +134,7 @@ func startLedger(cleanup func(func()), dir string) (*ledgerCluster, error) {
 	}
 	for i, a := range as {
 		id := strconv.Itoa(i + 1)
-		env := append(validatorSettings(),
+		env := append(append(validatorSettings(), extraEnv...),
 			"SVC_VALIDATOR_NODE_ID="+id,
 			"SVC_VALIDATOR_DATA_DIR="+filepath.Join(dir, "v"+id),
 			"SVC_VALIDATOR_HTTP_ADDR="+a.http,
