@@ -3,6 +3,9 @@ package pipeline
 import (
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -98,9 +101,12 @@ func (o *outcomes) reset() {
 	o.next = 0
 }
 
-// RecordsApplied implements state.Observer.
+// RecordsApplied implements state.Observer. The records are remembered
+// without their message: status reads and waiters need everything else, and
+// 65,536 recent 1 KiB messages would pin tens of MiB.
 func (p *Pipeline) RecordsApplied(records []*ledgerpb.ProposalRecord) {
 	for _, rec := range records {
+		rec = withoutMessage(rec)
 		if rec.GetStatus() == ledgerpb.Status_STATUS_FINALIZED {
 			p.stats.finalized.Add(1)
 		}
@@ -118,4 +124,30 @@ func (p *Pipeline) record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error
 		return rec, true, nil
 	}
 	return p.records.Record(id)
+}
+
+// withoutMessage is a shallow copy of rec whose proposal lacks its message.
+// It copies field by field through reflection, so a field added to the
+// messages later is kept without a change here.
+func withoutMessage(rec *ledgerpb.ProposalRecord) *ledgerpb.ProposalRecord {
+	if len(rec.GetProposal().GetMessage()) == 0 {
+		return rec
+	}
+	out := shallowCopy(rec)
+	prop := shallowCopy(rec.GetProposal())
+	prop.Message = nil
+	out.Proposal = prop
+	return out
+}
+
+// shallowCopy copies the populated fields of m into a new message; bytes,
+// lists and sub-messages are shared, so neither may be modified after.
+func shallowCopy[M proto.Message](m M) M {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	return dst.Interface().(M)
 }

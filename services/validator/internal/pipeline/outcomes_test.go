@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"google.golang.org/protobuf/proto"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -52,5 +53,21 @@ func TestOutcomes(t *testing.T) {
 	}
 	if _, ok := o.record(b); ok {
 		t.Fatal("reset kept records")
+	}
+}
+
+func TestWithoutMessage(t *testing.T) {
+	rec := &ledgerpb.ProposalRecord{
+		Proposal: &ledgerpb.Proposal{Id: []byte{1}, Path: "/p", Message: []byte("m"), Digest: []byte{2}, Epoch: 7},
+		Status:   ledgerpb.Status_STATUS_COMMITTED, CommitIndex: 9, Payment: &ledgerpb.Payment{TxHash: []byte{3}},
+	}
+	got := withoutMessage(rec)
+	if got.GetProposal().GetMessage() != nil || len(rec.GetProposal().GetMessage()) != 1 {
+		t.Fatalf("message: kept %q, original %q", got.GetProposal().GetMessage(), rec.GetProposal().GetMessage())
+	}
+	want := proto.Clone(rec).(*ledgerpb.ProposalRecord)
+	want.Proposal.Message = nil
+	if !proto.Equal(got, want) {
+		t.Fatalf("withoutMessage = %v, want %v", got, want)
 	}
 }
