@@ -127,3 +127,20 @@ type ExplorerSummary struct {
 	} `json:"queue"`
 	Finality Finality `json:"finality"`
 }
+
+// ProposalCountsVersion marks the body of /v1/proposals/counts.
+const ProposalCountsVersion = "proposal.counts.v1"
+
+// ProposalCounts is the body of /v1/proposals/counts: decided proposals by
+// outcome since the cluster began, as applied state holds them at
+// AppliedIndex (identical on every validator at that index).
+type ProposalCounts struct {
+	ContractVersion  string            `json:"contractVersion"`
+	AppliedIndex     uint64            `json:"appliedIndex"`
+	Committed        uint64            `json:"committed"` // finalized since included
+	Finalized        uint64            `json:"finalized"`
+	Rejected         uint64            `json:"rejected"`
+	Writes           uint64            `json:"writes"`
+	Deletes          uint64            `json:"deletes"`
+	RejectedByReason map[string]uint64 `json:"rejectedByReason"`
+}

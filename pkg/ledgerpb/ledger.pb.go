@@ -979,6 +979,92 @@ func (x *WalletStats) GetLastWritePath() string {
 	return ""
 }
 
+// ProposalCounts are cumulative counts of decided proposals, kept by apply
+// (a metadata key, like the applied index: identical on every validator).
+type ProposalCounts struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Committed        uint64                 `protobuf:"varint,1,opt,name=committed,proto3" json:"committed,omitempty"` // COMMITTED or FINALIZED since
+	Finalized        uint64                 `protobuf:"varint,2,opt,name=finalized,proto3" json:"finalized,omitempty"`
+	Rejected         uint64                 `protobuf:"varint,3,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	Writes           uint64                 `protobuf:"varint,4,opt,name=writes,proto3" json:"writes,omitempty"`   // committed writes
+	Deletes          uint64                 `protobuf:"varint,5,opt,name=deletes,proto3" json:"deletes,omitempty"` // committed deletes
+	RejectedByReason map[string]uint64      `protobuf:"bytes,6,rep,name=rejected_by_reason,json=rejectedByReason,proto3" json:"rejected_by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProposalCounts) Reset() {
+	*x = ProposalCounts{}
+	mi := &file_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposalCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposalCounts) ProtoMessage() {}
+
+func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
+func (*ProposalCounts) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProposalCounts) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+func (x *ProposalCounts) GetFinalized() uint64 {
+	if x != nil {
+		return x.Finalized
+	}
+	return 0
+}
+
+func (x *ProposalCounts) GetRejected() uint64 {
+	if x != nil {
+		return x.Rejected
+	}
+	return 0
+}
+
+func (x *ProposalCounts) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *ProposalCounts) GetDeletes() uint64 {
+	if x != nil {
+		return x.Deletes
+	}
+	return 0
+}
+
+func (x *ProposalCounts) GetRejectedByReason() map[string]uint64 {
+	if x != nil {
+		return x.RejectedByReason
+	}
+	return nil
+}
+
 // GcExecute moves pending debt to executed debt: of one wallet, or of every
 // account when wallet is empty (the per-epoch job, epoch set).
 type GcExecute struct {
@@ -991,7 +1077,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1089,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1102,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -1044,7 +1130,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1142,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1155,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1100,7 +1186,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1198,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1211,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1163,7 +1249,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1261,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1274,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -1221,7 +1307,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1319,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1332,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -1310,7 +1396,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1408,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1421,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Property) GetName() string {
@@ -1371,7 +1457,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1469,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1482,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Node) GetPath() string {
@@ -1483,7 +1569,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1581,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1594,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -1570,7 +1656,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1668,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1681,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -1668,7 +1754,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1766,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1779,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1788,7 +1874,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1886,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1899,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -1873,7 +1959,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +1971,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +1984,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Member) GetId() uint64 {
@@ -1995,7 +2081,17 @@ const file_ledger_proto_rawDesc = "" +
 	"\x06writes\x18\x03 \x01(\x04R\x06writes\x12\x18\n" +
 	"\adeletes\x18\x04 \x01(\x04R\adeletes\x12'\n" +
 	"\x10last_write_at_ms\x18\x05 \x01(\x03R\rlastWriteAtMs\x12&\n" +
-	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"9\n" +
+	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"\xc5\x02\n" +
+	"\x0eProposalCounts\x12\x1c\n" +
+	"\tcommitted\x18\x01 \x01(\x04R\tcommitted\x12\x1c\n" +
+	"\tfinalized\x18\x02 \x01(\x04R\tfinalized\x12\x1a\n" +
+	"\brejected\x18\x03 \x01(\x04R\brejected\x12\x16\n" +
+	"\x06writes\x18\x04 \x01(\x04R\x06writes\x12\x18\n" +
+	"\adeletes\x18\x05 \x01(\x04R\adeletes\x12d\n" +
+	"\x12rejected_by_reason\x18\x06 \x03(\v26.contentledger.v1.ProposalCounts.RejectedByReasonEntryR\x10rejectedByReason\x1aC\n" +
+	"\x15RejectedByReasonEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"9\n" +
 	"\tGcExecute\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"G\n" +
@@ -2110,7 +2206,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -2123,18 +2219,20 @@ var file_ledger_proto_goTypes = []any{
 	(*Entry)(nil),          // 8: contentledger.v1.Entry
 	(*GcAccount)(nil),      // 9: contentledger.v1.GcAccount
 	(*WalletStats)(nil),    // 10: contentledger.v1.WalletStats
-	(*GcExecute)(nil),      // 11: contentledger.v1.GcExecute
-	(*GcSetLimit)(nil),     // 12: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 13: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 14: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 15: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 16: contentledger.v1.Property
-	(*Node)(nil),           // 17: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 18: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 19: contentledger.v1.Segment
-	(*Event)(nil),          // 20: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 21: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 22: contentledger.v1.Member
+	(*ProposalCounts)(nil), // 11: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),      // 12: contentledger.v1.GcExecute
+	(*GcSetLimit)(nil),     // 13: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 14: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 15: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 16: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 17: contentledger.v1.Property
+	(*Node)(nil),           // 18: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 19: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 20: contentledger.v1.Segment
+	(*Event)(nil),          // 21: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 22: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 23: contentledger.v1.Member
+	nil,                    // 24: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -2145,21 +2243,22 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	6,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	7,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	14, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	11, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	12, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	13, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	5,  // 12: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 13: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 14: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	16, // 15: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	17, // 16: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	18, // 17: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	15, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	12, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	13, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	14, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	24, // 12: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	5,  // 13: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 14: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 15: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	17, // 16: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	18, // 17: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	19, // 18: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -2174,7 +2273,7 @@ func file_ledger_proto_init() {
 		(*Entry_GcSetLimit)(nil),
 		(*Entry_GcPay)(nil),
 	}
-	file_ledger_proto_msgTypes[14].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[15].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -2184,7 +2283,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

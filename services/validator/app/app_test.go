@@ -434,6 +434,11 @@ func TestFinalityInMockMode(t *testing.T) {
 	if getJSON(t, base+"/v1/finality", &f); f.CommittedUnfinalized != 0 || f.FinalizedEpoch != 1000 || f.EpochsUntilFinality != 2 {
 		t.Fatalf("finality after: %+v", f)
 	}
+	var n api.ProposalCounts
+	if code := getJSON(t, base+"/v1/proposals/counts", &n); code != http.StatusOK || n.Committed != 1 || n.Finalized != 1 || n.Writes != 1 ||
+		n.Rejected != 0 || n.AppliedIndex == 0 || n.ContractVersion != api.ProposalCountsVersion {
+		t.Fatalf("counts: %d %+v", code, n)
+	}
 }
 
 // deleteForm builds a signed delete of the page a.form(t, written, ...) wrote.

@@ -74,3 +74,37 @@ func (s *server) explorerWallet(c echo.Context) error {
 	}
 	return s.envelope(c, data)
 }
+
+// proposals is /ops/v1/proposals, the proposal state rollup: the decided
+// counts of applied state and the leader's queue.
+func (s *server) proposals(c echo.Context) error {
+	var counts api.ProposalCounts
+	sources, err := s.fromLeader(c.Request().Context(), "/v1/proposals/counts", api.ProposalCountsVersion, &counts)
+	if err != nil {
+		return err
+	}
+	var q api.QueueStats
+	more, err := s.fromLeader(c.Request().Context(), "/v1/proposals/queue/stats", api.QueueStatsVersion, &q)
+	if err != nil {
+		return err
+	}
+	pending := 0
+	for _, n := range q.ProposalsByEpoch {
+		pending += n
+	}
+	decided := q.QueuedProposals + q.BackpressurePendingRawCount // verified (or rejected) and not yet applied
+	return s.envelope(c, map[string]any{
+		"states": map[string]any{
+			"pending":   max(0, pending-decided),
+			"verified":  decided,
+			"committed": counts.Committed - min(counts.Finalized, counts.Committed),
+			"finalized": counts.Finalized,
+			"rejected":  counts.Rejected,
+		},
+		"types":              map[string]any{"write": counts.Writes, "delete": counts.Deletes},
+		"rejectionsByReason": counts.RejectedByReason,
+		"epochs":             map[string]any{"current": q.CurrentEpoch, "finalized": q.FinalizedEpoch, "pending": q.ProposalsByEpoch},
+		"appliedIndex":       counts.AppliedIndex,
+		"sources":            append(sources, more...),
+	})
+}

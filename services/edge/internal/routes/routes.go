@@ -78,6 +78,7 @@ func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
 	g.GET("/raft", s.raft)
 	g.GET("/replication", s.replication)
 	g.GET("/queue", s.queue)
+	g.GET("/proposals", s.proposals)
 	g.GET("/proposals/queue/stats", s.passThrough("/v1/proposals/queue/stats", api.QueueStatsVersion))
 	g.GET("/proposals/release-flow", s.passThrough("/v1/proposals/release-flow", api.ReleaseFlowVersion))
 	g.GET("/explorer/release-flow", s.passThrough("/v1/explorer/release-flow", api.ExplorerReleaseFlowVersion))

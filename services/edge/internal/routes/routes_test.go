@@ -353,3 +353,29 @@ func TestPassThroughFromLeader(t *testing.T) {
 	status, body = get(t, srv.URL+"/ops/v1/proposals/epochs", "")
 	assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
 }
+
+func TestProposalsRollup(t *testing.T) {
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/consensus/leader":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "consensus.leader.v1", "known": true, "leaderId": 1, "leaderUrl": "http://" + r.Host})
+		case "/v1/proposals/counts":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "proposal.counts.v1", "committed": 10, "finalized": 4,
+				"rejected": 2, "writes": 9, "deletes": 1, "rejectedByReason": map[string]any{"payment_not_found": 2}})
+		case "/v1/proposals/queue/stats":
+			_ = json.NewEncoder(w).Encode(map[string]any{"contractVersion": "proposal.queue-stats.v1", "queuedProposals": 3,
+				"backpressurePendingRawCount": 2, "proposalsByEpoch": map[string]any{"1000": 8}, "currentEpoch": 1000, "finalizedEpoch": 998})
+		}
+	}))
+	defer leader.Close()
+	srv := serve(t, auth.Lanes{}, leader.URL)
+	_, body := get(t, srv.URL+"/ops/v1/proposals", "")
+	data := assertEnvelope(t, body)
+	states := data["states"].(map[string]any)
+	if states["pending"] != float64(3) || states["verified"] != float64(5) || states["committed"] != float64(6) ||
+		states["finalized"] != float64(4) || states["rejected"] != float64(2) ||
+		data["types"].(map[string]any)["delete"] != float64(1) || data["rejectionsByReason"].(map[string]any)["payment_not_found"] != float64(2) ||
+		data["epochs"].(map[string]any)["current"] != float64(1000) {
+		t.Fatalf("rollup %v", data)
+	}
+}

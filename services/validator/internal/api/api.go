@@ -49,6 +49,9 @@ type Content interface {
 	// Unfinalized counts committed proposals whose epoch is not final, with
 	// the oldest of them.
 	Unfinalized() (uint64, *ledgerpb.ProposalRecord, error)
+	// Counts are the decided proposals by outcome, and the applied index
+	// they are at.
+	Counts() (*ledgerpb.ProposalCounts, uint64)
 }
 
 // Health reports the node's own view of itself for /health.
@@ -142,6 +145,7 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/explorer/summary", s.explorerSummary)
 	e.GET("/v1/ops/operations/:id", s.operation)
 	e.GET("/v1/finality", s.finality)
+	e.GET("/v1/proposals/counts", s.proposalCounts)
 	e.GET("/v1/gc/account/:wallet", s.gcAccount)
 	e.POST("/v1/gc/account/:wallet/execute-pending", s.gcExecutePending)
 	e.POST("/v1/gc/account/:wallet/set-limit", s.gcSetLimit)

@@ -97,3 +97,14 @@ func (s *Server) explorerSummary(c echo.Context) error {
 	sum.Finality = fin
 	return c.JSON(http.StatusOK, sum)
 }
+
+func (s *Server) proposalCounts(c echo.Context) error {
+	n, index := s.content.Counts()
+	byReason := n.GetRejectedByReason()
+	if byReason == nil {
+		byReason = map[string]uint64{}
+	}
+	return c.JSON(http.StatusOK, api.ProposalCounts{ContractVersion: api.ProposalCountsVersion, AppliedIndex: index,
+		Committed: n.GetCommitted(), Finalized: n.GetFinalized(), Rejected: n.GetRejected(), Writes: n.GetWrites(),
+		Deletes: n.GetDeletes(), RejectedByReason: byReason})
+}

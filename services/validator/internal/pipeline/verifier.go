@@ -118,6 +118,9 @@ func (p *Pipeline) parker(ctx context.Context) {
 	var lastScan time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// changed is taken before each scan, so a payment observed during the
+	// scan closes it and is looked at by the next one.
+	changed := p.payments.Changed()
 	for {
 		p.verifier.parked.Store(int64(len(waiting)))
 		next := time.Hour
@@ -125,10 +128,16 @@ func (p *Pipeline) parker(ctx context.Context) {
 			next = max(0, deadlines[0].deadline.Sub(p.cfg.Now()))
 		}
 		timer.Reset(next)
-		changed := p.payments.Changed()
 		select {
 		case w := <-p.verifier.park:
 			id := common.BytesToHash(w.rec.GetProposal().GetId())
+			// The payment may have been observed after the worker looked
+			// and before the last scan: look once more.
+			if paid, ok := p.payments.Lookup(id); ok {
+				p.verifier.waitedFound.Add(1)
+				p.dispatch(w.rec, paid, true)
+				continue
+			}
 			waiting[id] = w
 			heap.Push(&deadlines, deadline{id, w.deadline})
 		case <-changed:
@@ -140,6 +149,7 @@ func (p *Pipeline) parker(ctx context.Context) {
 				}
 			}
 			lastScan = time.Now()
+			changed = p.payments.Changed()
 			for id, w := range waiting {
 				if paid, ok := p.payments.Lookup(id); ok {
 					delete(waiting, id)

@@ -185,6 +185,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 		if err := a.putRecord(rec); err != nil {
 			return err
 		}
+		a.count(rec)
 		seg.ProposalIds = append(seg.ProposalIds, p.GetId())
 	}
 	if len(seg.ProposalIds) == 0 {
@@ -202,6 +203,28 @@ func (a *applier) applyBatch(ec entryContext) error {
 }
 
 func segmentHash(raw []byte) [32]byte { return sha256.Sum256(raw) }
+
+// count adds a decided record to the proposal counts.
+func (a *applier) count(rec *ledgerpb.ProposalRecord) {
+	c := a.meta.counts
+	switch rec.GetStatus() {
+	case ledgerpb.Status_STATUS_REJECTED:
+		c.Rejected++
+		if c.RejectedByReason == nil {
+			c.RejectedByReason = map[string]uint64{}
+		}
+		c.RejectedByReason[rec.GetReason()]++
+		return
+	case ledgerpb.Status_STATUS_FINALIZED:
+		c.Finalized++
+	}
+	c.Committed++
+	if rec.GetProposal().GetAction() == ledgerpb.Action_ACTION_DELETE {
+		c.Deletes++
+	} else {
+		c.Writes++
+	}
+}
 
 // finalize makes the committed proposals of every epoch up to f.epoch
 // FINALIZED, in key order (epoch, then id). An epoch at or below the state's
@@ -243,6 +266,7 @@ func (a *applier) finalize(f *ledgerpb.FinalizeEpochs) error {
 		if err := a.putRecord(next); err != nil {
 			return err
 		}
+		a.meta.counts.Finalized++
 	}
 	a.meta.finalized = f.GetEpoch()
 	return nil

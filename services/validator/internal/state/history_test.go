@@ -153,6 +153,11 @@ func TestFinalize(t *testing.T) {
 	if n, oldest, err := m.Unfinalized(); err != nil || n != 0 || oldest != nil {
 		t.Fatalf("unfinalized after finality: %d %v %v", n, oldest, err)
 	}
+	want := &ledgerpb.ProposalCounts{Committed: 6, Finalized: 6, Rejected: 1, Writes: 5, Deletes: 1,
+		RejectedByReason: map[string]uint64{"payment_insufficient": 1}}
+	if got, _ := m.Counts(); !proto.Equal(got, want) {
+		t.Fatalf("counts %v, want %v", got, want)
+	}
 	lower, upper := storage.UnfinalizedThrough(^uint64(0))
 	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {

@@ -87,6 +87,9 @@ type meta struct {
 	finalized   uint64 // newest final epoch (FinalizeEpochs)
 	gcEpoch     uint64 // epoch of the last per-epoch GC debt job
 	unfinalized uint64 // committed proposals whose epoch is not final
+	// counts is replaced, never modified, once published: Apply works on
+	// a clone.
+	counts *ledgerpb.ProposalCounts
 }
 
 // Open loads the state kept in db.
@@ -126,6 +129,16 @@ func loadMeta(r pebble.Reader) (meta, error) {
 	}
 	if md.unfinalized, err = getUint64(r, []byte(storage.UnfinalizedCountKey)); err != nil {
 		return meta{}, err
+	}
+	md.counts = &ledgerpb.ProposalCounts{}
+	switch v, err := storage.Get(r, []byte(storage.ProposalCountsKey)); {
+	case errors.Is(err, storage.ErrNotFound):
+	case err != nil:
+		return meta{}, err
+	default:
+		if err := proto.Unmarshal(v, md.counts); err != nil {
+			return meta{}, fmt.Errorf("%w: proposal counts: %v", ErrCorruptState, err)
+		}
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
 		return meta{}, err
@@ -189,6 +202,7 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 	m.mu.RLock()
 	cur := m.meta
 	m.mu.RUnlock()
+	cur.counts = proto.Clone(cur.counts).(*ledgerpb.ProposalCounts)
 
 	b := m.db.Pebble().NewIndexedBatch()
 	defer b.Close()
@@ -211,9 +225,14 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 	if len(hashes) == 0 {
 		return nil
 	}
+	counts, err := marshal(cur.counts)
+	if err != nil {
+		return err
+	}
 	for _, kv := range []struct {
 		key, value []byte
 	}{
+		{[]byte(storage.ProposalCountsKey), counts},
 		{[]byte(storage.AppliedIndexKey), storage.PutUint64(cur.applied)},
 		{[]byte(storage.StateHashKey), cur.stateHash[:]},
 		{[]byte(storage.SegmentHashKey), cur.segmentHash[:]},
@@ -296,6 +315,14 @@ func (m *Machine) Unfinalized() (uint64, *ledgerpb.ProposalRecord, error) {
 	}
 	rec, err := getRecord(m.db.Pebble(), id[:])
 	return n, rec, err
+}
+
+// Counts returns the cumulative counts of decided proposals and the
+// applied index they are at. The counts must not be modified.
+func (m *Machine) Counts() (*ledgerpb.ProposalCounts, uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.counts, m.meta.applied
 }
 
 // GcEpoch returns the epoch of the last per-epoch GC debt job.

@@ -64,7 +64,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -332,6 +334,10 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 		case storage.EventSeqKey:
 			if len(value) != 8 {
 				return bad("event counter of %d bytes", len(value))
+			}
+		case storage.ProposalCountsKey:
+			if err := proto.Unmarshal(value, &ledgerpb.ProposalCounts{}); err != nil {
+				return bad("proposal counts do not decode: %v", err)
 			}
 		case storage.FinalizedEpochKey, storage.GcEpochKey, storage.UnfinalizedCountKey:
 			if len(value) != 8 {

@@ -38,6 +38,7 @@ import (
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/unfinal             number of unfinalized marks (8 bytes)
+//	    s/m/counts              ledgerpb.ProposalCounts: decided proposals by outcome
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
@@ -88,6 +89,8 @@ const (
 	GcEpochKey = StatePrefix + "m/gcepoch"
 	// UnfinalizedCountKey holds the number of unfinalized marks.
 	UnfinalizedCountKey = StatePrefix + "m/unfinal"
+	// ProposalCountsKey holds the ledgerpb.ProposalCounts.
+	ProposalCountsKey = StatePrefix + "m/counts"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the
