@@ -93,7 +93,7 @@ func (a *applier) accrue(wallet []byte, deletedBytes uint64) error {
 }
 
 // gcExecute moves pending debt to executed debt: of one wallet, or of every
-// account (the per-epoch job, which also records its epoch).
+// account (the per-epoch job, once per epoch: it records the epoch).
 func (a *applier) gcExecute(op *ledgerpb.GcExecute) error {
 	if len(op.GetWallet()) == 20 {
 		acc, err := getAccount(a.b, op.GetWallet())
@@ -107,7 +107,14 @@ func (a *applier) gcExecute(op *ledgerpb.GcExecute) error {
 	if op.GetEpoch() <= a.meta.gcEpoch {
 		return nil // this epoch's job ran already
 	}
+	first := a.meta.gcEpoch == 0
 	a.meta.gcEpoch = op.GetEpoch()
+	if first {
+		// The first job only starts the schedule: debt accrued during an
+		// epoch is executed when the next one begins, not at whatever
+		// moment a new cluster's leader first looks.
+		return nil
+	}
 	lower, upper := storage.AccountBounds()
 	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {

@@ -39,9 +39,13 @@ func TestGcDebt(t *testing.T) {
 		t.Fatalf("after two deletes (each at least 1 MB): %v", acc)
 	}
 
+	op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1000}}})
+	if acc = account(); acc.GetPendingDebtMicros() != 200_000 || m.GcEpoch() != 1000 {
+		t.Fatalf("the first job only starts the schedule: %v (gc epoch %d)", acc, m.GcEpoch())
+	}
 	op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1001}}})
 	if acc = account(); acc.GetPendingDebtMicros() != 0 || acc.GetExecutedDebtMicros() != 200_000 || m.GcEpoch() != 1001 {
-		t.Fatalf("after the epoch job: %v (gc epoch %d)", acc, m.GcEpoch())
+		t.Fatalf("after the next epoch's job: %v (gc epoch %d)", acc, m.GcEpoch())
 	}
 	mustApply(t, m, l.batch(3, deleteItem(5, alice, "b")))
 	op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1001}}}) // the same epoch again
