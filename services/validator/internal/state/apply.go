@@ -64,6 +64,12 @@ type applier struct {
 	log  *zap.Logger
 	// records are the proposal records this call wrote, for the observer.
 	records []*ledgerpb.ProposalRecord
+	// Per-entry caches of the records a batch changes once per proposal
+	// (a wallet's figures, its GC account): read once, written once at the
+	// end of the entry in key order (entryRecords).
+	walletStats map[[20]byte]*ledgerpb.WalletStats
+	accounts    map[[20]byte]*ledgerpb.GcAccount // nil value: the wallet has none
+	dirty       map[[20]byte]bool                // accounts to write
 }
 
 // entryContext is what apply knows about the entry being applied.
@@ -149,7 +155,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 		}
 		reason := a.check(item)
 		if reason == "" && p.GetAction() == ledgerpb.Action_ACTION_WRITE {
-			acc, err := getAccount(a.b, p.GetWallet())
+			acc, err := a.entryAccount(p.GetWallet())
 			if err != nil {
 				return err
 			}
@@ -187,6 +193,9 @@ func (a *applier) applyBatch(ec entryContext) error {
 		}
 		a.count(rec)
 		seg.ProposalIds = append(seg.ProposalIds, p.GetId())
+	}
+	if err := a.flushEntryRecords(); err != nil {
+		return err
 	}
 	if len(seg.ProposalIds) == 0 {
 		return nil // nothing changed: no segment

@@ -80,16 +80,42 @@ func (a *applier) putAccount(acc *ledgerpb.GcAccount) error {
 	return a.put(storage.AccountKey([20]byte(acc.GetWallet())), acc)
 }
 
-// accrue charges a delete of deletedBytes to the wallet's pending debt.
+// accrue charges a delete of deletedBytes to the wallet's pending debt
+// (in the entry's cache: see flushEntryRecords).
 func (a *applier) accrue(wallet []byte, deletedBytes uint64) error {
-	acc, err := a.account(wallet)
+	acc, err := a.entryAccount(wallet)
 	if err != nil {
 		return err
+	}
+	if acc == nil {
+		acc = &ledgerpb.GcAccount{Wallet: append([]byte(nil), wallet...)}
+		a.accounts[[20]byte(wallet)] = acc
 	}
 	acc.PendingDebtMicros += DeleteDebtMicros(deletedBytes)
 	acc.Deletes++
 	acc.DeletedBytes += deletedBytes
-	return a.putAccount(acc)
+	a.dirty[[20]byte(wallet)] = true
+	return nil
+}
+
+// entryAccount is the wallet's account as the entry being applied sees it,
+// nil when it has none.
+func (a *applier) entryAccount(wallet []byte) (*ledgerpb.GcAccount, error) {
+	if len(wallet) != 20 {
+		return nil, nil
+	}
+	if a.accounts == nil {
+		a.accounts, a.dirty = map[[20]byte]*ledgerpb.GcAccount{}, map[[20]byte]bool{}
+	}
+	if acc, ok := a.accounts[[20]byte(wallet)]; ok {
+		return acc, nil
+	}
+	acc, err := getAccount(a.b, wallet)
+	if err != nil {
+		return nil, err
+	}
+	a.accounts[[20]byte(wallet)] = acc
+	return acc, nil
 }
 
 // gcExecute moves pending debt to executed debt: of one wallet, or of every

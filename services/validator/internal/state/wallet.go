@@ -1,8 +1,11 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -31,14 +34,24 @@ func getWalletStats(r pebble.Reader, wallet []byte) (*ledgerpb.WalletStats, erro
 
 // countWallet updates a wallet's figures after a committed write (write
 // true, at and path set) or delete, which added created live nodes and
-// removed removed ones.
+// removed removed ones (in the entry's cache: see flushEntryRecords).
 func (a *applier) countWallet(wallet []byte, write bool, created, removed uint64, atMs int64, path string) error {
-	ws, err := getWalletStats(a.b, wallet)
-	if err != nil {
-		return err
+	if len(wallet) != 20 {
+		return nil
 	}
-	if ws == nil {
-		ws = &ledgerpb.WalletStats{Wallet: append([]byte(nil), wallet...)}
+	if a.walletStats == nil {
+		a.walletStats = map[[20]byte]*ledgerpb.WalletStats{}
+	}
+	ws, ok := a.walletStats[[20]byte(wallet)]
+	if !ok {
+		var err error
+		if ws, err = getWalletStats(a.b, wallet); err != nil {
+			return err
+		}
+		if ws == nil {
+			ws = &ledgerpb.WalletStats{Wallet: append([]byte(nil), wallet...)}
+		}
+		a.walletStats[[20]byte(wallet)] = ws
 	}
 	ws.Nodes = ws.GetNodes() + created - min(removed, ws.GetNodes()+created)
 	if write {
@@ -47,7 +60,34 @@ func (a *applier) countWallet(wallet []byte, write bool, created, removed uint64
 	} else {
 		ws.Deletes++
 	}
-	return a.put(storage.WalletStatsKey([20]byte(wallet)), ws)
+	return nil
+}
+
+// flushEntryRecords writes the wallet figures and GC accounts the entry
+// changed, accounts first, each in wallet order, and empties the caches.
+// Every validator applies the same entry alike, so the writes, and the
+// state hash over them, are the same everywhere.
+func (a *applier) flushEntryRecords() error {
+	for _, w := range sortedWallets(a.dirty) {
+		if err := a.putAccount(a.accounts[w]); err != nil {
+			return err
+		}
+	}
+	for _, w := range sortedWallets(a.walletStats) {
+		if err := a.put(storage.WalletStatsKey(w), a.walletStats[w]); err != nil {
+			return err
+		}
+	}
+	clear(a.accounts)
+	clear(a.dirty)
+	clear(a.walletStats)
+	return nil
+}
+
+func sortedWallets[V any](m map[[20]byte]V) [][20]byte {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(x, y [20]byte) int { return bytes.Compare(x[:], y[:]) })
+	return keys
 }
 
 // WalletStats returns a wallet's content figures, nil when it never wrote.
