@@ -183,6 +183,8 @@ type ReleaseStages struct {
 	ReadyBuckets int `json:"readyBuckets"` // the batches the queue makes
 	Batches      int `json:"batches"`      // proposed and not yet applied
 	InFlight     int `json:"inFlight"`     // proposals in those batches
+	// OldestQueuedAgeMs is how long the oldest queued proposal has waited.
+	OldestQueuedAgeMs int64 `json:"oldestQueuedAgeMs"`
 }
 
 // TierFlow is one payment class in ReleaseFlow.

@@ -216,7 +216,21 @@ type senderState struct {
 	backpressure atomic.Bool
 	// backpressureEvents counts the times backpressure came on.
 	backpressureEvents atomic.Uint64
+	// refused is raft's last refusal of a batch (no leader, apply backlog).
+	refused atomic.Pointer[refusal]
+	// oldestQueued is when the oldest queued proposal was queued (unix ms),
+	// 0 with an empty queue.
+	oldestQueued atomic.Int64
 }
+
+// refusal is raft refusing a proposed batch.
+type refusal struct {
+	at     time.Time
+	reason string
+}
+
+// refusalMemory is how long a refusal holds the governor at "holding".
+const refusalMemory = 2 * time.Second
 
 func (s *senderState) record(queued, inflight int, backpressure bool) {
 	s.queued.Store(int64(queued))
@@ -704,6 +718,13 @@ func (p *Pipeline) ReleaseFlow() api.ReleaseFlow {
 	if st.BackpressureActive {
 		f.Governor = api.Governor{State: "holding", Action: "hold", Reasons: []string{
 			fmt.Sprintf("%d proposals in flight, at max_pending_messages %d", st.InFlight, st.MaxPendingMessages)}}
+	}
+	if r := p.sender.refused.Load(); r != nil && p.cfg.Now().Sub(r.at) < refusalMemory {
+		f.Governor.State, f.Governor.Action = "holding", "hold"
+		f.Governor.Reasons = append(f.Governor.Reasons, "raft refused a batch "+r.at.UTC().Format(time.RFC3339Nano)+": "+r.reason)
+	}
+	if at := p.sender.oldestQueued.Load(); at > 0 {
+		f.Stages.OldestQueuedAgeMs = max(0, p.cfg.Now().UnixMilli()-at)
 	}
 	if st.Pending >= p.cfg.MaxPending {
 		f.Governor.State, f.Governor.Action = "shedding", "shed"

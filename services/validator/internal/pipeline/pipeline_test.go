@@ -33,6 +33,7 @@ import (
 // the pipeline on the real ones.
 type ledger struct {
 	gate      chan struct{} // when set, Propose waits until it is closed
+	refuse    atomic.Bool   // when set, Propose refuses, as raft without a leader
 	mu        sync.Mutex
 	records   map[common.Hash]*ledgerpb.ProposalRecord
 	index     uint64
@@ -64,6 +65,9 @@ func (l *ledger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
 }
 
 func (l *ledger) Propose(ctx context.Context, data []byte) error {
+	if l.refuse.Load() {
+		return errors.New("no leader")
+	}
 	if l.gate != nil {
 		select {
 		case <-l.gate:
@@ -737,4 +741,30 @@ func TestVerifiersParkUnpaidProposals(t *testing.T) {
 		return s.Pending == 0 && s.Verifiers.Parked == 0 && s.Verifiers.WaitedFound == n/2 &&
 			s.Verifiers.Rejected[string(apierror.PaymentNotFound)] == n/2
 	})
+}
+
+// TestRefusedBatchHoldsTheGovernor: while raft refuses proposals the
+// release flow says holding, with the reason; the batch goes through as
+// soon as raft takes it again.
+func TestRefusedBatchHoldsTheGovernor(t *testing.T) {
+	p, l := startWith(t, paymentsByID{}, nil, nil, func(c *Config) { c.VerifyPayments = false })
+	l.refuse.Store(true)
+	key, _ := crypto.GenerateKey()
+	id := common.HexToHash("0x99")
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard))
+		done <- err
+	}()
+	waitStats(t, p, "refused", func(Stats) bool {
+		f := p.ReleaseFlow()
+		return f.Governor.State == "holding" && len(f.Governor.Reasons) == 1 && strings.Contains(f.Governor.Reasons[0], "no leader")
+	})
+	l.refuse.Store(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := final(t, p, id); s.Status != api.StatusCommitted {
+		t.Fatalf("after raft took it: %s", s.Status)
+	}
 }

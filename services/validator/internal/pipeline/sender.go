@@ -67,6 +67,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		blocked := len(queue) > 0 && inflight >= p.cfg.MaxPendingMessages
 		p.sender.record(len(queue), inflight, blocked)
+		var oldest int64 // the queue keeps its order: the first waited longest
+		if len(queue) > 0 {
+			oldest = queue[0].at.UnixMilli()
+		}
+		p.sender.oldestQueued.Store(oldest)
 		select {
 		case it := <-p.decided:
 			now := p.cfg.Now()
@@ -192,6 +197,7 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 		if err := p.raft.Propose(ctx, data); err != nil {
 			if ctx.Err() == nil {
 				p.log.Debug("propose refused; trying again", zap.Error(err), zap.Duration("in", backoff))
+				p.sender.refused.Store(&refusal{at: p.cfg.Now(), reason: err.Error()})
 			}
 			select {
 			case <-time.After(backoff):
