@@ -103,8 +103,8 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes <= 0 || c.EpochLength <= 0 || c.PaymentWait <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_MESSAGE_BYTES, EPOCH_LENGTH and PAYMENT_WAIT must be positive"))
 	}
-	if c.RatePerIP < 0 || c.RatePerWallet < 0 {
-		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP and RATE_PER_WALLET must not be negative"))
+	if c.RatePerIP < 0 || c.RatePerWallet < 0 || c.Verifiers < 0 || c.ClassAging < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP, RATE_PER_WALLET, VERIFIERS and CLASS_AGING must not be negative"))
 	}
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH and MAX_PENDING_MESSAGES must be positive"))

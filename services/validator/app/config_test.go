@@ -34,3 +34,26 @@ func TestValidateNamesThisNode(t *testing.T) {
 		t.Fatalf("no mode: %v", err)
 	}
 }
+
+func TestValidateQueueAndLimitSettings(t *testing.T) {
+	ok := Config{Mode: Mock, NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a valid configuration: %v", err)
+	}
+	for name, edit := range map[string]func(*Config){
+		"MAX_PENDING":          func(c *Config) { c.MaxPending = 0 },
+		"MAX_BATCH":            func(c *Config) { c.MaxBatch = -1 },
+		"MAX_PENDING_MESSAGES": func(c *Config) { c.MaxPendingMessages = 0 },
+		"RATE_PER_IP":          func(c *Config) { c.RatePerIP = -1 },
+		"RATE_PER_WALLET":      func(c *Config) { c.RatePerWallet = -0.5 },
+		"VERIFIERS":            func(c *Config) { c.Verifiers = -2 },
+		"CLASS_AGING":          func(c *Config) { c.ClassAging = -1 },
+	} {
+		c := ok
+		edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
