@@ -59,12 +59,20 @@ type node struct {
 func (n *node) url() string { return "http://" + n.httpAddr }
 
 func freeAddr(t testing.TB) string {
+	addr, release := reserveAddr(t)
+	release()
+	return addr
+}
+
+// reserveAddr holds a free loopback port until release is called, so that
+// ports allocated meanwhile (other validators', fault proxies') differ from
+// it. Release it right before the process that binds it starts.
+func reserveAddr(t testing.TB) (string, func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().String(), func() { ln.Close() }
 }
 
 // cluster is a set of validator processes sharing one chain and NATS.
@@ -92,9 +100,14 @@ func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, no
 	}
 	dir := t.TempDir()
 	var initial []string
+	releases := map[*node][]func(){}
 	for i := 1; i <= size; i++ {
-		n := &node{id: uint64(i), httpAddr: freeAddr(t), peerAddr: freeAddr(t), dataDir: filepath.Join(dir, "v"+strconv.Itoa(i)),
+		httpAddr, releaseHTTP := reserveAddr(t)
+		peerAddr, releasePeer := reserveAddr(t)
+		n := &node{id: uint64(i), httpAddr: httpAddr, peerAddr: peerAddr, dataDir: filepath.Join(dir, "v"+strconv.Itoa(i)),
 			logPath: filepath.Join(dir, "v"+strconv.Itoa(i)+".log")}
+		releases[n] = []func(){releaseHTTP, releasePeer}
+		t.Cleanup(func() { releaseHTTP(); releasePeer() }) // if the test stops before the node starts
 		initial = append(initial, fmt.Sprintf("%d=%s=%s", n.id, n.peerAddr, n.url()))
 		c.nodes = append(c.nodes, n)
 	}
@@ -122,6 +135,9 @@ func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, no
 		}
 		if nodeEnv != nil {
 			n.env = append(n.env, nodeEnv(n, c.nodes)...)
+		}
+		for _, release := range releases[n] {
+			release()
 		}
 		c.start(n)
 	}

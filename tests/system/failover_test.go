@@ -2,6 +2,8 @@ package system
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,22 +48,32 @@ func (c *cluster) converged(running ...*node) (uint64, string) {
 	c.t.Helper()
 	var index uint64
 	var hash string
-	harness.Eventually(c.t, 30*time.Second, func() bool {
+	seen := make([]string, len(running)) // the last answers, for the failure message
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		index, hash = 0, ""
+		agree := true
 		for i, n := range running {
 			var st api.ConsensusStatus
-			if get(n.url()+"/v1/consensus/status", &st) != nil {
-				return false
+			if err := get(n.url()+"/v1/consensus/status", &st); err != nil {
+				seen[i], agree = fmt.Sprintf("validator %d: %v", n.id, err), false
+				continue
 			}
+			seen[i] = fmt.Sprintf("validator %d: %s at applied %d (commit %d, leader %d)", n.id, st.StateHash, st.AppliedIndex, st.CommitIndex, st.Leader)
 			if i == 0 {
 				index, hash = st.AppliedIndex, st.StateHash
 			} else if st.AppliedIndex != index || st.StateHash != hash {
-				return false
+				agree = false
 			}
 		}
-		return true
-	})
-	return index, hash
+		if agree {
+			return index, hash
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("validators did not converge within 30s:\n%s", strings.Join(seen, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the validators
+	}
 }
 
 func TestThreeValidatorsFailover(t *testing.T) {
