@@ -88,10 +88,6 @@ type MockEpochStatus struct {
 	NextEpochInMs      int64  `json:"nextEpochInMs"`
 }
 
-// DefaultDebtLimitMicros is the executed GC debt (100.00) at which a
-// wallet's writes are blocked unless its account sets another limit.
-const DefaultDebtLimitMicros = 100_000_000
-
 // GcAccountVersion marks the body of GET /v1/gc/account/{walletAddress}.
 const GcAccountVersion = "gc.account.v1"
 

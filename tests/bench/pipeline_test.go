@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/ecdsa"
-	"fmt"
 	"net/url"
 	"os"
 	"slices"
@@ -207,22 +206,7 @@ func (c *ledgerCluster) report(b *testing.B, latencies []time.Duration, elapsed 
 	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "proposals/s")
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
-	if hwm, err := peakRSS(c.leader.cmd.Process.Pid); err == nil {
+	if hwm, err := harness.ProcMemory(c.leader.cmd.Process.Pid, "VmHWM"); err == nil {
 		b.ReportMetric(float64(hwm)/(1<<20), "leader-peak-rss-MiB")
 	}
-}
-
-// peakRSS is a process's peak resident memory (VmHWM, Linux).
-func peakRSS(pid int) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM for %d", pid)
 }

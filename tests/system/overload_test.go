@@ -1,15 +1,11 @@
 package system
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,23 +20,6 @@ import (
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
-// rssBytes is the resident memory of a process (Linux).
-func rssBytes(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS")
-}
-
 // TestOverloadAnswersFastAndDrains submits far more than the leader may
 // hold (MAX_PENDING 8) from 48 clients at once for a few seconds: the
 // excess is refused fast with retryable 429s, the leader's memory stays
@@ -54,7 +33,7 @@ func TestOverloadAnswersFastAndDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rss0, err := rssBytes(leader.cmd.Process.Pid)
+	rss0, err := harness.ProcMemory(leader.cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +75,7 @@ func TestOverloadAnswersFastAndDrains(t *testing.T) {
 	}
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			if rss, err := rssBytes(leader.cmd.Process.Pid); err == nil {
+			if rss, err := harness.ProcMemory(leader.cmd.Process.Pid, "VmRSS"); err == nil {
 				mu.Lock()
 				peakRSS = max(peakRSS, rss)
 				mu.Unlock()

@@ -353,17 +353,9 @@ func TestMockEpochRoutes(t *testing.T) {
 	base := startMock(t)
 	call := func(method, path string, out any) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode
+		return request(t, method, base+path, nil, out)
 	}
+
 	var st api.MockEpochStatus
 	if code := call(http.MethodGet, "/api/mock/epoch-status", &st); code != http.StatusOK || st.CurrentEpoch != 1000 ||
 		st.FinalizedEpoch != 998 || st.Offset != 0 || st.EpochLengthSeconds != 384 || st.NextEpochInMs <= 0 || st.ContractVersion != api.MockEpochStatusVersion {
@@ -465,9 +457,18 @@ func (a author) deleteForm(t *testing.T, id, written common.Hash) url.Values {
 	}
 }
 
-func postTo(t *testing.T, u string, form url.Values, out any) int {
+// request sends method to u with form as its body (none when nil) and
+// decodes the JSON answer into out.
+func request(t *testing.T, method, u string, form url.Values, out any) int {
 	t.Helper()
-	resp, err := http.Post(u, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 	}
 	var receipt map[string]any
 	del := common.HexToHash("0x62")
-	if code := postTo(t, base+"/v1/propose-delete", a.deleteForm(t, del, written), &receipt); code != http.StatusAccepted {
+	if code := request(t, http.MethodPost, base+"/v1/propose-delete", a.deleteForm(t, del, written), &receipt); code != http.StatusAccepted {
 		t.Fatalf("delete: %d %v", code, receipt)
 	}
 	waitCommitted(t, base, del)
@@ -505,15 +506,15 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 		t.Fatalf("after a delete (at least 1 MB at 0.10): %+v", acc)
 	}
 
-	if code := postTo(t, accountURL+"/execute-pending", nil, &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || acc.PendingDebt != "0.00" {
+	if code := request(t, http.MethodPost, accountURL+"/execute-pending", nil, &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || acc.PendingDebt != "0.00" {
 		t.Fatalf("execute-pending: %d %+v", code, acc)
 	}
-	if code := postTo(t, accountURL+"/set-limit?limit=0.10", nil, &acc); code != http.StatusOK || !acc.WritesBlocked || acc.Limit != "0.10" {
+	if code := request(t, http.MethodPost, accountURL+"/set-limit?limit=0.10", nil, &acc); code != http.StatusOK || !acc.WritesBlocked || acc.Limit != "0.10" {
 		t.Fatalf("set-limit: %d %+v", code, acc)
 	}
 	var e apierror.Body
 	blocked := common.HexToHash("0x63")
-	if code := postTo(t, base+"/v1/propose-write", a.form(t, blocked, `{"title":"blocked"}`, a.key), &e); code != http.StatusPaymentRequired ||
+	if code := request(t, http.MethodPost, base+"/v1/propose-write", a.form(t, blocked, `{"title":"blocked"}`, a.key), &e); code != http.StatusPaymentRequired ||
 		e.Error == nil || e.Error.Code != apierror.WriteBlockedGCDebt || e.Error.Details["executedDebt"] != "0.10" {
 		t.Fatalf("a blocked write: %d %+v", code, e.Error)
 	}
@@ -526,7 +527,7 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 		{"/pay?amount=0", "amount"}, {"/pay?amount=-1", "amount"}, {"/pay", "amount"}, {"/set-limit?limit=x", "limit"},
 	} {
 		var e apierror.Body
-		if code := postTo(t, accountURL+tc.path, nil, &e); code != http.StatusBadRequest || e.Error.Details["field"] != tc.field {
+		if code := request(t, http.MethodPost, accountURL+tc.path, nil, &e); code != http.StatusBadRequest || e.Error.Details["field"] != tc.field {
 			t.Errorf("%s: %d %+v", tc.path, code, e.Error)
 		}
 	}
@@ -534,7 +535,7 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 		t.Errorf("a bad wallet: %d %+v", code, e.Error)
 	}
 
-	if code := postTo(t, accountURL+"/pay?amount=0.10", nil, &acc); code != http.StatusOK || acc.WritesBlocked || acc.ExecutedDebt != "0.00" || acc.Paid != "0.10" {
+	if code := request(t, http.MethodPost, accountURL+"/pay?amount=0.10", nil, &acc); code != http.StatusOK || acc.WritesBlocked || acc.ExecutedDebt != "0.00" || acc.Paid != "0.10" {
 		t.Fatalf("pay: %d %+v", code, acc)
 	}
 	if code, body := post(t, base, a.form(t, blocked, `{"title":"blocked"}`, a.key)); code != http.StatusAccepted {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
@@ -25,8 +27,21 @@ type gcView struct {
 	machine *state.Machine
 }
 
-func (g gcView) Account(wallet common.Address) (*ledgerpb.GcAccount, error) {
-	return g.machine.Account(wallet)
+// Account renders the wallet's account with the state machine's rules
+// (its effective limit, whether its writes are blocked).
+func (g gcView) Account(wallet common.Address) (api.GcAccount, error) {
+	acc, err := g.machine.Account(wallet)
+	if err != nil {
+		return api.GcAccount{}, err
+	}
+	limit := state.LimitMicros(acc)
+	return api.GcAccount{
+		ContractVersion: api.GcAccountVersion, Wallet: strings.ToLower(wallet.Hex()),
+		PendingDebt: api.DebtString(acc.GetPendingDebtMicros()), ExecutedDebt: api.DebtString(acc.GetExecutedDebtMicros()),
+		Limit: api.DebtString(limit), WritesBlocked: state.WritesBlocked(acc),
+		PendingDebtMicros: acc.GetPendingDebtMicros(), ExecutedDebtMicros: acc.GetExecutedDebtMicros(), LimitMicros: limit,
+		Paid: api.DebtString(acc.GetPaidMicros()), Deletes: acc.GetDeletes(), DeletedBytes: acc.GetDeletedBytes(),
+	}, nil
 }
 
 func (g gcView) ExecutePending(ctx context.Context, wallet common.Address) error {

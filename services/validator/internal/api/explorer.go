@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
@@ -10,15 +11,17 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 )
 
-// lookupProposal reads the :id proposal's status; a follower that has no
-// record of it forwards the request to the leader, whose pipeline may hold
-// it. handled is true when the forwarded answer was written.
-func (s *Server) lookupProposal(c echo.Context) (status api.ProposalStatus, handled bool, err error) {
+// lookupProposal reads the :id proposal's status, waiting up to wait for a
+// change. A follower holds only applied records: for a proposal still in
+// the leader's pipeline it forwards the request to the leader; without a
+// leader, the local answer stands. handled is true when the forwarded
+// answer was written.
+func (s *Server) lookupProposal(c echo.Context, wait time.Duration) (status api.ProposalStatus, handled bool, err error) {
 	raw := c.Param("id")
 	if !proposalIDPattern.MatchString(raw) {
 		return status, false, apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
 	}
-	status, err = s.proposals.WaitStatus(c.Request().Context(), common.HexToHash(raw), 0)
+	status, err = s.proposals.WaitStatus(c.Request().Context(), common.HexToHash(raw), wait)
 	if apierror.CodeOf(err) == apierror.NotFound {
 		if fwd, ferr := s.forward(c); fwd && ferr == nil {
 			return status, true, nil
@@ -28,7 +31,7 @@ func (s *Server) lookupProposal(c echo.Context) (status api.ProposalStatus, hand
 }
 
 func (s *Server) explorerProposal(c echo.Context) error {
-	status, handled, err := s.lookupProposal(c)
+	status, handled, err := s.lookupProposal(c, 0)
 	if handled || err != nil {
 		return err
 	}
@@ -38,7 +41,7 @@ func (s *Server) explorerProposal(c echo.Context) error {
 // operation serves /v1/ops/operations/{operationId}: every write and delete
 // is an operation named by its proposal id.
 func (s *Server) operation(c echo.Context) error {
-	status, handled, err := s.lookupProposal(c)
+	status, handled, err := s.lookupProposal(c, 0)
 	if handled || err != nil {
 		return err
 	}

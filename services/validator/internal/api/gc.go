@@ -3,21 +3,20 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
-	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
 // GC is the GC debt accounts (DECISIONS D9) as the API sees them. The
 // changes go through raft and return once applied.
 type GC interface {
-	// Account is the wallet's account, nil when it has none.
-	Account(wallet common.Address) (*ledgerpb.GcAccount, error)
+	// Account is the wallet's account as the API shows it (a wallet
+	// without one has no debt and the default limit).
+	Account(wallet common.Address) (api.GcAccount, error)
 	// ExecutePending moves the wallet's pending debt to executed debt now,
 	// without waiting for the per-epoch job.
 	ExecutePending(ctx context.Context, wallet common.Address) error
@@ -46,23 +45,7 @@ func (s *Server) answerAccount(c echo.Context, wallet common.Address) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, accountBody(wallet, acc))
-}
-
-// accountBody is the D9 account of wallet; a wallet without an account has
-// no debt and the default limit.
-func accountBody(wallet common.Address, acc *ledgerpb.GcAccount) api.GcAccount {
-	limit := acc.GetLimitMicros()
-	if limit == 0 {
-		limit = api.DefaultDebtLimitMicros
-	}
-	return api.GcAccount{
-		ContractVersion: api.GcAccountVersion, Wallet: strings.ToLower(wallet.Hex()),
-		PendingDebt: api.DebtString(acc.GetPendingDebtMicros()), ExecutedDebt: api.DebtString(acc.GetExecutedDebtMicros()),
-		Limit: api.DebtString(limit), WritesBlocked: acc.GetExecutedDebtMicros() >= limit,
-		PendingDebtMicros: acc.GetPendingDebtMicros(), ExecutedDebtMicros: acc.GetExecutedDebtMicros(), LimitMicros: limit,
-		Paid: api.DebtString(acc.GetPaidMicros()), Deletes: acc.GetDeletes(), DeletedBytes: acc.GetDeletedBytes(),
-	}
+	return c.JSON(http.StatusOK, acc)
 }
 
 // gcChange runs a change of the account on the leader and answers the

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
@@ -165,25 +164,12 @@ func (s *Server) readForm(c echo.Context) (url.Values, error) {
 }
 
 func (s *Server) proposalStatus(c echo.Context) error {
-	raw := c.Param("id")
-	if !proposalIDPattern.MatchString(raw) {
-		return apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
-	}
-	id := common.HexToHash(raw)
 	wait, err := s.waitParam(c)
 	if err != nil {
 		return err
 	}
-	status, err := s.proposals.WaitStatus(c.Request().Context(), id, wait)
-	// A follower holds only applied records: a proposal still in the
-	// leader's pipeline is the leader's to report. Without a leader, the
-	// local answer stands.
-	if apierror.CodeOf(err) == apierror.NotFound {
-		if handled, ferr := s.forward(c); handled && ferr == nil {
-			return nil
-		}
-	}
-	if err != nil {
+	status, handled, err := s.lookupProposal(c, wait)
+	if handled || err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, status)

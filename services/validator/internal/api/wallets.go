@@ -108,7 +108,7 @@ func (s *Server) walletFigures(wallet common.Address) (api.WalletStats, error) {
 		WalletPath:   proposal.WalletRoot(s.cfg.Form.ContentRoot, wallet),
 		ContentCount: ws.GetNodes(), TotalWrites: ws.GetWrites(), TotalDeletes: ws.GetDeletes(),
 		LastWriteAt: msTime(ws.GetLastWriteAtMs()), LastWritePath: ws.GetLastWritePath(),
-		GC: accountBody(wallet, acc),
+		GC: acc,
 	}, nil
 }
 

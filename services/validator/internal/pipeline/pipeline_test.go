@@ -25,6 +25,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
 )
 
 // ledger stands in for raft and the state machine: a proposed batch is
@@ -186,7 +187,7 @@ func start(t *testing.T, paid paymentsByID) (*Pipeline, *ledger) {
 // startWith starts a pipeline on a ledger whose Propose waits for gate
 // (nil: never waits), with epochs (nil: fixed at 7) and the test defaults
 // edited by edit.
-func startWith(t *testing.T, paid paymentsByID, gate chan struct{}, epochs Epochs, edit func(*Config)) (*Pipeline, *ledger) {
+func startWith(t *testing.T, paid Payments, gate chan struct{}, epochs Epochs, edit func(*Config)) (*Pipeline, *ledger) {
 	if epochs == nil {
 		epochs = fixedEpoch(7)
 	}
@@ -653,58 +654,13 @@ func TestWalletLimit(t *testing.T) {
 	}
 }
 
-// livePayments is a payment index that changes while the test runs.
-type livePayments struct {
-	mu      sync.Mutex
-	byID    map[common.Hash]payment.ProposalPaid
-	changed chan struct{}
-}
-
-func newLivePayments() *livePayments {
-	return &livePayments{byID: map[common.Hash]payment.ProposalPaid{}, changed: make(chan struct{})}
-}
-
-func (l *livePayments) Lookup(id common.Hash) (payment.ProposalPaid, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, ok := l.byID[id]
-	return p, ok
-}
-
-func (l *livePayments) Changed() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.changed
-}
-
-func (l *livePayments) observe(p payment.ProposalPaid) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.byID[p.ProposalID] = p
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
-
 // TestVerifiersParkUnpaidProposals accepts many proposals whose payments
 // have not been observed: they wait parked, without a goroutine each; as
 // payments arrive they are decided; the rest are REJECTED payment_not_found
 // when their wait is over, counted by reason.
 func TestVerifiersParkUnpaidProposals(t *testing.T) {
-	pays := newLivePayments()
-	l := newLedger()
-	cfg := DefaultConfig()
-	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
-	cfg.Contract, cfg.ChainID = contract, 1337
-	cfg.PaymentWait, cfg.Verifiers = 3*time.Second, 2
-	p, err := New(cfg, zap.NewNop(), l, l, pays, fixedEpoch(7))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.observer = p.RecordsApplied
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	pays := payments.NewIndex()
+	p, _ := startWith(t, pays, nil, nil, func(c *Config) { c.PaymentWait, c.Verifiers = 3*time.Second, 2 })
 
 	key, _ := crypto.GenerateKey()
 	const n = 200
@@ -724,7 +680,7 @@ func TestVerifiersParkUnpaidProposals(t *testing.T) {
 		t.Fatalf("%d goroutines more for %d parked proposals", extra, n)
 	}
 	for _, id := range ids[:n/2] {
-		pays.observe(payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard,
+		pays.Observe(payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard,
 			Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)})
 	}
 	for _, id := range ids[:n/2] {

@@ -551,36 +551,32 @@ func keccak256(b []byte) []byte {
 }
 
 func getNode(r pebble.Reader, path string) (*ledgerpb.Node, error) {
-	v, err := storage.Get(r, storage.NodeKey(path))
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	n := &ledgerpb.Node{}
-	if err := proto.Unmarshal(v, n); err != nil {
-		return nil, fmt.Errorf("%w: node %s: %v", ErrCorruptState, path, err)
-	}
-	return n, nil
+	return getMessage[*ledgerpb.Node](r, storage.NodeKey(path), "node "+path)
 }
 
 func getRecord(r pebble.Reader, id []byte) (*ledgerpb.ProposalRecord, error) {
 	if len(id) != 32 {
 		return nil, nil
 	}
-	v, err := storage.Get(r, storage.ProposalKey([32]byte(id)))
+	return getMessage[*ledgerpb.ProposalRecord](r, storage.ProposalKey([32]byte(id)), fmt.Sprintf("proposal %x", id))
+}
+
+// getMessage reads the message stored at key into a new M, nil when there
+// is none; what names it in a corruption error.
+func getMessage[M proto.Message](r pebble.Reader, key []byte, what string) (M, error) {
+	var none M
+	v, err := storage.Get(r, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
+		return none, nil
 	}
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	rec := &ledgerpb.ProposalRecord{}
-	if err := proto.Unmarshal(v, rec); err != nil {
-		return nil, fmt.Errorf("%w: proposal %x: %v", ErrCorruptState, id, err)
+	m := none.ProtoReflect().New().Interface().(M)
+	if err := proto.Unmarshal(v, m); err != nil {
+		return none, fmt.Errorf("%w: %s: %v", ErrCorruptState, what, err)
 	}
-	return rec, nil
+	return m, nil
 }
 
 // applyConfChange keeps the cluster's address book: a member added with a

@@ -7,7 +7,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
@@ -17,7 +16,7 @@ import (
 const (
 	// DefaultDebtLimitMicros is the executed debt (100.00) at which a
 	// wallet's writes are blocked, unless its account sets another limit.
-	DefaultDebtLimitMicros = api.DefaultDebtLimitMicros
+	DefaultDebtLimitMicros = 100_000_000
 	// debtPerMBMicros is the estimated cleanup cost of a deleted megabyte
 	// (0.10), and minDebtBytes the least a delete is charged for (1 MB).
 	debtPerMBMicros = 100_000
@@ -52,18 +51,7 @@ func getAccount(r pebble.Reader, wallet []byte) (*ledgerpb.GcAccount, error) {
 	if len(wallet) != 20 {
 		return nil, nil
 	}
-	v, err := storage.Get(r, storage.AccountKey([20]byte(wallet)))
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	acc := &ledgerpb.GcAccount{}
-	if err := proto.Unmarshal(v, acc); err != nil {
-		return nil, fmt.Errorf("%w: GC account %x: %v", ErrCorruptState, wallet, err)
-	}
-	return acc, nil
+	return getMessage[*ledgerpb.GcAccount](r, storage.AccountKey([20]byte(wallet)), fmt.Sprintf("GC account %x", wallet))
 }
 
 // account returns a copy of the wallet's account to change, a new one if

@@ -130,15 +130,11 @@ func loadMeta(r pebble.Reader) (meta, error) {
 	if md.unfinalized, err = getUint64(r, []byte(storage.UnfinalizedCountKey)); err != nil {
 		return meta{}, err
 	}
-	md.counts = &ledgerpb.ProposalCounts{}
-	switch v, err := storage.Get(r, []byte(storage.ProposalCountsKey)); {
-	case errors.Is(err, storage.ErrNotFound):
-	case err != nil:
+	if md.counts, err = getMessage[*ledgerpb.ProposalCounts](r, []byte(storage.ProposalCountsKey), "proposal counts"); err != nil {
 		return meta{}, err
-	default:
-		if err := proto.Unmarshal(v, md.counts); err != nil {
-			return meta{}, fmt.Errorf("%w: proposal counts: %v", ErrCorruptState, err)
-		}
+	}
+	if md.counts == nil {
+		md.counts = &ledgerpb.ProposalCounts{}
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
 		return meta{}, err
@@ -470,18 +466,11 @@ func (m *Machine) EventsSince(afterID uint64, limit int) ([]*ledgerpb.Event, err
 // Segment returns the segment of raft index, or ErrNotFound (entries that
 // changed nothing have none).
 func (m *Machine) Segment(index uint64) (*ledgerpb.Segment, error) {
-	v, err := storage.Get(m.db.Pebble(), storage.SegmentKey(index))
-	if errors.Is(err, storage.ErrNotFound) {
+	seg, err := getMessage[*ledgerpb.Segment](m.db.Pebble(), storage.SegmentKey(index), fmt.Sprintf("segment %d", index))
+	if err == nil && seg == nil {
 		return nil, ErrNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	seg := &ledgerpb.Segment{}
-	if err := proto.Unmarshal(v, seg); err != nil {
-		return nil, fmt.Errorf("%w: segment %d: %v", ErrCorruptState, index, err)
-	}
-	return seg, nil
+	return seg, err
 }
 
 // SegmentsFrom calls fn with the raft index, the stored bytes and the hash

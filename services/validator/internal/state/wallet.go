@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,18 +17,7 @@ func getWalletStats(r pebble.Reader, wallet []byte) (*ledgerpb.WalletStats, erro
 	if len(wallet) != 20 {
 		return nil, nil
 	}
-	v, err := storage.Get(r, storage.WalletStatsKey([20]byte(wallet)))
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	ws := &ledgerpb.WalletStats{}
-	if err := proto.Unmarshal(v, ws); err != nil {
-		return nil, fmt.Errorf("%w: wallet stats %x: %v", ErrCorruptState, wallet, err)
-	}
-	return ws, nil
+	return getMessage[*ledgerpb.WalletStats](r, storage.WalletStatsKey([20]byte(wallet)), fmt.Sprintf("wallet stats %x", wallet))
 }
 
 // countWallet updates a wallet's figures after a committed write (write
