@@ -28,6 +28,11 @@ type QueueStats struct {
 	// sender make (QueuedProposals in batches of at most MaxBatch).
 	BatchQueueSize  int `json:"batchQueueSize"`
 	QueuedProposals int `json:"queuedProposals"`
+	// The packing buffer holding QueuedProposals: PackingBuckets (epoch,
+	// payment class) buckets, and in them MicroBatches runs of one wallet
+	// and organization released together.
+	PackingBuckets int `json:"packingBuckets"`
+	MicroBatches   int `json:"microBatches"`
 	// ProposalsByEpoch and ProposalsByEpochAndTier count the proposals
 	// not yet applied (accepted, being verified, queued or in flight),
 	// by the epoch they were accepted in (decimal keys) and payment class.
@@ -176,7 +181,8 @@ type ReleaseStages struct {
 	Unverified   int `json:"unverified"` // accepted, waiting for their payment
 	Verified     int `json:"verified"`
 	Packing      int `json:"packing"`      // decided, queued for a batch
-	ReadyBuckets int `json:"readyBuckets"` // the batches the queue makes
+	ReadyBuckets int `json:"readyBuckets"` // (epoch, class) buckets holding packed proposals
+	MicroBatches int `json:"microBatches"` // micro-batches of one wallet and organization in them
 	Batches      int `json:"batches"`      // proposed and not yet applied
 	InFlight     int `json:"inFlight"`     // proposals in those batches
 	// OldestQueuedAgeMs is how long the oldest queued proposal has waited.

@@ -3,6 +3,7 @@ module github.com/contentledger/contentledger/services/validator
 go 1.26.0
 
 require (
+	github.com/cockroachdb/datadriven v1.0.3-0.20250407164829-2945557346d5
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/contentledger/contentledger/pkg v0.0.0
 	github.com/ethereum/go-ethereum v1.17.10

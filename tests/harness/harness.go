@@ -143,7 +143,7 @@ func Start(t testing.TB, o Options) *Network {
 			PeerAddr: "127.0.0.1:0", ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(), USDCAddress: chain.DevUSDC.Hex(),
 			Confirmations: o.Confirmations, NATSURL: n.NATSURL, PaymentStream: "CHAIN_EVENTS", PaymentWait: o.PaymentWait,
 			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
-			MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, ClassAging: 2 * time.Second,
+			MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
 		}, log.Named("validator"), vready)
 	})
 	n.ValidatorURL = "http://" + receive(t, vready, failed)

@@ -139,7 +139,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(),
 			USDCAddress: chain.DevUSDC.Hex(), Confirmations: o.confirmations, NATSURL: natsURL, PaymentStream: "CHAIN_EVENTS",
 			PaymentWait: 2 * time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
-			TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, ClassAging: 2 * time.Second,
+			TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
 		}
 		start(name, func(ctx context.Context) error { return validator.Run(ctx, vcfg, log.Named(name), nil) })
 	}

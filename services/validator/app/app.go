@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	pcfg.VerifyPayments = cfg.VerifiesPayments()
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
 	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
-	pcfg.ClassAging = cfg.ClassAging
+	pcfg.ClassAging, pcfg.MicroBatch, pcfg.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
 	if cfg.Verifiers > 0 {
 		pcfg.Verifiers = cfg.Verifiers
 	}

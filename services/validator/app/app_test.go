@@ -37,7 +37,7 @@ func startMockWith(t *testing.T, edit func(*Config)) string {
 		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
 		ChainID: 1337, ContractAddress: testContract.Hex(), ContentRoot: "ledger", MaxMessageBytes: 1 << 20,
 		EpochLength: 384 * time.Second, TickInterval: 20 * time.Millisecond, PaymentWait: time.Second,
-		MaxPending: 100, MaxBatch: 64, MaxPendingMessages: 256,
+		MaxPending: 100, MaxBatch: 64, MaxPendingMessages: 256, MicroBatch: 64, MicroBatchBytes: 256 << 10,
 	}
 	edit(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())

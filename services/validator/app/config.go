@@ -71,6 +71,8 @@ type Config struct {
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	MicroBatch       int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`
+	MicroBatchBytes  int           `envconfig:"MICRO_BATCH_BYTES" default:"262144" desc:"message bytes of one micro-batch of the packing buffer"`
 	Verifiers        int           `envconfig:"VERIFIERS" default:"0" desc:"workers matching payments to accepted proposals; 0: one per core"`
 	RatePerIP        float64       `envconfig:"RATE_PER_IP" default:"2000" desc:"proposals per second one client address may submit, in bursts of twice that; 0: no limit"`
 	RatePerWallet    float64       `envconfig:"RATE_PER_WALLET" default:"500" desc:"proposals per second one wallet may submit, in bursts of twice that; 0: no limit"`
@@ -106,8 +108,8 @@ func (c Config) Validate() error {
 	if c.RatePerIP < 0 || c.RatePerWallet < 0 || c.Verifiers < 0 || c.ClassAging < 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP, RATE_PER_WALLET, VERIFIERS and CLASS_AGING must not be negative"))
 	}
-	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 {
-		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH and MAX_PENDING_MESSAGES must be positive"))
+	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
 	}
 	if members, err := ParseCluster(c.InitialCluster); err != nil {
 		errs = append(errs, err)

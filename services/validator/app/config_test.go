@@ -37,7 +37,7 @@ func TestValidateNamesThisNode(t *testing.T) {
 
 func TestValidateQueueAndLimitSettings(t *testing.T) {
 	ok := Config{Mode: Mock, NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
-		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1}
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("a valid configuration: %v", err)
 	}
@@ -45,6 +45,8 @@ func TestValidateQueueAndLimitSettings(t *testing.T) {
 		"MAX_PENDING":          func(c *Config) { c.MaxPending = 0 },
 		"MAX_BATCH":            func(c *Config) { c.MaxBatch = -1 },
 		"MAX_PENDING_MESSAGES": func(c *Config) { c.MaxPendingMessages = 0 },
+		"MICRO_BATCH":          func(c *Config) { c.MicroBatch = 0 },
+		"MICRO_BATCH_BYTES":    func(c *Config) { c.MicroBatchBytes = -1 },
 		"RATE_PER_IP":          func(c *Config) { c.RatePerIP = -1 },
 		"RATE_PER_WALLET":      func(c *Config) { c.RatePerWallet = -0.5 },
 		"VERIFIERS":            func(c *Config) { c.Verifiers = -2 },

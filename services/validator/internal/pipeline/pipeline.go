@@ -109,6 +109,11 @@ type Config struct {
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int
+	// MicroBatch and MicroBatchBytes bound a micro-batch of the packing
+	// buffer: proposals of one wallet and organization released together
+	// (packer.go).
+	MicroBatch      int
+	MicroBatchBytes int
 	// Verifiers is the number of workers matching payments (see verifier.go).
 	Verifiers int
 	// WalletLimiter, when set, limits the proposals one wallet may submit
@@ -150,6 +155,8 @@ func DefaultConfig() Config {
 		MaxPending:         10_000,
 		MaxBatch:           512,
 		MaxBatchBytes:      4 << 20,
+		MicroBatch:         64,
+		MicroBatchBytes:    256 << 10,
 		MaxPendingMessages: 2048,
 		Verifiers:          runtime.GOMAXPROCS(0),
 		ClassAging:         2 * time.Second,
@@ -170,6 +177,8 @@ func (c Config) validate() error {
 		return errors.New("pipeline: FinalizeInterval must be positive")
 	case c.MaxPending <= 0, c.MaxBatch <= 0, c.MaxBatchBytes <= 0, c.MaxPendingMessages <= 0:
 		return errors.New("pipeline: MaxPending, MaxBatch, MaxBatchBytes and MaxPendingMessages must be positive")
+	case c.MicroBatch <= 0, c.MicroBatchBytes <= 0:
+		return errors.New("pipeline: MicroBatch and MicroBatchBytes must be positive")
 	case c.CommitTimeout <= 0, c.AdoptInterval <= 0:
 		return errors.New("pipeline: CommitTimeout and AdoptInterval must be positive")
 	case c.Now == nil:
@@ -210,6 +219,8 @@ type counters struct {
 // senderState is what the sender (Run) publishes of its own state.
 type senderState struct {
 	queued       atomic.Int64                        // decided proposals waiting to be sealed
+	microBatches atomic.Int64                        // micro-batches holding them
+	buckets      atomic.Int64                        // (epoch, class) buckets holding them
 	inflight     atomic.Int64                        // proposals proposed and not yet applied
 	batches      atomic.Int64                        // batches proposed and not yet applied
 	released     [len(payment.Classes)]atomic.Uint64 // proposals sealed, by class
@@ -232,8 +243,10 @@ type refusal struct {
 // refusalMemory is how long a refusal holds the governor at "holding".
 const refusalMemory = 2 * time.Second
 
-func (s *senderState) record(queued, inflight int, backpressure bool) {
-	s.queued.Store(int64(queued))
+func (s *senderState) record(queued packerFigures, inflight int, backpressure bool) {
+	s.queued.Store(int64(queued.Items))
+	s.microBatches.Store(int64(queued.MicroBatches))
+	s.buckets.Store(int64(queued.Buckets))
 	s.inflight.Store(int64(inflight))
 	if s.backpressure.Swap(backpressure) != backpressure && backpressure {
 		s.backpressureEvents.Add(1)
@@ -612,9 +625,12 @@ type Stats struct {
 	// Verifiers are the payment matchers' counters.
 	Verifiers VerifierStats `json:"verifiers"`
 	// Queued are decided proposals waiting for the sender (in the decided
-	// channel or in its queue); InFlight are proposed and not yet applied.
-	Queued   int `json:"queued"`
-	InFlight int `json:"inFlight"`
+	// channel or in its packing buffer, where MicroBatches in Buckets hold
+	// them); InFlight are proposed and not yet applied.
+	Queued       int `json:"queued"`
+	MicroBatches int `json:"microBatches"`
+	Buckets      int `json:"buckets"`
+	InFlight     int `json:"inFlight"`
 	// BackpressureActive: proposals wait because InFlight is at
 	// MaxPendingMessages.
 	BackpressureActive bool   `json:"backpressureActive"`
@@ -633,6 +649,8 @@ func (p *Pipeline) Stats() Stats {
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(), Finalized: p.stats.finalized.Load(),
 		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(), Verifiers: p.verifierStats(),
 		Queued:             int(p.sender.queued.Load()) + len(p.decided),
+		MicroBatches:       int(p.sender.microBatches.Load()),
+		Buckets:            int(p.sender.buckets.Load()),
 		InFlight:           int(p.sender.inflight.Load()),
 		BackpressureActive: p.sender.backpressure.Load(),
 		BackpressureEvents: p.sender.backpressureEvents.Load(),
@@ -652,6 +670,8 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 		MaxPendingMessages:          st.MaxPendingMessages,
 		QueuedProposals:             st.Queued,
 		BatchQueueSize:              (st.Queued + st.MaxBatch - 1) / st.MaxBatch,
+		PackingBuckets:              st.Buckets,
+		MicroBatches:                st.MicroBatches,
 		ProposalsByEpoch:            map[string]int{},
 		ProposalsByEpochAndTier:     map[string]map[string]int{},
 		PendingEpochStats:           []api.PendingEpoch{},
@@ -700,7 +720,7 @@ func (p *Pipeline) ReleaseFlow() api.ReleaseFlow {
 		MaxBatch: st.MaxBatch, Tiers: map[string]api.TierFlow{},
 		Stages: api.ReleaseStages{
 			Unverified: max(0, st.Pending-st.Queued-st.InFlight), Packing: st.Queued,
-			ReadyBuckets: (st.Queued + st.MaxBatch - 1) / st.MaxBatch, Batches: int(p.sender.batches.Load()), InFlight: st.InFlight,
+			ReadyBuckets: st.Buckets, MicroBatches: st.MicroBatches, Batches: int(p.sender.batches.Load()), InFlight: st.InFlight,
 		},
 		Governor: api.Governor{State: "open", Action: "release", Reasons: []string{}},
 	}

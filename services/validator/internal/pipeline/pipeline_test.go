@@ -406,7 +406,7 @@ func TestSenderBackpressure(t *testing.T) {
 	})
 	f := p.ReleaseFlow()
 	if f.Governor.State != "holding" || f.Governor.Action != "hold" || len(f.Governor.Reasons) != 1 || f.Stages.InFlight != 4 ||
-		f.Stages.Packing != 6 || f.Stages.ReadyBuckets != 3 || f.Stages.Batches < 2 || f.Tiers["standard"].Pending != n || f.Tiers["standard"].Released != 4 {
+		f.Stages.Packing != 6 || f.Stages.ReadyBuckets != 1 || f.Stages.MicroBatches < 1 || f.Stages.Batches < 2 || f.Tiers["standard"].Pending != n || f.Tiers["standard"].Released != 4 {
 		t.Fatalf("release flow under backpressure: %+v", f)
 	}
 	o := p.EpochOverlay()
@@ -415,7 +415,7 @@ func TestSenderBackpressure(t *testing.T) {
 		t.Fatalf("epoch overlay: %+v", o)
 	}
 	q := p.QueueStats()
-	if !q.BackpressureActive || q.BackpressurePendingRawCount != 4 || q.QueuedProposals != 6 || q.BatchQueueSize != 3 ||
+	if !q.BackpressureActive || q.BackpressurePendingRawCount != 4 || q.QueuedProposals != 6 || q.BatchQueueSize != 3 || q.PackingBuckets != 1 || q.MicroBatches < 1 ||
 		q.ProposalsByEpoch["7"] != n || q.ProposalsByEpochAndTier["7"]["standard"] != n || len(q.PendingEpochStats) != 1 ||
 		q.PendingEpochStats[0] != (api.PendingEpoch{Epoch: 7, Pending: n, OldestAgeMs: q.PendingEpochStats[0].OldestAgeMs}) ||
 		q.CurrentEpoch != 7 || q.FinalizedEpoch != 5 || q.EpochsUntilFinality != 2 || q.ContractVersion != api.QueueStatsVersion {

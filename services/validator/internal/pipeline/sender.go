@@ -1,9 +1,7 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -32,8 +30,10 @@ import (
 //     applied. At that ceiling the sender holds the queue: backpressure.
 //     Intake keeps accepting until MaxPending, then answers 429.
 //
-// Which proposals go is decided by seal: all of them while they fit, the
-// higher classes first when they do not (DECISIONS D7).
+// Decided proposals wait in the packing buffer (packer.go), by epoch and
+// class in micro-batches of one wallet and organization. Which go is the
+// packer's choice: all of them while they fit, the higher classes first
+// when they do not (DECISIONS D7).
 func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -41,15 +41,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Go(func() { p.finalize(ctx) })
 	p.runVerifiers(ctx, &wg)
 	done := make(chan int) // a sent batch's size, once applied
-	var queue []queued
+	packing := newPacker(p.cfg.MicroBatch, p.cfg.MicroBatchBytes)
 	var batches, inflight int
 	for {
-		if items, rest := p.seal(queue, batches, inflight, p.cfg.Now()); len(items) > 0 {
+		if items := p.seal(packing, batches, inflight); len(items) > 0 {
 			n := len(items)
 			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
-			queue = rest
 			batches, inflight = batches+1, inflight+n
-			p.sender.record(len(queue), inflight, false)
+			p.sender.record(packing.figures(), inflight, false)
 			p.sender.batches.Store(int64(batches))
 			for _, it := range items {
 				if c := payment.ClassFromProto(it.GetProposal().GetTier()); c.Valid() {
@@ -65,22 +64,22 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			})
 			continue
 		}
-		blocked := len(queue) > 0 && inflight >= p.cfg.MaxPendingMessages
-		p.sender.record(len(queue), inflight, blocked)
-		var oldest int64 // the queue keeps its order: the first waited longest
-		if len(queue) > 0 {
-			oldest = queue[0].at.UnixMilli()
+		queued := packing.figures()
+		p.sender.record(queued, inflight, queued.Items > 0 && inflight >= p.cfg.MaxPendingMessages)
+		var oldest int64
+		if at := packing.oldest(); !at.IsZero() {
+			oldest = at.UnixMilli()
 		}
 		p.sender.oldestQueued.Store(oldest)
 		select {
 		case it := <-p.decided:
 			now := p.cfg.Now()
-			queue = append(queue, queued{it, now})
+			packing.add(it, now)
 			// Take whatever else is already decided before sealing.
 			for more := true; more; {
 				select {
 				case it := <-p.decided:
-					queue = append(queue, queued{it, now})
+					packing.add(it, now)
 				default:
 					more = false
 				}
@@ -94,72 +93,22 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 }
 
-// queued is a decided proposal waiting for the sender, since at.
-type queued struct {
-	item *ledgerpb.BatchItem
-	at   time.Time
-}
-
-// seal picks the proposals of the next batch, none when no batch is due
-// (see Run), and returns them with the rest of the queue in queue order.
-//
-// A batch holds at most MaxBatch proposals, MaxBatchBytes of messages (one
-// larger proposal goes alone) and the room left below MaxPendingMessages.
-// When the queue does not fit, capacity is short: proposals go by rank, the
-// class (standard 0, express 1, priority 2) plus one for every ClassAging
-// waited, so that a higher class drains first and no class starves; equal
-// ranks keep queue order.
-func (p *Pipeline) seal(queue []queued, batches, inflight int, now time.Time) (items []*ledgerpb.BatchItem, rest []queued) {
+// seal takes the proposals of the next batch out of the packing buffer,
+// none when no batch is due (see Run). A batch holds at most MaxBatch
+// proposals, MaxBatchBytes of messages (one larger proposal goes alone)
+// and the room left below MaxPendingMessages; which proposals go is the
+// packer's take.
+func (p *Pipeline) seal(packing *packer, batches, inflight int) []*ledgerpb.BatchItem {
 	room := min(p.cfg.MaxBatch, p.cfg.MaxPendingMessages-inflight)
-	if len(queue) == 0 || room <= 0 {
-		return nil, queue
+	queued := packing.figures()
+	if queued.Items == 0 || room <= 0 {
+		return nil
 	}
-	size := 0
-	for _, q := range queue {
-		size += len(q.item.GetProposal().GetMessage())
-	}
-	fits := len(queue) <= room && (size <= p.cfg.MaxBatchBytes || len(queue) == 1)
-	full := len(queue) >= p.cfg.MaxBatch || (size > p.cfg.MaxBatchBytes && len(queue) > 1)
+	full := queued.Items >= p.cfg.MaxBatch || (queued.Bytes > p.cfg.MaxBatchBytes && queued.Items > 1)
 	if batches > 0 && !full {
-		return nil, queue // gather while the batch in flight is applied
+		return nil // gather while the batch in flight is applied
 	}
-	if fits {
-		items = make([]*ledgerpb.BatchItem, len(queue))
-		for i, q := range queue {
-			items[i] = q.item
-		}
-		return items, nil
-	}
-	order := make([]int, len(queue))
-	for i := range order {
-		order[i] = i
-	}
-	rank := func(q queued) int64 {
-		r := int64(payment.ClassFromProto(q.item.GetProposal().GetTier()))
-		if p.cfg.ClassAging > 0 {
-			r += int64(now.Sub(q.at) / p.cfg.ClassAging)
-		}
-		return r
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rank(queue[b]), rank(queue[a])) })
-	taken := make([]bool, len(queue))
-	bytes := 0
-	for _, i := range order {
-		if len(items) == room {
-			break
-		}
-		n := len(queue[i].item.GetProposal().GetMessage())
-		if len(items) > 0 && bytes+n > p.cfg.MaxBatchBytes {
-			break
-		}
-		items, bytes, taken[i] = append(items, queue[i].item), bytes+n, true
-	}
-	for i, q := range queue {
-		if !taken[i] {
-			rest = append(rest, q)
-		}
-	}
-	return items, rest
+	return packing.take(room, p.cfg.MaxBatchBytes, p.cfg.Now(), p.cfg.ClassAging)
 }
 
 // Bounds of the wait before proposing again a batch raft refused.
