@@ -110,6 +110,7 @@ type GcAccount struct {
 	ExecutedDebtMicros uint64 `json:"executedDebtMicros"`
 	LimitMicros        uint64 `json:"limitMicros"`
 	Paid               string `json:"paid"`
+	PaidMicros         uint64 `json:"paidMicros"` // everything paid, also beyond the debt of the day
 	Deletes            uint64 `json:"deletes"`
 	DeletedBytes       uint64 `json:"deletedBytes"`
 }

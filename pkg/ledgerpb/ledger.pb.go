@@ -391,6 +391,141 @@ func (x *Payment) GetConfirmations() uint64 {
 	return 0
 }
 
+// DebtPayment is one observed DebtPaid log: a payment of a wallet's GC debt
+// (DECISIONS D9). The chain-watcher publishes it on chain.<chainId>.debts; a
+// leader turns it into a GcPay of the wallet it names.
+type DebtPayment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChainId       uint64                 `protobuf:"varint,1,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	Contract      []byte                 `protobuf:"bytes,2,opt,name=contract,proto3" json:"contract,omitempty"`                    // 20-byte address of the emitting contract
+	Wallet        []byte                 `protobuf:"bytes,3,opt,name=wallet,proto3" json:"wallet,omitempty"`                        // 20 bytes: the wallet whose debt is paid
+	Payer         []byte                 `protobuf:"bytes,4,opt,name=payer,proto3" json:"payer,omitempty"`                          // 20 bytes: who sent the ETH (may differ from wallet)
+	Amount        []byte                 `protobuf:"bytes,5,opt,name=amount,proto3" json:"amount,omitempty"`                        // wei, uint256, big-endian, no leading zeros
+	PaidAt        uint64                 `protobuf:"varint,6,opt,name=paid_at,json=paidAt,proto3" json:"paid_at,omitempty"`         // the log's timestamp field, unix seconds
+	TxHash        []byte                 `protobuf:"bytes,7,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`          // 32 bytes
+	BlockHash     []byte                 `protobuf:"bytes,8,opt,name=block_hash,json=blockHash,proto3" json:"block_hash,omitempty"` // 32 bytes
+	BlockNumber   uint64                 `protobuf:"varint,9,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
+	LogIndex      uint32                 `protobuf:"varint,10,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	Removed       bool                   `protobuf:"varint,11,opt,name=removed,proto3" json:"removed,omitempty"`             // true when a reorg took the log back
+	Confirmations uint64                 `protobuf:"varint,12,opt,name=confirmations,proto3" json:"confirmations,omitempty"` // confirmations the watcher waited for
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebtPayment) Reset() {
+	*x = DebtPayment{}
+	mi := &file_ledger_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebtPayment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebtPayment) ProtoMessage() {}
+
+func (x *DebtPayment) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebtPayment.ProtoReflect.Descriptor instead.
+func (*DebtPayment) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DebtPayment) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+func (x *DebtPayment) GetContract() []byte {
+	if x != nil {
+		return x.Contract
+	}
+	return nil
+}
+
+func (x *DebtPayment) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *DebtPayment) GetPayer() []byte {
+	if x != nil {
+		return x.Payer
+	}
+	return nil
+}
+
+func (x *DebtPayment) GetAmount() []byte {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *DebtPayment) GetPaidAt() uint64 {
+	if x != nil {
+		return x.PaidAt
+	}
+	return 0
+}
+
+func (x *DebtPayment) GetTxHash() []byte {
+	if x != nil {
+		return x.TxHash
+	}
+	return nil
+}
+
+func (x *DebtPayment) GetBlockHash() []byte {
+	if x != nil {
+		return x.BlockHash
+	}
+	return nil
+}
+
+func (x *DebtPayment) GetBlockNumber() uint64 {
+	if x != nil {
+		return x.BlockNumber
+	}
+	return 0
+}
+
+func (x *DebtPayment) GetLogIndex() uint32 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+func (x *DebtPayment) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+func (x *DebtPayment) GetConfirmations() uint64 {
+	if x != nil {
+		return x.Confirmations
+	}
+	return 0
+}
+
 // Proposal is a submission as the leader accepted it: parsed, normalized and
 // signature-checked. Everything apply needs is in here; apply never looks
 // anything up outside the entry and the state.
@@ -415,7 +550,7 @@ type Proposal struct {
 
 func (x *Proposal) Reset() {
 	*x = Proposal{}
-	mi := &file_ledger_proto_msgTypes[1]
+	mi := &file_ledger_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +562,7 @@ func (x *Proposal) String() string {
 func (*Proposal) ProtoMessage() {}
 
 func (x *Proposal) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[1]
+	mi := &file_ledger_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +575,7 @@ func (x *Proposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Proposal.ProtoReflect.Descriptor instead.
 func (*Proposal) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{1}
+	return file_ledger_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Proposal) GetId() []byte {
@@ -550,7 +685,7 @@ type BatchItem struct {
 
 func (x *BatchItem) Reset() {
 	*x = BatchItem{}
-	mi := &file_ledger_proto_msgTypes[2]
+	mi := &file_ledger_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +697,7 @@ func (x *BatchItem) String() string {
 func (*BatchItem) ProtoMessage() {}
 
 func (x *BatchItem) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[2]
+	mi := &file_ledger_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +710,7 @@ func (x *BatchItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchItem.ProtoReflect.Descriptor instead.
 func (*BatchItem) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{2}
+	return file_ledger_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BatchItem) GetProposal() *Proposal {
@@ -618,7 +753,7 @@ type ProposalBatch struct {
 
 func (x *ProposalBatch) Reset() {
 	*x = ProposalBatch{}
-	mi := &file_ledger_proto_msgTypes[3]
+	mi := &file_ledger_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +765,7 @@ func (x *ProposalBatch) String() string {
 func (*ProposalBatch) ProtoMessage() {}
 
 func (x *ProposalBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[3]
+	mi := &file_ledger_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +778,7 @@ func (x *ProposalBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalBatch.ProtoReflect.Descriptor instead.
 func (*ProposalBatch) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{3}
+	return file_ledger_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProposalBatch) GetSealedAtMs() int64 {
@@ -684,7 +819,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_ledger_proto_msgTypes[4]
+	mi := &file_ledger_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +831,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[4]
+	mi := &file_ledger_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +844,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{4}
+	return file_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Entry) GetOp() isEntry_Op {
@@ -816,7 +951,7 @@ type GcAccount struct {
 
 func (x *GcAccount) Reset() {
 	*x = GcAccount{}
-	mi := &file_ledger_proto_msgTypes[5]
+	mi := &file_ledger_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +963,7 @@ func (x *GcAccount) String() string {
 func (*GcAccount) ProtoMessage() {}
 
 func (x *GcAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[5]
+	mi := &file_ledger_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +976,7 @@ func (x *GcAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
 func (*GcAccount) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{5}
+	return file_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GcAccount) GetWallet() []byte {
@@ -909,7 +1044,7 @@ type WalletStats struct {
 
 func (x *WalletStats) Reset() {
 	*x = WalletStats{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1056,7 @@ func (x *WalletStats) String() string {
 func (*WalletStats) ProtoMessage() {}
 
 func (x *WalletStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1069,7 @@ func (x *WalletStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
 func (*WalletStats) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WalletStats) GetWallet() []byte {
@@ -995,7 +1130,7 @@ type ProposalCounts struct {
 
 func (x *ProposalCounts) Reset() {
 	*x = ProposalCounts{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1142,7 @@ func (x *ProposalCounts) String() string {
 func (*ProposalCounts) ProtoMessage() {}
 
 func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1155,7 @@ func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
 func (*ProposalCounts) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProposalCounts) GetCommitted() uint64 {
@@ -1077,7 +1212,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1224,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1237,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -1130,7 +1265,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1277,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1290,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1173,20 +1308,22 @@ func (x *GcSetLimit) GetLimitMicros() uint64 {
 }
 
 // GcPay pays a wallet's debt down by amount_micros, executed debt first.
-// tx_hash is the DebtPaid transaction, empty for a MOCK-mode payment; a
-// transaction pays once.
+// tx_hash and log_index name the DebtPaid log that paid (a random tx_hash
+// for a MOCK-mode payment); a log pays once, so one transaction carrying
+// several DebtPaid logs pays once per log.
 type GcPay struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
 	AmountMicros  uint64                 `protobuf:"varint,2,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
 	TxHash        []byte                 `protobuf:"bytes,3,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
+	LogIndex      uint32                 `protobuf:"varint,4,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1335,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1348,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1235,6 +1372,13 @@ func (x *GcPay) GetTxHash() []byte {
 	return nil
 }
 
+func (x *GcPay) GetLogIndex() uint32 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
 // FinalizeEpochs says that every epoch up to and including epoch is final
 // on chain: committed proposals of those epochs become FINALIZED, at at_ms
 // (the leader's clock when it proposed the entry). A leader proposes it when
@@ -1249,7 +1393,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1405,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1418,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -1307,7 +1451,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1463,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1476,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -1396,7 +1540,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1552,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1565,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Property) GetName() string {
@@ -1457,7 +1601,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1613,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1626,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Node) GetPath() string {
@@ -1569,7 +1713,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1725,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1738,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -1656,7 +1800,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1812,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1825,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -1754,7 +1898,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1910,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1923,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1874,7 +2018,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2030,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2043,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -1959,7 +2103,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2115,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2128,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2031,7 +2175,22 @@ const file_ledger_proto_rawDesc = "" +
 	"\fblock_number\x18\f \x01(\x04R\vblockNumber\x12\x1b\n" +
 	"\tlog_index\x18\r \x01(\rR\blogIndex\x12\x18\n" +
 	"\aremoved\x18\x0e \x01(\bR\aremoved\x12$\n" +
-	"\rconfirmations\x18\x0f \x01(\x04R\rconfirmations\"\xa1\x03\n" +
+	"\rconfirmations\x18\x0f \x01(\x04R\rconfirmations\"\xdb\x02\n" +
+	"\vDebtPayment\x12\x19\n" +
+	"\bchain_id\x18\x01 \x01(\x04R\achainId\x12\x1a\n" +
+	"\bcontract\x18\x02 \x01(\fR\bcontract\x12\x16\n" +
+	"\x06wallet\x18\x03 \x01(\fR\x06wallet\x12\x14\n" +
+	"\x05payer\x18\x04 \x01(\fR\x05payer\x12\x16\n" +
+	"\x06amount\x18\x05 \x01(\fR\x06amount\x12\x17\n" +
+	"\apaid_at\x18\x06 \x01(\x04R\x06paidAt\x12\x17\n" +
+	"\atx_hash\x18\a \x01(\fR\x06txHash\x12\x1d\n" +
+	"\n" +
+	"block_hash\x18\b \x01(\fR\tblockHash\x12!\n" +
+	"\fblock_number\x18\t \x01(\x04R\vblockNumber\x12\x1b\n" +
+	"\tlog_index\x18\n" +
+	" \x01(\rR\blogIndex\x12\x18\n" +
+	"\aremoved\x18\v \x01(\bR\aremoved\x12$\n" +
+	"\rconfirmations\x18\f \x01(\x04R\rconfirmations\"\xa1\x03\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x120\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x18.contentledger.v1.ActionR\x06action\x12\x16\n" +
@@ -2098,11 +2257,12 @@ const file_ledger_proto_rawDesc = "" +
 	"\n" +
 	"GcSetLimit\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12!\n" +
-	"\flimit_micros\x18\x02 \x01(\x04R\vlimitMicros\"]\n" +
+	"\flimit_micros\x18\x02 \x01(\x04R\vlimitMicros\"z\n" +
 	"\x05GcPay\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12#\n" +
 	"\ramount_micros\x18\x02 \x01(\x04R\famountMicros\x12\x17\n" +
-	"\atx_hash\x18\x03 \x01(\fR\x06txHash\";\n" +
+	"\atx_hash\x18\x03 \x01(\fR\x06txHash\x12\x1b\n" +
+	"\tlog_index\x18\x04 \x01(\rR\blogIndex\";\n" +
 	"\x0eFinalizeEpochs\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xba\x02\n" +
@@ -2206,54 +2366,55 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
 	(Action)(0),            // 2: contentledger.v1.Action
 	(Status)(0),            // 3: contentledger.v1.Status
 	(*Payment)(nil),        // 4: contentledger.v1.Payment
-	(*Proposal)(nil),       // 5: contentledger.v1.Proposal
-	(*BatchItem)(nil),      // 6: contentledger.v1.BatchItem
-	(*ProposalBatch)(nil),  // 7: contentledger.v1.ProposalBatch
-	(*Entry)(nil),          // 8: contentledger.v1.Entry
-	(*GcAccount)(nil),      // 9: contentledger.v1.GcAccount
-	(*WalletStats)(nil),    // 10: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil), // 11: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),      // 12: contentledger.v1.GcExecute
-	(*GcSetLimit)(nil),     // 13: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 14: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 15: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 16: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 17: contentledger.v1.Property
-	(*Node)(nil),           // 18: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 19: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 20: contentledger.v1.Segment
-	(*Event)(nil),          // 21: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 22: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 23: contentledger.v1.Member
-	nil,                    // 24: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(*DebtPayment)(nil),    // 5: contentledger.v1.DebtPayment
+	(*Proposal)(nil),       // 6: contentledger.v1.Proposal
+	(*BatchItem)(nil),      // 7: contentledger.v1.BatchItem
+	(*ProposalBatch)(nil),  // 8: contentledger.v1.ProposalBatch
+	(*Entry)(nil),          // 9: contentledger.v1.Entry
+	(*GcAccount)(nil),      // 10: contentledger.v1.GcAccount
+	(*WalletStats)(nil),    // 11: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil), // 12: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),      // 13: contentledger.v1.GcExecute
+	(*GcSetLimit)(nil),     // 14: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 15: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 16: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 17: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 18: contentledger.v1.Property
+	(*Node)(nil),           // 19: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 20: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 21: contentledger.v1.Segment
+	(*Event)(nil),          // 22: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 23: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 24: contentledger.v1.Member
+	nil,                    // 25: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
 	1,  // 1: contentledger.v1.Payment.token:type_name -> contentledger.v1.PaymentToken
 	2,  // 2: contentledger.v1.Proposal.action:type_name -> contentledger.v1.Action
 	0,  // 3: contentledger.v1.Proposal.tier:type_name -> contentledger.v1.Tier
-	5,  // 4: contentledger.v1.BatchItem.proposal:type_name -> contentledger.v1.Proposal
+	6,  // 4: contentledger.v1.BatchItem.proposal:type_name -> contentledger.v1.Proposal
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
-	6,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
-	7,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	15, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	12, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	13, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	14, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	24, // 12: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	5,  // 13: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
+	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
+	16, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	13, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	14, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	15, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	25, // 12: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	6,  // 13: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
 	4,  // 14: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
 	3,  // 15: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	17, // 16: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	18, // 17: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	19, // 18: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	18, // 16: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	19, // 17: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	20, // 18: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
 	19, // [19:19] is the sub-list for method output_type
 	19, // [19:19] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
@@ -2266,14 +2427,14 @@ func file_ledger_proto_init() {
 	if File_ledger_proto != nil {
 		return
 	}
-	file_ledger_proto_msgTypes[4].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[5].OneofWrappers = []any{
 		(*Entry_Batch)(nil),
 		(*Entry_Finalize)(nil),
 		(*Entry_GcExecute)(nil),
 		(*Entry_GcSetLimit)(nil),
 		(*Entry_GcPay)(nil),
 	}
-	file_ledger_proto_msgTypes[15].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[16].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -2283,7 +2444,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

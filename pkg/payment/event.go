@@ -30,27 +30,37 @@ type ProposalPaid struct {
 	Confirmations      uint64
 }
 
-// DebtPaid is one DebtPaid log of the payment contract.
+// DebtPaid is one DebtPaid log of the payment contract: Amount wei paid
+// towards Wallet's GC debt (DECISIONS D9), by Payer, who may be anyone.
 type DebtPaid struct {
-	ChainID     uint64
-	Contract    common.Address
-	Wallet      common.Address
-	Payer       common.Address
-	Amount      *big.Int
-	Timestamp   uint64
-	TxHash      common.Hash
-	BlockHash   common.Hash
-	BlockNumber uint64
-	LogIndex    uint
-	Removed     bool
+	ChainID       uint64
+	Contract      common.Address
+	Wallet        common.Address
+	Payer         common.Address
+	Amount        *big.Int // wei
+	Timestamp     uint64   // the event's timestamp field, unix seconds
+	TxHash        common.Hash
+	BlockHash     common.Hash
+	BlockNumber   uint64
+	LogIndex      uint
+	Removed       bool // a reorg took the log back
+	Confirmations uint64
 }
 
 // MsgID is the NATS message id of the payment (DECISIONS D8):
 // <chainId>:<blockHash>:<logIndex>. A retraction of the same log carries a
 // ":removed" suffix so that it is not deduplicated against the original.
-func (p ProposalPaid) MsgID() string {
-	id := fmt.Sprintf("%d:%s:%d", p.ChainID, p.BlockHash.Hex(), p.LogIndex)
-	if p.Removed {
+func (p ProposalPaid) MsgID() string { return msgID(p.ChainID, p.BlockHash, p.LogIndex, p.Removed) }
+
+// MsgID is the NATS message id of the debt payment, by the same scheme as
+// ProposalPaid.MsgID. Payments and debt payments share the stream and its
+// duplicate window; a log index is unique within a block whatever the
+// event, so the two never collide.
+func (d DebtPaid) MsgID() string { return msgID(d.ChainID, d.BlockHash, d.LogIndex, d.Removed) }
+
+func msgID(chainID uint64, block common.Hash, logIndex uint, removed bool) string {
+	id := fmt.Sprintf("%d:%s:%d", chainID, block.Hex(), logIndex)
+	if removed {
 		id += ":removed"
 	}
 	return id
@@ -58,6 +68,10 @@ func (p ProposalPaid) MsgID() string {
 
 // Subject is the NATS subject of payments observed on a chain.
 func Subject(chainID uint64) string { return fmt.Sprintf("chain.%d.payments", chainID) }
+
+// DebtSubject is the NATS subject of debt payments (DebtPaid logs) observed
+// on a chain.
+func DebtSubject(chainID uint64) string { return fmt.Sprintf("chain.%d.debts", chainID) }
 
 // EpochSubject is the NATS subject of epoch updates of a chain.
 func EpochSubject(chainID uint64) string { return fmt.Sprintf("chain.%d.epochs", chainID) }
@@ -129,5 +143,62 @@ func FromProto(m *ledgerpb.Payment) (ProposalPaid, error) {
 		LogIndex:           uint(m.LogIndex),
 		Removed:            m.Removed,
 		Confirmations:      m.Confirmations,
+	}, nil
+}
+
+// Proto converts the debt payment to its wire form.
+func (d DebtPaid) Proto() *ledgerpb.DebtPayment {
+	amount := []byte{}
+	if d.Amount != nil {
+		amount = d.Amount.Bytes()
+	}
+	return &ledgerpb.DebtPayment{
+		ChainId:       d.ChainID,
+		Contract:      d.Contract.Bytes(),
+		Wallet:        d.Wallet.Bytes(),
+		Payer:         d.Payer.Bytes(),
+		Amount:        amount,
+		PaidAt:        d.Timestamp,
+		TxHash:        d.TxHash.Bytes(),
+		BlockHash:     d.BlockHash.Bytes(),
+		BlockNumber:   d.BlockNumber,
+		LogIndex:      uint32(d.LogIndex),
+		Removed:       d.Removed,
+		Confirmations: d.Confirmations,
+	}
+}
+
+// DebtPaidFromProto converts a wire debt payment back, checking every
+// field's length as FromProto does; the error wraps ErrMalformedPayment.
+func DebtPaidFromProto(m *ledgerpb.DebtPayment) (DebtPaid, error) {
+	if m == nil {
+		return DebtPaid{}, fmt.Errorf("%w: empty", ErrMalformedPayment)
+	}
+	for name, b := range map[string][]byte{"contract": m.Contract, "wallet": m.Wallet, "payer": m.Payer} {
+		if len(b) != common.AddressLength {
+			return DebtPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
+		}
+	}
+	for name, b := range map[string][]byte{"txHash": m.TxHash, "blockHash": m.BlockHash} {
+		if len(b) != common.HashLength {
+			return DebtPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
+		}
+	}
+	if len(m.Amount) > 32 {
+		return DebtPaid{}, fmt.Errorf("%w: amount is %d bytes", ErrMalformedPayment, len(m.Amount))
+	}
+	return DebtPaid{
+		ChainID:       m.ChainId,
+		Contract:      common.BytesToAddress(m.Contract),
+		Wallet:        common.BytesToAddress(m.Wallet),
+		Payer:         common.BytesToAddress(m.Payer),
+		Amount:        new(big.Int).SetBytes(m.Amount),
+		Timestamp:     m.PaidAt,
+		TxHash:        common.BytesToHash(m.TxHash),
+		BlockHash:     common.BytesToHash(m.BlockHash),
+		BlockNumber:   m.BlockNumber,
+		LogIndex:      uint(m.LogIndex),
+		Removed:       m.Removed,
+		Confirmations: m.Confirmations,
 	}, nil
 }

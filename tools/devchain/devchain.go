@@ -438,6 +438,22 @@ func (c *Chain) PayForProposal(ctx context.Context, key *ecdsa.PrivateKey, propo
 	return h, nil
 }
 
+// PayDebt pays wei towards wallet's GC debt from key, calling payDebt on the
+// deployed PaymentLedger (its DebtPaid log names wallet, and key's address
+// as the payer). Like PayForProposal it returns once the transaction is in
+// the pool; a zero amount reverts in gas estimation and sends nothing.
+func (c *Chain) PayDebt(ctx context.Context, key *ecdsa.PrivateKey, wallet common.Address, wei *big.Int) (common.Hash, error) {
+	data, err := paycontract.NewPaymentLedger().TryPackPayDebt(wallet)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("devchain: pack payDebt: %w", err)
+	}
+	h, err := c.SendTx(ctx, key, c.PaymentLedger, wei, data)
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("devchain: payDebt for %s: %w", wallet.Hex(), err)
+	}
+	return h, nil
+}
+
 // WaitMined waits until the transaction is in a block and returns its
 // receipt; for a reverted transaction it returns the receipt and an error
 // wrapping ErrTxFailed. On a manual chain it waits for someone to Commit:

@@ -236,3 +236,33 @@ func TestAllInterfacesReportsLoopbackURL(t *testing.T) {
 		t.Errorf("URL %q, want loopback", chain.URL)
 	}
 }
+
+func TestPayDebt(t *testing.T) {
+	chain := start(t, devchain.Config{})
+	ctx := ctx(t)
+	payer, wallet := devchain.DevAccounts[4], devchain.DevAccounts[5].Address
+	h, err := chain.PayDebt(ctx, payer.MustKey(), wallet, payment.Standard.Price(payment.ETH))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chain.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := chain.WaitMined(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Logs) != 1 {
+		t.Fatalf("%d logs, want 1", len(r.Logs))
+	}
+	d, err := paycontract.Decoder{ChainID: chain.ChainID, Contract: chain.PaymentLedger}.DebtPaid(*r.Logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Wallet != wallet || d.Payer != payer.Address || d.Amount.Cmp(payment.Standard.Price(payment.ETH)) != 0 || d.TxHash != h {
+		t.Fatalf("DebtPaid %+v", d)
+	}
+	if _, err := chain.PayDebt(ctx, payer.MustKey(), wallet, nil); err == nil {
+		t.Error("a payment of nothing was sent")
+	}
+}

@@ -239,6 +239,31 @@ func Form(cfg api.BlockchainConfig, key *ecdsa.PrivateKey, p *Proposal, txHash c
 	return form, path, nil
 }
 
+// GcAccount reads a wallet's GC debt account.
+func (c *Client) GcAccount(ctx context.Context, wallet common.Address) (api.GcAccount, error) {
+	var acc api.GcAccount
+	return acc, c.get(ctx, "/v1/gc/account/"+strings.ToLower(wallet.Hex()), &acc)
+}
+
+// PayDebt asks the validator to pay wallet's GC debt (DECISIONS D9) and
+// returns the account once the payment is applied. On a chain-backed
+// network tx is the transaction that called the contract's payDebt (the
+// error is payment_not_found until the chain-watcher has published it);
+// in MOCK mode tx is zero and micros is paid without a transaction.
+func (c *Client) PayDebt(ctx context.Context, wallet common.Address, tx common.Hash, micros uint64) (api.GcAccount, error) {
+	query := "?amount=" + api.DebtString(micros)
+	if tx != (common.Hash{}) {
+		query = "?txHash=" + tx.Hex()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+"/v1/gc/account/"+strings.ToLower(wallet.Hex())+"/pay"+query, nil)
+	if err != nil {
+		return api.GcAccount{}, err
+	}
+	var acc api.GcAccount
+	_, err = c.do(req, &acc)
+	return acc, err
+}
+
 // Members is the answer of the membership routes.
 type Members struct {
 	Members  []api.Member `json:"members"`

@@ -48,6 +48,29 @@ func Pay(ctx context.Context, chain Chain, key *ecdsa.PrivateKey, chainID uint64
 	return receipt, nil
 }
 
+// PayDebt calls payDebt(wallet) on the payment contract with wei, paying
+// towards wallet's GC debt (DECISIONS D9; anyone may pay a wallet's debt),
+// and waits until the transaction is mined. It returns the receipt, whose
+// transaction hash is what the validator's pay route takes.
+func PayDebt(ctx context.Context, chain Chain, key *ecdsa.PrivateKey, chainID uint64, contract, wallet common.Address, wei *big.Int) (*types.Receipt, error) {
+	opts := bind.NewKeyedTransactor(key, new(big.Int).SetUint64(chainID))
+	opts.Context = ctx
+	opts.Value = wei
+	ledger := paycontract.NewPaymentLedger()
+	tx, err := bind.Transact(ledger.Instance(chain, contract), opts, ledger.PackPayDebt(wallet))
+	if err != nil {
+		return nil, fmt.Errorf("paying the debt of %s: %w", wallet.Hex(), err)
+	}
+	receipt, err := waitMined(ctx, chain, tx.Hash())
+	if err != nil {
+		return nil, err
+	}
+	if receipt.Status != types.ReceiptStatusSuccessful {
+		return receipt, fmt.Errorf("%w: %s in block %d", ErrPaymentFailed, tx.Hash().Hex(), receipt.BlockNumber)
+	}
+	return receipt, nil
+}
+
 func waitMined(ctx context.Context, chain bind.DeployBackend, tx common.Hash) (*types.Receipt, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

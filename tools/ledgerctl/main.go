@@ -4,6 +4,7 @@
 //	ledgerctl write  [flags] MESSAGE       pay, sign, submit and wait for COMMITTED
 //	ledgerctl delete [flags] --path P      the same for a delete
 //	ledgerctl status [flags] PROPOSAL_ID   show a proposal's status
+//	ledgerctl pay-debt [flags]             pay a wallet's GC debt (payDebt on chain, then the pay route)
 //
 // Every command takes --json for machine-readable output.
 package main
@@ -42,6 +43,7 @@ usage:
   ledgerctl write  [--key HEX] [--org ORG] [--type TYPE] [--path PATH] [--tier CLASS] [--file F] [MESSAGE]
   ledgerctl delete [--key HEX] [--org ORG] [--tier CLASS] --path PATH
   ledgerctl status [--wait 30s] PROPOSAL_ID
+  ledgerctl pay-debt [--key HEX] [--wallet ADDR] [--eth 0.001 | --amount 1.50]
   ledgerctl cluster list
   ledgerctl cluster add    --id N --peer HOST:PORT --api URL
   ledgerctl cluster remove --id N
@@ -71,6 +73,8 @@ func main() {
 		err = propose(ctx, proposal.Delete, os.Args[2:], os.Stdout, os.Stderr)
 	case "status":
 		err = status(ctx, os.Args[2:], os.Stdout)
+	case "pay-debt":
+		err = payDebt(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "cluster":
 		err = cluster(ctx, os.Args[2:], os.Stdout)
 	case "help", "-h", "--help":
@@ -333,6 +337,111 @@ func status(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "payment    %s (block %d, %s %s)\n", s.Payment.TxHash, s.Payment.BlockNumber, formatAmount(s.Payment.Amount, s.Payment.Token), s.Payment.Token)
 	}
 	return nil
+}
+
+// payDebt pays a wallet's GC debt (DECISIONS D9). On a chain-backed network
+// it calls the contract's payDebt with --eth and then the validator's pay
+// route with the transaction, until the chain-watcher has published it; the
+// leader would pay the observed log by itself, the route waits for it. In
+// MOCK mode it pays --amount debt units through the route alone.
+func payDebt(ctx context.Context, args []string, out, progressOut io.Writer) error {
+	fs := flag.NewFlagSet("pay-debt", flag.ContinueOnError)
+	var c commonFlags
+	c.register(fs)
+	walletFlag := fs.String("wallet", "", "wallet whose debt to pay (default: the key's)")
+	eth := fs.String("eth", "0.001", "ETH to pay on chain (0.001 ETH pays 3.25 debt units)")
+	amount := fs.String("amount", "", "debt units to pay in MOCK mode, e.g. 1.50")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	progress := func(format string, a ...any) {
+		if !c.json {
+			fmt.Fprintf(progressOut, format+"\n", a...)
+		}
+	}
+	client := c.client()
+	cfg, err := client.BlockchainConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the validator's blockchain config: %w", err)
+	}
+	var key *ecdsa.PrivateKey
+	if cfg.PaymentsVerified || *walletFlag == "" {
+		if key, err = parseKey(c.key); err != nil {
+			return err
+		}
+	}
+	var wallet common.Address
+	switch {
+	case *walletFlag == "":
+		wallet = crypto.PubkeyToAddress(key.PublicKey)
+	case common.IsHexAddress(*walletFlag):
+		wallet = common.HexToAddress(*walletFlag)
+	default:
+		return fmt.Errorf("--wallet %q is not an address", *walletFlag)
+	}
+
+	var acc api.GcAccount
+	if !cfg.PaymentsVerified {
+		micros, ok := api.ParseDebt(*amount)
+		if !ok || micros == 0 {
+			return errors.New("MOCK mode pays without a chain: give --amount, e.g. 1.50")
+		}
+		if acc, err = client.PayDebt(ctx, wallet, common.Hash{}, micros); err != nil {
+			return describe(err)
+		}
+	} else {
+		wei, err := parseEther(*eth)
+		if err != nil {
+			return err
+		}
+		chain, err := ethclient.DialContext(ctx, c.rpc)
+		if err != nil {
+			return fmt.Errorf("connecting to %s: %w", c.rpc, err)
+		}
+		defer chain.Close()
+		progress("paying %s ETH towards the GC debt of %s ...", *eth, wallet.Hex())
+		receipt, err := ledgerclient.PayDebt(ctx, chain, key, cfg.ChainID, common.HexToAddress(cfg.ContractAddress), wallet, wei)
+		if err != nil {
+			return err
+		}
+		progress("paid in transaction %s (block %d); waiting for the validators to observe it", receipt.TxHash.Hex(), receipt.BlockNumber)
+		for {
+			acc, err = client.PayDebt(ctx, wallet, receipt.TxHash, 0)
+			if apierror.CodeOf(err) != apierror.PaymentNotFound {
+				break
+			}
+			select { // the watcher publishes after the configured confirmations
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return describe(err)
+			}
+		}
+		if err != nil {
+			return describe(err)
+		}
+	}
+	if c.json {
+		return printJSON(out, acc)
+	}
+	_, err = fmt.Fprintf(out, "wallet          %s\npending debt    %s\nexecuted debt   %s\nlimit           %s\npaid            %s\nwrites blocked  %t\n",
+		acc.Wallet, acc.PendingDebt, acc.ExecutedDebt, acc.Limit, acc.Paid, acc.WritesBlocked)
+	return err
+}
+
+// parseEther reads a decimal ETH amount into wei.
+func parseEther(s string) (*big.Int, error) {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || r.Sign() <= 0 {
+		return nil, fmt.Errorf("ETH amount %q is not a positive decimal", s)
+	}
+	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil)))
+	if !r.IsInt() {
+		return nil, fmt.Errorf("ETH amount %q has more than 18 decimals", s)
+	}
+	return r.Num(), nil
 }
 
 // cluster lists, adds and removes validators (docs/runbooks/membership.md).

@@ -1,9 +1,9 @@
 // Package app runs the chain watcher: it follows the payment contract's
-// ProposalPaid logs on an Ethereum JSON-RPC endpoint behind a number of
-// confirmations, publishes each payment to NATS JetStream with a
+// ProposalPaid and DebtPaid logs on an Ethereum JSON-RPC endpoint behind a
+// number of confirmations, publishes each to NATS JetStream with a
 // deduplicating message id, and checkpoints its cursor in a JetStream
-// key-value bucket once the payments up to it are acknowledged. See
-// DESIGN.md in the module for the reasoning.
+// key-value bucket once the logs up to it are acknowledged. See DESIGN.md in
+// the module for the reasoning.
 package app
 
 import (
@@ -156,22 +156,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	pub := publish.NewPublisher(js, cfg.Stream)
 	st.setReady(chainID)
 	handler := watch.HandlerFunc(func(ctx context.Context, b watch.Batch) error {
-		// Publish in order, each acknowledged before the next: the stream
-		// then holds payments in chain order, and the checkpoint below is
-		// written only when all of them are stored.
-		for _, p := range b.Payments {
-			res, err := pub.Publish(ctx, p)
-			if err != nil {
-				return err
-			}
-			msg := "payment published"
-			if res.Duplicate {
-				// Published before a restart whose checkpoint lagged, or by
-				// a second watcher: the stream kept the first copy.
-				msg = "payment already in the stream"
-			}
-			log.Info(msg, zap.String("msg_id", p.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()),
-				zap.Uint64("block", p.BlockNumber), zap.Uint64("seq", res.Sequence))
+		// Publish in chain order, payments and debt payments merged, each
+		// acknowledged before the next: the stream then holds both in chain
+		// order, and the checkpoint below is written only when all of them
+		// are stored.
+		if err := publishInChainOrder(ctx, pub, b, log); err != nil {
+			return err
 		}
 		if err := store.Save(ctx, b.Cursor); err != nil {
 			return err
@@ -185,6 +175,46 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	}
 	log.Info("chain watcher stopped")
 	return nil
+}
+
+// publishInChainOrder publishes the batch's payments and debt payments
+// merged by (block, log index); each list is in that order already.
+func publishInChainOrder(ctx context.Context, pub *publish.Publisher, b watch.Batch, log *zap.Logger) error {
+	ps, ds := b.Payments, b.Debts
+	for len(ps) > 0 || len(ds) > 0 {
+		var (
+			res  publish.Result
+			err  error
+			what string
+			f    []zap.Field
+		)
+		if len(ds) == 0 || len(ps) > 0 && chainBefore(ps[0].BlockNumber, ps[0].LogIndex, ds[0].BlockNumber, ds[0].LogIndex) {
+			p := ps[0]
+			ps = ps[1:]
+			res, err = pub.Publish(ctx, p)
+			what, f = "payment", []zap.Field{zap.String("msg_id", p.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()), zap.Uint64("block", p.BlockNumber)}
+		} else {
+			d := ds[0]
+			ds = ds[1:]
+			res, err = pub.PublishDebt(ctx, d)
+			what, f = "debt payment", []zap.Field{zap.String("msg_id", d.MsgID()), zap.String("wallet", d.Wallet.Hex()), zap.Uint64("block", d.BlockNumber)}
+		}
+		if err != nil {
+			return err
+		}
+		msg := what + " published"
+		if res.Duplicate {
+			// Published before a restart whose checkpoint lagged, or by a
+			// second watcher: the stream kept the first copy.
+			msg = what + " already in the stream"
+		}
+		log.Info(msg, append(f, zap.Uint64("seq", res.Sequence))...)
+	}
+	return nil
+}
+
+func chainBefore(blockA uint64, indexA uint, blockB uint64, indexB uint) bool {
+	return blockA < blockB || blockA == blockB && indexA < indexB
 }
 
 // checkCursorHash warns when the checkpointed block is no longer canonical:

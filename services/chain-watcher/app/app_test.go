@@ -187,16 +187,31 @@ func before(a, b payment.ProposalPaid) bool {
 	return a.BlockNumber < b.BlockNumber || a.BlockNumber == b.BlockNumber && a.LogIndex < b.LogIndex
 }
 
-// published is one stored message.
+// published is one stored message: a payment, or a debt payment when its
+// subject is the debts subject.
 type published struct {
 	seq     uint64
 	subject string
 	msgID   string
 	payment payment.ProposalPaid
+	debt    *payment.DebtPaid
 }
 
-// published reads the whole stream in sequence order.
+// published reads the payments of the stream in sequence order.
 func (h *harness) published() []published {
+	h.t.Helper()
+	var out []published
+	for _, m := range h.stored() {
+		if m.debt == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stored reads the whole stream in sequence order, payments and debt
+// payments.
+func (h *harness) stored() []published {
 	h.t.Helper()
 	s, err := h.js.Stream(h.ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -215,15 +230,27 @@ func (h *harness) published() []published {
 		if err != nil {
 			h.t.Fatalf("message %d: %v", seq, err)
 		}
-		var pb ledgerpb.Payment
-		if err := proto.Unmarshal(m.Data, &pb); err != nil {
-			h.t.Fatalf("message %d: %v", seq, err)
+		msg := published{seq: seq, subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader)}
+		if m.Subject == payment.DebtSubject(h.chain.ChainID) {
+			var pb ledgerpb.DebtPayment
+			if err := proto.Unmarshal(m.Data, &pb); err != nil {
+				h.t.Fatalf("message %d: %v", seq, err)
+			}
+			d, err := payment.DebtPaidFromProto(&pb)
+			if err != nil {
+				h.t.Fatalf("message %d: %v", seq, err)
+			}
+			msg.debt = &d
+		} else {
+			var pb ledgerpb.Payment
+			if err := proto.Unmarshal(m.Data, &pb); err != nil {
+				h.t.Fatalf("message %d: %v", seq, err)
+			}
+			if msg.payment, err = payment.FromProto(&pb); err != nil {
+				h.t.Fatalf("message %d: %v", seq, err)
+			}
 		}
-		p, err := payment.FromProto(&pb)
-		if err != nil {
-			h.t.Fatalf("message %d: %v", seq, err)
-		}
-		out = append(out, published{seq: seq, subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader), payment: p})
+		out = append(out, msg)
 	}
 	return out
 }
@@ -424,6 +451,75 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 	h.checkStream(h.expected(txs), true)
 	if err := third.stop(); err != nil {
 		t.Fatalf("third run: %v", err)
+	}
+}
+
+// TestPublishesDebtPaymentsInChainOrder: a DebtPaid log between two
+// payments of one block is published on the debts subject with its message
+// id, between them in the stream; republishing after a rewound checkpoint
+// stores nothing twice.
+func TestPublishesDebtPaymentsInChainOrder(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(1)
+	first := h.start(cfg)
+	wallet := devchain.DevAccounts[8].Address
+	txs := h.pay("before the debt")
+	debtTx, err := h.chain.PayDebt(h.ctx, devchain.DevAccounts[6].MustKey(), wallet, payment.Standard.Price(payment.ETH))
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs = append(txs, h.pay("after the debt")...) // the same account as the first: after it in the block
+	h.commit(2)
+	h.waitCursor(h.head() - 1)
+
+	r, err := h.chain.WaitMined(h.ctx, debtTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := paycontract.Decoder{ChainID: h.chain.ChainID, Contract: h.chain.PaymentLedger}.DebtPaid(*r.Logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		got := h.stored()
+		if len(got) != 3 || got[0].debt != nil || got[1].debt == nil || got[2].debt != nil {
+			t.Fatalf("stream holds %+v, want payment, debt payment, payment", got)
+		}
+		g := got[1]
+		if g.subject != "chain.1337.debts" || g.msgID != want.MsgID() {
+			t.Errorf("debt payment on %q with id %q, want chain.1337.debts and %q", g.subject, g.msgID, want.MsgID())
+		}
+		d := *g.debt
+		if d.Amount.Cmp(want.Amount) != 0 || d.Confirmations != 1 {
+			t.Errorf("debt payment amount %v with %d confirmations", d.Amount, d.Confirmations)
+		}
+		w := want
+		d.Amount, d.Confirmations, w.Amount = nil, 0, nil
+		if d != w {
+			t.Errorf("debt payment\n got  %+v\n want %+v", d, w)
+		}
+		h.checkStream(h.expected(txs), false)
+	}
+	check()
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	kv, err := h.js.KeyValue(h.ctx, checkpoint.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewound, _ := json.Marshal(map[string]any{"block": h.chain.DeployBlock, "hash": common.Hash{}})
+	if _, err := kv.Put(h.ctx, checkpoint.Key(h.chain.ChainID), rewound); err != nil {
+		t.Fatal(err)
+	}
+	second := h.start(cfg)
+	h.commit(1)
+	h.waitCursor(h.head() - 1)
+	check()
+	if err := second.stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

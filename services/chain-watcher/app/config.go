@@ -19,7 +19,7 @@ const EnvPrefix = "WATCHER"
 // LoadConfig. Every field has a default except ContractAddress.
 type Config struct {
 	RPCURL          string        `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoint (HTTP)"`
-	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid logs are published"`
+	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid and DebtPaid logs are published"`
 	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
 	Confirmations   uint64        `envconfig:"CONFIRMATIONS" default:"2" desc:"a block is read once head - block >= this many blocks"`
 	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"1s" desc:"how often the chain head is polled when caught up"`

@@ -175,7 +175,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = newLimiter(cfg.RatePerIP)
 	}
-	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gcView{node: node, machine: machine})
+	gc := gcView{node: node, machine: machine, paid: payment.DebtExpectation{ChainID: cfg.ChainID, Contract: contract}}
+	if index != nil { // a nil *Index in the interface would not be nil
+		gc.debts = index
+	}
+	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

@@ -1,4 +1,4 @@
-// Command chain-watcher publishes the payment contract's ProposalPaid logs
+// Command chain-watcher publishes the payment contract's ProposalPaid and DebtPaid logs
 // to NATS JetStream. It is configured through WATCHER_* environment
 // variables; run it with -h to list them.
 package main

@@ -1,6 +1,7 @@
 // Package publish puts observed payments on NATS JetStream: it declares the
 // chain events stream and publishes each payment as a protobuf
-// ledgerpb.Payment on chain.<chainId>.payments, with the payment's
+// ledgerpb.Payment on chain.<chainId>.payments, and each debt payment as a
+// ledgerpb.DebtPayment on chain.<chainId>.debts, with the log's
 // Nats-Msg-Id, waiting for the stream's acknowledgement.
 package publish
 
@@ -17,8 +18,9 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// Subjects is the subject filter of the chain events stream: payments and
-// epochs of every chain (payment.Subject, payment.EpochSubject).
+// Subjects is the subject filter of the chain events stream: payments, debt
+// payments and epochs of every chain (payment.Subject, payment.DebtSubject,
+// payment.EpochSubject).
 const Subjects = "chain.>"
 
 // ErrWrongStream is returned when the server stored a payment in a stream
@@ -87,7 +89,7 @@ type Sender interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
-// Publisher publishes payments to one stream.
+// Publisher publishes payments and debt payments to one stream.
 type Publisher struct {
 	js     Sender
 	stream string
@@ -111,19 +113,30 @@ type Result struct {
 // Publish publishes p and returns once the stream has acknowledged it (stored
 // or recognised as a duplicate).
 func (p *Publisher) Publish(ctx context.Context, pay payment.ProposalPaid) (Result, error) {
-	data, err := proto.Marshal(pay.Proto())
+	return p.publish(ctx, "payment", payment.Subject(pay.ChainID), pay.MsgID(), pay.Proto())
+}
+
+// PublishDebt publishes a debt payment (a DebtPaid log) on
+// payment.DebtSubject, like Publish: with its message id, and only into the
+// expected stream.
+func (p *Publisher) PublishDebt(ctx context.Context, d payment.DebtPaid) (Result, error) {
+	return p.publish(ctx, "debt payment", payment.DebtSubject(d.ChainID), d.MsgID(), d.Proto())
+}
+
+func (p *Publisher) publish(ctx context.Context, what, subject, msgID string, m proto.Message) (Result, error) {
+	data, err := proto.Marshal(m)
 	if err != nil {
-		return Result{}, fmt.Errorf("publish: encode payment %s: %w", pay.MsgID(), err)
+		return Result{}, fmt.Errorf("publish: encode %s %s: %w", what, msgID, err)
 	}
-	msg := &nats.Msg{Subject: payment.Subject(pay.ChainID), Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	ack, err := p.js.PublishMsg(ctx, msg,
-		jetstream.WithMsgID(pay.MsgID()),
+		jetstream.WithMsgID(msgID),
 		// The server refuses the message unless the subject binds to this
 		// stream, so a misrouted payment is an error, not a silent loss.
 		jetstream.WithExpectStream(p.stream),
 	)
 	if err != nil {
-		return Result{}, fmt.Errorf("publish: payment %s: %w", pay.MsgID(), err)
+		return Result{}, fmt.Errorf("publish: %s %s: %w", what, msgID, err)
 	}
 	if ack.Stream != p.stream {
 		return Result{}, fmt.Errorf("%w: %s, want %s", ErrWrongStream, ack.Stream, p.stream)

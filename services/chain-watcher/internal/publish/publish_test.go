@@ -2,6 +2,7 @@ package publish_test
 
 import (
 	"errors"
+	"math/big"
 	"testing"
 	"time"
 
@@ -109,6 +110,77 @@ func TestPublishStoresOnceWithMsgID(t *testing.T) {
 	back.Amount, p.Amount = nil, nil
 	if back != p {
 		t.Errorf("stored payment\n got  %+v\n want %+v", back, p)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 2 {
+		t.Errorf("stream holds %v messages (%v), want 2", info.State.Msgs, err)
+	}
+}
+
+// TestPublishDebtStoresOnceWithMsgID: a debt payment goes on the debts
+// subject with its message id, once, next to the payments in the same
+// stream.
+func TestPublishDebtStoresOnceWithMsgID(t *testing.T) {
+	ctx := testenv.Context(t)
+	js := testenv.JetStream(t, testenv.NATS(t))
+	if _, err := publish.EnsureStream(ctx, js, publish.StreamConfig{Name: "CHAIN_EVENTS", DuplicateWindow: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	pub := publish.NewPublisher(js, "CHAIN_EVENTS")
+	if _, err := pub.Publish(ctx, samplePayment(3)); err != nil {
+		t.Fatal(err)
+	}
+	d := payment.DebtPaid{
+		ChainID: 1337, Contract: common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3"),
+		Wallet: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"), Payer: common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"),
+		Amount: payment.Standard.Price(payment.ETH), Timestamp: 1_700_000_000, TxHash: common.HexToHash("0xcc"),
+		BlockHash: common.HexToHash("0xbb"), BlockNumber: 42, LogIndex: 4, Confirmations: 2,
+	}
+	first, err := pub.PublishDebt(ctx, d)
+	if err != nil || first.Duplicate || first.Sequence != 2 {
+		t.Fatalf("first publish: %+v, %v", first, err)
+	}
+	again, err := pub.PublishDebt(ctx, d)
+	if err != nil || !again.Duplicate {
+		t.Fatalf("republish: %+v, %v; want an acknowledged duplicate", again, err)
+	}
+	stream, err := js.Stream(ctx, "CHAIN_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "chain.1337.debts" {
+		t.Errorf("subject %q", msg.Subject)
+	}
+	if got := msg.Header.Get(jetstream.MsgIDHeader); got != d.MsgID() {
+		t.Errorf("Nats-Msg-Id %q, want %q", got, d.MsgID())
+	}
+	var m ledgerpb.DebtPayment
+	if err := proto.Unmarshal(msg.Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	back, err := payment.DebtPaidFromProto(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Amount.Cmp(d.Amount) != 0 {
+		t.Errorf("amount %v, want %v", back.Amount, d.Amount)
+	}
+	back.Amount, d.Amount = nil, nil
+	if back != d {
+		t.Errorf("stored debt payment\n got  %+v\n want %+v", back, d)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 2 {
+		t.Errorf("stream holds %v messages (%v), want 2", info.State.Msgs, err)
+	}
+	// Expecting another stream is refused for debts too, and stores nothing.
+	d.LogIndex, d.Amount = 5, big.NewInt(1)
+	_, err = publish.NewPublisher(js, "OTHER").PublishDebt(ctx, d)
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != streamNotMatch {
+		t.Fatalf("publish expecting another stream: %v, want API error %d", err, streamNotMatch)
 	}
 	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 2 {
 		t.Errorf("stream holds %v messages (%v), want 2", info.State.Msgs, err)

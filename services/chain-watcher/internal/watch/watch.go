@@ -1,6 +1,7 @@
-// Package watch follows the payment contract's ProposalPaid logs on an
-// Ethereum chain through JSON-RPC, behind a number of confirmations, and
-// hands them on in chain order, one bounded block range at a time.
+// Package watch follows the payment contract's ProposalPaid and DebtPaid
+// logs on an Ethereum chain through JSON-RPC, behind a number of
+// confirmations, and hands them on in chain order, one bounded block range
+// at a time.
 //
 // The watcher keeps no state but the next block to read: what is durable
 // (the published payments, the checkpoint) belongs to the Handler, and the
@@ -47,9 +48,10 @@ const maxBackoff = 30 * time.Second
 
 var (
 	// ErrMalformedLog is returned by Run when the chain returns a log of the
-	// contract with the ProposalPaid signature that does not decode. The
-	// watcher stops rather than skip it: a skipped log is a lost payment.
-	ErrMalformedLog = errors.New("watch: undecodable ProposalPaid log")
+	// contract with the ProposalPaid or DebtPaid signature that does not
+	// decode. The watcher stops rather than skip it: a skipped log is a lost
+	// payment.
+	ErrMalformedLog = errors.New("watch: undecodable payment contract log")
 	// ErrInconsistentChain is returned for answers that contradict the
 	// query (a log outside the requested range, a missing header). It is
 	// retried: it is what a node behind a load balancer, or a reorg between
@@ -73,8 +75,12 @@ type Batch struct {
 	// Payments are the ProposalPaid logs of the contract in (block, log
 	// index) order, with Confirmations = Head - block.
 	Payments []payment.ProposalPaid
-	// Cursor is block To with its hash: record it once every payment is
-	// durable.
+	// Debts are the DebtPaid logs of the contract, in the same order and
+	// with the same confirmations. Both lists come from one query, so
+	// together they are every log of the two events in the range.
+	Debts []payment.DebtPaid
+	// Cursor is block To with its hash: record it once every payment and
+	// debt payment is durable.
 	Cursor Cursor
 }
 
@@ -114,8 +120,8 @@ type Config struct {
 	OnStep func(error)
 }
 
-// Watcher reads confirmed ProposalPaid logs. It is not safe for concurrent
-// use: one Run at a time.
+// Watcher reads confirmed ProposalPaid and DebtPaid logs. It is not safe for
+// concurrent use: one Run at a time.
 type Watcher struct {
 	chain   Chain
 	cfg     Config
@@ -167,11 +173,13 @@ func (w *Watcher) Next(ctx context.Context, next uint64) (b Batch, ok bool, err 
 	if safe-next >= w.cfg.MaxRange {
 		to = next + w.cfg.MaxRange - 1
 	}
+	// One query for both events (topic0 either signature): one round trip,
+	// and a range is handed on whole or not at all.
 	logs, err := w.chain.FilterLogs(ctx, ethereum.FilterQuery{
 		FromBlock: new(big.Int).SetUint64(next),
 		ToBlock:   new(big.Int).SetUint64(to),
 		Addresses: []common.Address{w.cfg.Contract},
-		Topics:    [][]common.Hash{{paycontract.ProposalPaidTopic()}},
+		Topics:    [][]common.Hash{{paycontract.ProposalPaidTopic(), paycontract.DebtPaidTopic()}},
 	})
 	if err != nil {
 		return Batch{}, false, fmt.Errorf("watch: logs of blocks %d-%d: %w", next, to, err)
@@ -181,7 +189,10 @@ func (w *Watcher) Next(ctx context.Context, next uint64) (b Batch, ok bool, err 
 	slices.SortFunc(logs, func(a, b types.Log) int {
 		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.Index, b.Index))
 	})
-	payments := make([]payment.ProposalPaid, 0, len(logs))
+	var (
+		payments []payment.ProposalPaid
+		debts    []payment.DebtPaid
+	)
 	for _, l := range logs {
 		if l.BlockNumber < next || l.BlockNumber > to {
 			return Batch{}, false, fmt.Errorf("%w: log of block %d in a query for %d-%d", ErrInconsistentChain, l.BlockNumber, next, to)
@@ -191,12 +202,26 @@ func (w *Watcher) Next(ctx context.Context, next uint64) (b Batch, ok bool, err 
 			// would. Retractions are the reorg handling's job.
 			continue
 		}
-		p, err := w.decoder.ProposalPaid(l)
+		var err error
+		switch {
+		case len(l.Topics) > 0 && l.Topics[0] == paycontract.ProposalPaidTopic():
+			var p payment.ProposalPaid
+			if p, err = w.decoder.ProposalPaid(l); err == nil {
+				p.Confirmations = head - p.BlockNumber
+				payments = append(payments, p)
+			}
+		case len(l.Topics) > 0 && l.Topics[0] == paycontract.DebtPaidTopic():
+			var d payment.DebtPaid
+			if d, err = w.decoder.DebtPaid(l); err == nil {
+				d.Confirmations = head - d.BlockNumber
+				debts = append(debts, d)
+			}
+		default:
+			return Batch{}, false, fmt.Errorf("%w: block %d tx %s log %d is neither event asked for", ErrInconsistentChain, l.BlockNumber, l.TxHash.Hex(), l.Index)
+		}
 		if err != nil {
 			return Batch{}, false, fmt.Errorf("%w: block %d tx %s log %d: %w", ErrMalformedLog, l.BlockNumber, l.TxHash.Hex(), l.Index, err)
 		}
-		p.Confirmations = head - p.BlockNumber
-		payments = append(payments, p)
 	}
 	header, err := w.chain.HeaderByNumber(ctx, new(big.Int).SetUint64(to))
 	if err != nil {
@@ -206,7 +231,7 @@ func (w *Watcher) Next(ctx context.Context, next uint64) (b Batch, ok bool, err 
 		return Batch{}, false, fmt.Errorf("%w: header for block %d is not block %d", ErrInconsistentChain, to, to)
 	}
 	return Batch{
-		From: next, To: to, Head: head, Payments: payments,
+		From: next, To: to, Head: head, Payments: payments, Debts: debts,
 		Cursor: Cursor{Block: to, Hash: header.Hash()},
 	}, true, nil
 }
@@ -243,7 +268,7 @@ func (w *Watcher) Run(ctx context.Context, next uint64, h Handler) error {
 			continue
 		}
 		w.log.Debug("handled block range", zap.Uint64("from", b.From), zap.Uint64("to", b.To),
-			zap.Uint64("head", b.Head), zap.Int("payments", len(b.Payments)))
+			zap.Uint64("head", b.Head), zap.Int("payments", len(b.Payments)), zap.Int("debts", len(b.Debts)))
 		next = b.To + 1
 		if b.To+w.cfg.Confirmations >= b.Head {
 			// Caught up: the next block needs a new head first.

@@ -1,8 +1,11 @@
 package watch_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"math/big"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +23,16 @@ import (
 func pay(t *testing.T, ctx context.Context, chain *devchain.Chain, account int, id string, class payment.Class) common.Hash {
 	t.Helper()
 	h, err := chain.PayForProposal(ctx, devchain.DevAccounts[account].MustKey(), common.BytesToHash([]byte(id)), class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// payDebt pays wei towards wallet's debt from a dev account; it does not commit.
+func payDebt(t *testing.T, ctx context.Context, chain *devchain.Chain, account int, wallet common.Address, wei int64) common.Hash {
+	t.Helper()
+	h, err := chain.PayDebt(ctx, devchain.DevAccounts[account].MustKey(), wallet, big.NewInt(wei))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +135,37 @@ func TestNextZeroConfirmationsReadsHead(t *testing.T) {
 	}
 }
 
-// TestRunOrderAndRanges pays in several blocks, several payments per block,
-// plus payments to a second PaymentLedger that must be ignored, and checks
-// that Run hands over contiguous bounded ranges whose payments are in chain
-// order.
+// TestNextReadsDebtPaid: a DebtPaid log is read by the same query as the
+// payments of its block, with its fields and confirmations.
+func TestNextReadsDebtPaid(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	w := newWatcher(t, chain, watch.Config{Confirmations: 1})
+	wallet := devchain.DevAccounts[7].Address
+	payTx := pay(t, ctx, chain, 2, "with a debt", payment.Standard)
+	debtTx := payDebt(t, ctx, chain, 3, wallet, 3_000_000_000_000_000)
+	commit(t, chain, 2)
+	r, err := chain.WaitMined(ctx, debtTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok, err := w.Next(ctx, 0)
+	if err != nil || !ok || len(b.Payments) != 1 || b.Payments[0].TxHash != payTx || len(b.Debts) != 1 {
+		t.Fatalf("Next = %+v, %v, %v", b, ok, err)
+	}
+	d := b.Debts[0]
+	if d.TxHash != debtTx || d.Wallet != wallet || d.Payer != devchain.DevAccounts[3].Address || d.Amount.Int64() != 3_000_000_000_000_000 ||
+		d.ChainID != devchain.ChainID || d.Contract != chain.PaymentLedger || d.BlockNumber != r.BlockNumber.Uint64() ||
+		d.BlockHash != r.BlockHash || d.LogIndex != r.Logs[0].Index || d.Confirmations != 1 || d.Removed {
+		t.Errorf("debt payment %+v", d)
+	}
+}
+
+// TestRunOrderAndRanges pays in several blocks, several payments and a debt
+// payment per block, plus payments and a debt payment to a second
+// PaymentLedger that must be ignored, and checks that Run hands over
+// contiguous bounded ranges whose payments and debt payments are each in
+// chain order and, merged, are every log of the contract in chain order.
 func TestRunOrderAndRanges(t *testing.T) {
 	ctx := testenv.Context(t)
 	chain := testenv.Chain(t)
@@ -142,16 +182,23 @@ func TestRunOrderAndRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var want []common.Hash
+	var want []common.Hash // every log of the contract, payments and debts, in send order
+	debtor := devchain.DevAccounts[6].Address
 	for blk := range 5 {
 		for i := range 3 {
 			id := string(rune('a'+blk)) + string(rune('0'+i))
 			want = append(want, pay(t, ctx, chain, i+1, id, payment.Classes[i]))
+			if i == 0 { // a debt payment between two payments
+				want = append(want, payDebt(t, ctx, chain, 5, debtor, int64(1000+blk)))
+			}
 		}
-		// Foreign payment in the same block, from another account.
+		// Foreign payment and debt payment in the same block, from another account.
 		_, err := chain.SendTx(ctx, devchain.DevAccounts[9].MustKey(), otherAddr, payment.Standard.Price(payment.ETH),
 			ledger.PackPayForProposal(common.BytesToHash([]byte("x"+string(rune('a'+blk)))), uint8(payment.Standard)))
 		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chain.SendTx(ctx, devchain.DevAccounts[9].MustKey(), otherAddr, big.NewInt(1), ledger.PackPayDebt(debtor)); err != nil {
 			t.Fatal(err)
 		}
 		commit(t, chain, 1)
@@ -184,35 +231,53 @@ func TestRunOrderAndRanges(t *testing.T) {
 		t.Fatalf("Run returned %v after cancel, want nil", err)
 	}
 
-	var got []common.Hash
+	// A log as the batches report it, payment or debt payment.
+	type seen struct {
+		block, confirmations uint64
+		index                uint
+		contract             common.Address
+		tx                   common.Hash
+	}
+	var got []seen
 	nextFrom := chain.DeployBlock
-	var prevBlock uint64
-	var prevIndex uint
 	for i, b := range batches {
 		if b.From != nextFrom || b.To < b.From || b.To-b.From+1 > 2 {
 			t.Fatalf("batch %d covers %d-%d, want from %d and at most 2 blocks", i, b.From, b.To, nextFrom)
 		}
 		nextFrom = b.To + 1
+		var payments, debts []seen
 		for _, p := range b.Payments {
-			if p.Contract != chain.PaymentLedger {
-				t.Fatalf("payment of contract %s", p.Contract.Hex())
-			}
-			if p.BlockNumber < b.From || p.BlockNumber > b.To {
-				t.Fatalf("payment of block %d in batch %d-%d", p.BlockNumber, b.From, b.To)
-			}
-			if p.BlockNumber < prevBlock || (p.BlockNumber == prevBlock && p.LogIndex <= prevIndex && len(got) > 0) {
-				t.Fatalf("payment %d:%d after %d:%d", p.BlockNumber, p.LogIndex, prevBlock, prevIndex)
-			}
-			prevBlock, prevIndex = p.BlockNumber, p.LogIndex
-			got = append(got, p.TxHash)
+			payments = append(payments, seen{p.BlockNumber, p.Confirmations, p.LogIndex, p.Contract, p.TxHash})
 		}
+		for _, d := range b.Debts {
+			if d.Wallet != debtor || d.Payer != devchain.DevAccounts[5].Address {
+				t.Fatalf("debt payment %+v", d)
+			}
+			debts = append(debts, seen{d.BlockNumber, d.Confirmations, d.LogIndex, d.Contract, d.TxHash})
+		}
+		for _, list := range [][]seen{payments, debts} {
+			for j, l := range list {
+				if l.contract != chain.PaymentLedger {
+					t.Fatalf("log of contract %s", l.contract.Hex())
+				}
+				if l.block < b.From || l.block > b.To || l.confirmations != b.Head-l.block {
+					t.Fatalf("log of block %d with %d confirmations in batch %d-%d, head %d", l.block, l.confirmations, b.From, b.To, b.Head)
+				}
+				if j > 0 && (l.block < list[j-1].block || l.block == list[j-1].block && l.index <= list[j-1].index) {
+					t.Fatalf("log %d:%d after %d:%d", l.block, l.index, list[j-1].block, list[j-1].index)
+				}
+			}
+		}
+		merged := append(payments, debts...)
+		slices.SortFunc(merged, func(a, b seen) int { return cmp.Or(cmp.Compare(a.block, b.block), cmp.Compare(a.index, b.index)) })
+		got = append(got, merged...)
 	}
 	if len(got) != len(want) {
-		t.Fatalf("got %d payments, want %d", len(got), len(want))
+		t.Fatalf("got %d logs, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("payment %d: tx %s, want %s", i, got[i].Hex(), want[i].Hex())
+		if got[i].tx != want[i] {
+			t.Errorf("log %d: tx %s, want %s", i, got[i].tx.Hex(), want[i].Hex())
 		}
 	}
 }

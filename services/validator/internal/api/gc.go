@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
@@ -25,6 +26,13 @@ type GC interface {
 	// Pay pays the wallet's debt down by micros without a transaction
 	// (MOCK mode, where payments are not verified).
 	Pay(ctx context.Context, wallet common.Address, micros uint64) error
+	// PayTx pays the wallet's debt with the DebtPaid logs of transaction
+	// tx, as observed on chain (TESTNET, MAINNET). It fails with
+	// payment_not_found while no log of tx is observed, with
+	// payment_tx_mismatch when its logs pay another wallet's debt, and
+	// returns nil once every log paying this wallet is spent, also when
+	// they were already: paying twice changes nothing.
+	PayTx(ctx context.Context, wallet common.Address, tx common.Hash) error
 }
 
 // walletParam reads the :wallet path parameter, 0x and 40 hex digits.
@@ -82,13 +90,33 @@ func (s *Server) gcSetLimit(c echo.Context) error {
 	}, func(ctx context.Context, wallet common.Address) error { return s.gc.SetLimit(ctx, wallet, limit) })
 }
 
+// gcPay serves POST /v1/gc/account/{wallet}/pay and answers the account as
+// applied (DECISIONS D9, docs/adr/0011).
+//
+// TESTNET and MAINNET: ?txHash=0x… names a transaction that called the
+// contract's payDebt(wallet). Its DebtPaid logs, as the chain-watcher
+// published them (after the configured confirmations), pay the debt through
+// raft at the contract's ETH:USDC ratio. 402 payment_not_found while the
+// transaction is not observed (yet: retry after the confirmations), 402
+// payment_tx_mismatch when it paid another wallet's debt; a transaction
+// already spent answers the account unchanged (idempotent). The leader pays
+// an observed log by itself as well, so calling the route is optional.
+//
+// MOCK: ?amount=1.50 pays without a transaction (payments are not verified).
 func (s *Server) gcPay(c echo.Context) error {
+	if s.cfg.Blockchain.PaymentsVerified {
+		var tx common.Hash
+		return s.gcChange(c, func() error {
+			b, err := hexutil.Decode(c.QueryParam("txHash"))
+			if err != nil || len(b) != common.HashLength {
+				return apierror.Field("txHash", "must be 0x followed by 64 hex digits: the transaction that called the payment contract's payDebt")
+			}
+			tx = common.BytesToHash(b)
+			return nil
+		}, func(ctx context.Context, wallet common.Address) error { return s.gc.PayTx(ctx, wallet, tx) })
+	}
 	var amount uint64
 	return s.gcChange(c, func() error {
-		if s.cfg.Blockchain.PaymentsVerified {
-			return apierror.Field("amount", "debt is paid on chain with the payment contract's payDebt; "+
-				"this validator does not follow DebtPaid transactions yet")
-		}
 		var ok bool
 		if amount, ok = api.ParseDebt(c.QueryParam("amount")); !ok || amount == 0 {
 			return apierror.Field("amount", "must be a positive decimal amount with at most 6 decimals, e.g. 1.50")

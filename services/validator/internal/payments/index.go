@@ -1,11 +1,15 @@
 // Package payments builds the payment index that verifiers read: every
 // ProposalPaid log the chain-watcher published on chain.<chainId>.payments,
-// by proposal id. A retraction (a log a reorg took back) removes the entry it
-// names.
+// by proposal id, and every DebtPaid log it published on
+// chain.<chainId>.debts, by transaction hash and log index, which the leader
+// and the GC pay route turn into GcPay (DECISIONS D9). A retraction (a log a
+// reorg took back) removes the entry it names.
 package payments
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -13,18 +17,20 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// Index maps proposal ids to their observed payments. It is safe for
-// concurrent use.
+// Index maps proposal ids to their observed payments, and transactions to
+// their observed debt payments. It is safe for concurrent use.
 type Index struct {
 	mu      sync.Mutex
 	byID    map[common.Hash]payment.ProposalPaid
+	debts   map[common.Hash]map[uint]payment.DebtPaid // tx hash -> log index -> log
+	ndebts  int
 	changed chan struct{} // closed and replaced on every change
 	seen    uint64
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byID: map[common.Hash]payment.ProposalPaid{}, changed: make(chan struct{})}
+	return &Index{byID: map[common.Hash]payment.ProposalPaid{}, debts: map[common.Hash]map[uint]payment.DebtPaid{}, changed: make(chan struct{})}
 }
 
 // Observe records a payment, or removes the one a retraction names. The
@@ -41,8 +47,75 @@ func (ix *Index) Observe(p payment.ProposalPaid) {
 	} else {
 		ix.byID[p.ProposalID] = p
 	}
+	ix.signal()
+}
+
+// ObserveDebt records a debt payment under its transaction hash and log
+// index (one transaction may carry several), or removes the one a
+// retraction names. A repeat replaces the entry with itself.
+func (ix *Index) ObserveDebt(d payment.DebtPaid) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.seen++
+	logs := ix.debts[d.TxHash]
+	cur, ok := logs[d.LogIndex]
+	switch {
+	case d.Removed:
+		if ok && cur.BlockHash == d.BlockHash {
+			delete(logs, d.LogIndex)
+			ix.ndebts--
+			if len(logs) == 0 {
+				delete(ix.debts, d.TxHash)
+			}
+		}
+	default:
+		if logs == nil {
+			logs = map[uint]payment.DebtPaid{}
+			ix.debts[d.TxHash] = logs
+		}
+		if !ok {
+			ix.ndebts++
+		}
+		logs[d.LogIndex] = d
+	}
+	ix.signal()
+}
+
+// signal wakes the waiters of the index's change; ix.mu is held.
+func (ix *Index) signal() {
 	close(ix.changed)
 	ix.changed = make(chan struct{})
+}
+
+// DebtsByTx returns the debt payments observed in transaction tx, by log
+// index; none when the transaction is not observed (yet).
+func (ix *Index) DebtsByTx(tx common.Hash) []payment.DebtPaid {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	out := make([]payment.DebtPaid, 0, len(ix.debts[tx]))
+	for _, d := range ix.debts[tx] {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b payment.DebtPaid) int { return cmp.Compare(a.LogIndex, b.LogIndex) })
+	return out
+}
+
+// Debts returns every debt payment observed, in chain order (block, log
+// index). It grows with the chain's DebtPaid logs, which are few: one per
+// debt paid.
+func (ix *Index) Debts() []payment.DebtPaid {
+	ix.mu.Lock()
+	out := make([]payment.DebtPaid, 0, ix.ndebts)
+	for _, logs := range ix.debts {
+		for _, d := range logs {
+			out = append(out, d)
+		}
+	}
+	ix.mu.Unlock()
+	slices.SortFunc(out, func(a, b payment.DebtPaid) int {
+		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.LogIndex, b.LogIndex))
+	})
+	return out
 }
 
 // Lookup returns the payment observed for a proposal id.
@@ -80,13 +153,14 @@ func (ix *Index) Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid
 
 // Stats are the index's counters.
 type Stats struct {
-	Observed uint64 `json:"observed"` // messages read, retractions included
+	Observed uint64 `json:"observed"` // messages read, payments and debt payments, retractions included
 	Indexed  int    `json:"indexed"`  // proposal ids with a payment
+	Debts    int    `json:"debts"`    // debt payments (DebtPaid logs) indexed
 }
 
 // Stats returns the index's counters.
 func (ix *Index) Stats() Stats {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	return Stats{Observed: ix.seen, Indexed: len(ix.byID)}
+	return Stats{Observed: ix.seen, Indexed: len(ix.byID), Debts: ix.ndebts}
 }

@@ -2,10 +2,13 @@ package payments
 
 import (
 	"context"
+	"math/big"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/payment"
 )
@@ -52,5 +55,88 @@ func TestIndexObserveAndRetract(t *testing.T) {
 	defer cancel()
 	if _, err := ix.Wait(ctx, common.HexToHash("0x02")); err == nil {
 		t.Fatal("Wait for an unpaid id returned no error")
+	}
+}
+
+func TestIndexDebts(t *testing.T) {
+	ix := NewIndex()
+	tx, other := common.HexToHash("0xaa"), common.HexToHash("0xbb")
+	wallet := common.HexToAddress("0x01")
+	debt := func(tx common.Hash, block uint64, log uint) payment.DebtPaid {
+		return payment.DebtPaid{Wallet: wallet, TxHash: tx, BlockHash: common.BigToHash(new(big.Int).SetUint64(block)),
+			BlockNumber: block, LogIndex: log, Amount: big.NewInt(int64(log))}
+	}
+	if got := ix.DebtsByTx(tx); len(got) != 0 {
+		t.Fatalf("an empty index has %v", got)
+	}
+	changed := ix.Changed()
+	ix.ObserveDebt(debt(tx, 5, 7)) // two logs of one transaction, seen out of order
+	select {
+	case <-changed:
+	default:
+		t.Fatal("ObserveDebt did not signal a change")
+	}
+	ix.ObserveDebt(debt(other, 4, 9))
+	ix.ObserveDebt(debt(tx, 5, 2))
+	ix.ObserveDebt(debt(tx, 5, 2)) // a repeat
+	if got := ix.DebtsByTx(tx); len(got) != 2 || got[0].LogIndex != 2 || got[1].LogIndex != 7 {
+		t.Fatalf("DebtsByTx = %+v, want logs 2 and 7", got)
+	}
+	if got := ix.Debts(); len(got) != 3 || got[0].TxHash != other || got[1].LogIndex != 2 || got[2].LogIndex != 7 {
+		t.Fatalf("Debts = %+v, want chain order", got)
+	}
+	if s := ix.Stats(); s.Debts != 3 || s.Observed != 4 || s.Indexed != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+
+	elsewhere := debt(tx, 6, 2) // a retraction of the log as mined in another block
+	elsewhere.Removed = true
+	ix.ObserveDebt(elsewhere)
+	if got := ix.DebtsByTx(tx); len(got) != 2 {
+		t.Fatalf("a retraction of another block removed a debt payment: %+v", got)
+	}
+	for _, log := range []uint{2, 7} {
+		retract := debt(tx, 5, log)
+		retract.Removed = true
+		ix.ObserveDebt(retract)
+	}
+	if got := ix.DebtsByTx(tx); len(got) != 0 {
+		t.Fatalf("retracted debt payments still indexed: %+v", got)
+	}
+	if s := ix.Stats(); s.Debts != 1 || len(ix.Debts()) != 1 {
+		t.Fatalf("after the retractions: %+v", s)
+	}
+}
+
+// TestFollowerDispatch: a payment message feeds the payments, a debt
+// payment message the debts; messages that do not decode, and subjects of
+// another chain, change nothing.
+func TestFollowerDispatch(t *testing.T) {
+	ix := NewIndex()
+	f := &Follower{ChainID: 1337, Index: ix, Log: zap.NewNop()}
+	addr, hash := common.HexToAddress("0x01"), common.HexToHash("0x02")
+	paid := payment.ProposalPaid{ChainID: 1337, Contract: addr, ProposalID: common.HexToHash("0x03"), Payer: addr, Amount: big.NewInt(1),
+		TxHash: hash, BlockHash: hash}
+	debt := payment.DebtPaid{ChainID: 1337, Contract: addr, Wallet: addr, Payer: addr, Amount: big.NewInt(1), TxHash: common.HexToHash("0x04"), BlockHash: hash}
+	marshal := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	f.dispatch("chain.1337.payments", marshal(paid.Proto()), 1)
+	f.dispatch("chain.1337.debts", marshal(debt.Proto()), 2)
+	f.dispatch("chain.1337.debts", marshal(paid.Proto()), 3) // a payment on the debts subject: malformed
+	f.dispatch("chain.1337.debts", []byte{0xff}, 4)
+	f.dispatch("chain.1.debts", marshal(debt.Proto()), 5)
+	if _, ok := ix.Lookup(paid.ProposalID); !ok {
+		t.Fatal("payment not indexed")
+	}
+	if got := ix.DebtsByTx(debt.TxHash); len(got) != 1 || got[0].Wallet != addr {
+		t.Fatalf("debt payment not indexed: %+v", got)
+	}
+	if s := ix.Stats(); s.Observed != 2 || s.Indexed != 1 || s.Debts != 1 {
+		t.Fatalf("stats %+v", s)
 	}
 }

@@ -66,14 +66,21 @@ type Records interface {
 	GcEpoch() uint64
 	// Account is a wallet's GC debt account, nil when it has none.
 	Account(wallet [20]byte) (*ledgerpb.GcAccount, error)
+	// DebtTxSpent reports whether the DebtPaid log logIndex of transaction
+	// tx has paid a debt (its GcPay was applied).
+	DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error)
 }
 
-// Payments finds the payment observed for a proposal id.
+// Payments finds the payment observed for a proposal id, and the debt
+// payments observed.
 type Payments interface {
 	// Lookup returns the payment observed for id, if any.
 	Lookup(id common.Hash) (payment.ProposalPaid, bool)
 	// Changed is closed at the index's next change.
 	Changed() <-chan struct{}
+	// Debts lists the DebtPaid logs observed (confirmed and not
+	// retracted), in chain order.
+	Debts() []payment.DebtPaid
 }
 
 // Limiter admits or refuses one request of an identifier.

@@ -39,6 +39,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wg.Go(func() { p.adopt(ctx) })
 	wg.Go(func() { p.finalize(ctx) })
+	wg.Go(func() { p.payDebts(ctx) })
 	p.runVerifiers(ctx, &wg)
 	done := make(chan int) // a sent batch's size, once applied
 	packing := newPacker(p.cfg.MicroBatch, p.cfg.MicroBatchBytes)

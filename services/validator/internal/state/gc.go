@@ -170,7 +170,8 @@ func (a *applier) gcSetLimit(op *ledgerpb.GcSetLimit) error {
 	return a.putAccount(acc)
 }
 
-// gcPay pays the debt down, executed debt first. A transaction pays once.
+// gcPay pays the debt down, executed debt first. A DebtPaid log (tx hash
+// and log index) pays once.
 func (a *applier) gcPay(op *ledgerpb.GcPay) error {
 	if len(op.GetWallet()) != 20 || op.GetAmountMicros() == 0 {
 		return nil
@@ -179,7 +180,7 @@ func (a *applier) gcPay(op *ledgerpb.GcPay) error {
 		if len(tx) != 32 {
 			return nil
 		}
-		key := storage.DebtTxKey([32]byte(tx))
+		key := storage.DebtTxKey([32]byte(tx), op.GetLogIndex())
 		if _, err := storage.Get(a.b, key); err == nil {
 			return nil // spent already
 		} else if !errors.Is(err, storage.ErrNotFound) {

@@ -73,9 +73,27 @@ func TestGcDebt(t *testing.T) {
 	if acc = account(); acc.GetExecutedDebtMicros() != 0 || acc.GetPendingDebtMicros() != 50_000 || acc.GetPaidMicros() != 250_000 || WritesBlocked(acc) {
 		t.Fatalf("after paying 0.25: %v", acc)
 	}
-	op(pay) // the same transaction again
+	op(pay) // the same log again
 	if acc = account(); acc.GetPaidMicros() != 250_000 || acc.GetPendingDebtMicros() != 50_000 {
-		t.Fatalf("a transaction paid twice: %v", acc)
+		t.Fatalf("a log paid twice: %v", acc)
+	}
+	// Another DebtPaid log of the same transaction pays on its own, once.
+	second := &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: alice[:], AmountMicros: 20_000, TxHash: pid(0xaa), LogIndex: 3}}}
+	if spent, err := m.DebtTxSpent([32]byte(pid(0xaa)), 3); err != nil || spent {
+		t.Fatalf("log 3 spent before its GcPay: %t %v", spent, err)
+	}
+	op(second)
+	op(second)
+	if acc = account(); acc.GetPaidMicros() != 270_000 || acc.GetPendingDebtMicros() != 30_000 {
+		t.Fatalf("after a second log of the transaction, applied twice: %v", acc)
+	}
+	for _, log := range []uint32{0, 3} {
+		if spent, err := m.DebtTxSpent([32]byte(pid(0xaa)), log); err != nil || !spent {
+			t.Fatalf("log %d not spent: %t %v", log, spent, err)
+		}
+	}
+	if spent, _ := m.DebtTxSpent([32]byte(pid(0xaa)), 1); spent {
+		t.Fatal("a log of the transaction that paid nothing is spent")
 	}
 	mustApply(t, m, l.batch(5, writeItem(7, alice, "c", `{"z":3}`)))
 	if rec := mustRecord(t, m, 7); rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {

@@ -333,9 +333,10 @@ func (m *Machine) Account(wallet [20]byte) (*ledgerpb.GcAccount, error) {
 	return getAccount(m.db.Pebble(), wallet[:])
 }
 
-// DebtTxSpent reports whether a GcPay of transaction tx was applied.
-func (m *Machine) DebtTxSpent(tx [32]byte) (bool, error) {
-	_, err := storage.Get(m.db.Pebble(), storage.DebtTxKey(tx))
+// DebtTxSpent reports whether a GcPay of the DebtPaid log logIndex of
+// transaction tx was applied.
+func (m *Machine) DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error) {
+	_, err := storage.Get(m.db.Pebble(), storage.DebtTxKey(tx, logIndex))
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil
 	}

@@ -34,7 +34,7 @@ import (
 //	    s/q/<epoch:8><id:32>    empty: the proposal is COMMITTED and its epoch not final yet
 //	    s/a/<wallet:20>         ledgerpb.GcAccount: a wallet's GC debt account
 //	    s/w/<wallet:20>         ledgerpb.WalletStats: a wallet's content figures
-//	    s/t/<tx:32>             empty: a DebtPaid transaction already paid a debt
+//	    s/t/<tx:32><log:4>      empty: the DebtPaid log (transaction, log index) already paid a debt
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/unfinal             number of unfinalized marks (8 bytes)
@@ -294,8 +294,16 @@ func AccountBounds() (lower, upper []byte) {
 	return []byte(accountPrefix), PrefixEnd([]byte(accountPrefix))
 }
 
-// DebtTxKey marks a DebtPaid transaction as spent.
-func DebtTxKey(tx [32]byte) []byte { return append([]byte(debtTxPrefix), tx[:]...) }
+// DebtTxKey marks a DebtPaid log, its transaction and log index, as spent.
+// The log index is part of the key because one transaction may carry
+// several DebtPaid logs (a contract calling payDebt more than once), and each
+// pays once.
+func DebtTxKey(tx [32]byte, logIndex uint32) []byte {
+	k := make([]byte, 0, len(debtTxPrefix)+32+4)
+	k = append(k, debtTxPrefix...)
+	k = append(k, tx[:]...)
+	return binary.BigEndian.AppendUint32(k, logIndex)
+}
 
 // WalletStatsKey is the key of a wallet's content figures.
 func WalletStatsKey(wallet [20]byte) []byte { return append([]byte(walletPrefix), wallet[:]...) }

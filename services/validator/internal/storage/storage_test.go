@@ -81,6 +81,27 @@ func TestIntegerKeysSortNumerically(t *testing.T) {
 	}
 }
 
+// TestDebtTxKeyIsPerLog: each DebtPaid log of a transaction has its own
+// spent mark, of one fixed width, so no mark is a prefix of another.
+func TestDebtTxKeyIsPerLog(t *testing.T) {
+	var tx, other [32]byte
+	tx[0], other[0] = 1, 2
+	keys := [][]byte{DebtTxKey(tx, 0), DebtTxKey(tx, 1), DebtTxKey(tx, 1<<32-1), DebtTxKey(other, 0)}
+	for i, k := range keys {
+		if len(k) != len(debtTxPrefix)+32+4 || !bytes.HasPrefix(k, []byte(debtTxPrefix)) {
+			t.Fatalf("key %d: %x", i, k)
+		}
+		for j := range i {
+			if bytes.Equal(k, keys[j]) {
+				t.Fatalf("keys %d and %d are equal: %x", j, i, k)
+			}
+		}
+	}
+	if bytes.Compare(keys[0], keys[1]) >= 0 || bytes.Compare(keys[1], keys[2]) >= 0 {
+		t.Fatal("a transaction's marks do not sort by log index")
+	}
+}
+
 func TestNodeKeysKeepSubtreesContiguous(t *testing.T) {
 	paths := []string{"/a/b-c", "/a/b/x/y", "/a/b", "/a/b.d", "/a/b/x", "/a/ba", "/a/b/z"}
 	keys := make([][]byte, len(paths))
