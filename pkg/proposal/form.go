@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"net/url"
-	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -86,6 +85,40 @@ func hexString(s string, digits int) bool {
 	})
 }
 
+// decodeHex fills dst from s when s is "0x" followed by exactly 2*len(dst)
+// hex digits, and reports whether it was. Decoding into the caller's array
+// keeps intake from allocating for every hash and address it parses.
+func decodeHex(dst []byte, s string) bool {
+	if !hexString(s, 2*len(dst)) {
+		return false
+	}
+	for i := range dst {
+		dst[i] = hexValue(s[2+2*i])<<4 | hexValue(s[3+2*i])
+	}
+	return true
+}
+
+// ParseHash decodes s when it is "0x" followed by exactly 64 hex digits in
+// either case, the form of proposal ids and transaction hashes, and reports
+// whether it was.
+func ParseHash(s string) (common.Hash, bool) {
+	var h common.Hash
+	ok := decodeHex(h[:], s)
+	return h, ok
+}
+
+// hexValue is the value of a hex digit hexString has accepted.
+func hexValue(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
 // ParseWrite parses the form of POST /v1/propose-write.
 func ParseWrite(form url.Values, opts Options) (*Submission, error) {
 	return parse(Write, form, opts)
@@ -108,11 +141,11 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 	}
 	get := func(field string) string { return form.Get(field) }
 
-	id := get(FieldProposalID)
-	if !hexString(id, 64) {
+	id, ok := ParseHash(get(FieldProposalID))
+	if !ok {
 		return nil, apierror.Field(FieldProposalID, "must be 0x followed by 64 hex digits")
 	}
-	s.ProposalID = common.HexToHash(id)
+	s.ProposalID = id
 
 	wallet, err := parseAddress(get(FieldWalletAddress))
 	if err != nil {
@@ -142,10 +175,10 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 	case tx == "" && opts.RequireTxHash:
 		return nil, apierror.Field(FieldEthereumTxHash, "is required on a chain-backed network")
 	case tx == "":
-	case !hexString(tx, 64):
-		return nil, apierror.Field(FieldEthereumTxHash, "must be 0x followed by 64 hex digits")
 	default:
-		s.EthereumTxHash = common.HexToHash(tx)
+		if s.EthereumTxHash, ok = ParseHash(tx); !ok {
+			return nil, apierror.Field(FieldEthereumTxHash, "must be 0x followed by 64 hex digits")
+		}
 	}
 
 	sig, err := signing.ParseSignature(get(FieldSignature))
@@ -192,7 +225,7 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 	s.Path = ContentPath(opts.ContentRoot, s.Wallet, s.Organization, s.SubPath)
 
 	if action == Write {
-		if _, err := Nodes(s.Path, s.Message); err != nil {
+		if err := checkMessage(s.Path, s.Message); err != nil {
 			return nil, apierror.Field(FieldMessage, "%v", err)
 		}
 	}
@@ -202,15 +235,25 @@ func parse(action Action, form url.Values, opts Options) (*Submission, error) {
 // parseAddress accepts a 0x-prefixed address in one letter case, or in mixed
 // case only with a valid EIP-55 checksum: a wrong checksum is a typo.
 func parseAddress(s string) (common.Address, error) {
-	if !hexString(s, 40) {
+	var a common.Address
+	if !decodeHex(a[:], s) {
 		return common.Address{}, apierror.Field(FieldWalletAddress, "must be 0x followed by 40 hex digits")
 	}
-	a := common.HexToAddress(s)
-	body := s[2:]
-	if body != strings.ToLower(body) && body != strings.ToUpper(body) && a.Hex() != s {
+	if mixedCase(s[2:]) && a.Hex() != s {
 		return common.Address{}, apierror.Field(FieldWalletAddress, "mixed-case address fails its EIP-55 checksum")
 	}
 	return a, nil
+}
+
+// mixedCase reports whether hex digits hold both upper- and lowercase
+// letters, the only form that carries an EIP-55 checksum.
+func mixedCase(digits string) bool {
+	var upper, lower bool
+	for i := range len(digits) {
+		upper = upper || 'A' <= digits[i] && digits[i] <= 'F'
+		lower = lower || 'a' <= digits[i] && digits[i] <= 'f'
+	}
+	return upper && lower
 }
 
 // Typed returns the EIP-712 struct the wallet signed for this submission.

@@ -50,11 +50,11 @@ var ErrMessage = errors.New("invalid message")
 // string property "message". Text that starts like an object ('{') but is not
 // valid JSON is refused rather than silently stored as text.
 //
-// Nodes is deterministic: apply calls it on every validator, and intake calls
-// it first so that apply never meets a message it refuses.
+// Nodes is deterministic: apply calls it on every validator, and intake
+// checks every message with it first (checkMessage) so that apply never
+// meets a message it refuses.
 func Nodes(path string, message []byte) ([]NodeSpec, error) {
-	trimmed := bytes.TrimLeft(message, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	if !isObject(message) {
 		text, err := json.Marshal(string(message))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMessage, err)
@@ -71,6 +71,25 @@ func Nodes(path string, message []byte) ([]NodeSpec, error) {
 		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrMessage)
 	}
 	return out, nil
+}
+
+// isObject reports whether Nodes reads message as a JSON object rather than
+// keeping it whole as text.
+func isObject(message []byte) bool {
+	trimmed := bytes.TrimLeft(message, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '{'
+}
+
+// checkMessage returns the error Nodes returns for message at path, for
+// intake, which keeps no nodes. Text is never refused (it is stored as one
+// JSON string, and encoding a string cannot fail), so only an object is
+// expanded: intake does not encode every text message only to drop it.
+func checkMessage(path string, message []byte) error {
+	if !isObject(message) {
+		return nil
+	}
+	_, err := Nodes(path, message)
+	return err
 }
 
 // depthOf counts the segments of a full path ("/a/b" has 2).

@@ -1,6 +1,7 @@
 package proposal
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -76,11 +77,10 @@ func CheckSubPath(sub string) error {
 	if sub == "" {
 		return fmt.Errorf("%w: empty", ErrPath)
 	}
-	segs := strings.Split(sub, "/")
-	if len(segs) > MaxPathDepth {
-		return fmt.Errorf("%w: %d segments, at most %d", ErrPath, len(segs), MaxPathDepth)
+	if n := strings.Count(sub, "/") + 1; n > MaxPathDepth {
+		return fmt.Errorf("%w: %d segments, at most %d", ErrPath, n, MaxPathDepth)
 	}
-	for _, s := range segs {
+	for s := range strings.SplitSeq(sub, "/") {
 		if !validSegment(s) {
 			return fmt.Errorf("%w: segment %q is not [A-Za-z0-9._:-]+ (and not . or ..)", ErrPath, s)
 		}
@@ -91,8 +91,12 @@ func CheckSubPath(sub string) error {
 // WalletRoot returns /<root>/<xx>/<xx>/<xx>/<wallet>: the subtree a wallet
 // owns, wallet lowercased with 0x.
 func WalletRoot(root string, wallet common.Address) string {
-	w := strings.ToLower(wallet.Hex())
-	return "/" + root + "/" + w[2:4] + "/" + w[4:6] + "/" + w[6:8] + "/" + w
+	// Hex encoding by hand rather than lowercasing wallet.Hex(): that would
+	// compute the EIP-55 checksum (a keccak256) only to throw it away.
+	var w [2 + 2*common.AddressLength]byte
+	copy(w[:], "0x")
+	hex.Encode(w[2:], wallet[:])
+	return "/" + root + "/" + string(w[2:4]) + "/" + string(w[4:6]) + "/" + string(w[6:8]) + "/" + string(w[:])
 }
 
 // ContentPath returns the full path of a node: the wallet root, the
@@ -107,7 +111,9 @@ func DefaultSubPath(contentType string, proposalID common.Hash) string {
 	if contentType == "" {
 		contentType = DefaultContentType
 	}
-	return contentType + "/" + proposalID.Hex()[2:18]
+	var prefix [16]byte
+	hex.Encode(prefix[:], proposalID[:8])
+	return contentType + "/" + string(prefix[:])
 }
 
 // ValidateCID accepts a CIDv0 (base58btc, "Qm" + 44 characters, 46 bytes),

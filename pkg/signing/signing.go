@@ -9,9 +9,11 @@
 // and writes and deletes sign the same struct, so a captured signature
 // cannot be replayed for another path, proposal, action, chain or contract.
 //
-// Hashing is go-ethereum's own EIP-712 implementation (signer/core/apitypes);
-// tests pin it to the EIP-712 specification's example and to signatures
-// made by ethers v6. See DESIGN.md for the reasoning.
+// The EIP-712 encoding of the two fixed structs is written out here rather
+// than left to go-ethereum's generic encoder (signer/core/apitypes), which
+// costs several times as much on the leader's hot path; tests pin it to the
+// EIP-712 specification's example, to signatures made by ethers v6 and to
+// apitypes. See DESIGN.md for the reasoning.
 //
 // Clients and tests use [Sign]; validator nodes use [Verify], or a [Signer]
 // built once per domain on hot paths.
@@ -19,6 +21,7 @@ package signing
 
 import (
 	"crypto/ecdsa"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -79,8 +82,10 @@ type Proposal struct {
 	MessageHash  common.Hash // MessageHash(message); zero for deletes
 }
 
-// eip712Domain and proposalType are the type tables. They are never
-// modified and never handed out: TypedData builds fresh copies for callers.
+// eip712Domain and proposalType are the type tables wallets receive. They
+// are never modified and never handed out: TypedData builds fresh copies
+// for callers. Hashing does not read them; it uses the encodeType strings
+// below, which TestEncodeType holds to these tables.
 var (
 	eip712Domain = []apitypes.Type{
 		{Name: "name", Type: "string"},
@@ -98,7 +103,20 @@ var (
 		{Name: "paymentTier", Type: "string"},
 		{Name: "messageHash", Type: "bytes32"},
 	}
-	hashTypes = apitypes.Types{"EIP712Domain": eip712Domain, PrimaryType: proposalType}
+)
+
+// encodeType of the two structs as EIP-712 spells them, and their keccak256,
+// the type hashes that start each struct's encoding. Computed once; never
+// written.
+const (
+	domainEncodeType   = "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+	proposalEncodeType = "Proposal(string action,bytes32 proposalId,address wallet,string path," +
+		"string organization,string contentType,string paymentTier,bytes32 messageHash)"
+)
+
+var (
+	domainTypeHash   = crypto.Keccak256Hash([]byte(domainEncodeType))
+	proposalTypeHash = crypto.Keccak256Hash([]byte(proposalEncodeType))
 )
 
 // MessageHash is keccak256 of the exact message bytes, the value of
@@ -133,22 +151,6 @@ func (p Proposal) message() apitypes.TypedDataMessage {
 	}
 }
 
-// hashMessage is message with raw bytes instead of hex, which apitypes
-// encodes identically (tests check the JSON export hashes to Digest) but
-// without hex round trips and the checksum's extra keccak on the hot path.
-func (p *Proposal) hashMessage() apitypes.TypedDataMessage {
-	return apitypes.TypedDataMessage{
-		"action":       p.Action,
-		"proposalId":   p.ProposalID[:],
-		"wallet":       p.Wallet[:],
-		"path":         p.Path,
-		"organization": p.Organization,
-		"contentType":  p.ContentType,
-		"paymentTier":  p.PaymentTier,
-		"messageHash":  p.MessageHash[:],
-	}
-}
-
 // TypedData returns the full EIP-712 payload for p, as passed to
 // eth_signTypedData_v4. It is freshly allocated; callers may modify it.
 func (d Domain) TypedData(p Proposal) apitypes.TypedData {
@@ -178,31 +180,13 @@ func (d Domain) Digest(p Proposal) (common.Hash, error) {
 // and safe for concurrent use; build it with NewSigner.
 type Signer struct {
 	domain    Domain
-	shell     apitypes.TypedData // types and domain; apitypes validates both
 	separator common.Hash
 }
 
-// NewSigner computes d's domain separator.
+// NewSigner computes d's domain separator. Every Domain can be hashed, so
+// the error is always nil; it stays so that callers need not change.
 func NewSigner(d Domain) (*Signer, error) {
-	s := &Signer{
-		domain: d,
-		shell:  apitypes.TypedData{Types: hashTypes, PrimaryType: PrimaryType, Domain: d.typedDomain()},
-	}
-	sep, err := domainSeparator(&s.shell)
-	if err != nil {
-		return nil, err
-	}
-	s.separator = sep
-	return s, nil
-}
-
-// domainSeparator is hashStruct(EIP712Domain) of td's domain.
-func domainSeparator(td *apitypes.TypedData) (common.Hash, error) {
-	sep, err := td.HashStruct("EIP712Domain", td.Domain.Map())
-	if err != nil {
-		return common.Hash{}, fmt.Errorf("signing: domain separator: %w", err)
-	}
-	return common.BytesToHash(sep), nil
+	return &Signer{domain: d, separator: domainSeparatorOf(DomainName, DomainVersion, d.ChainID, d.VerifyingContract)}, nil
 }
 
 // Domain returns the domain s was built for.
@@ -213,21 +197,75 @@ func (s *Signer) DomainSeparator() common.Hash { return s.separator }
 
 // Digest is keccak256(0x19 0x01 ‖ domainSeparator ‖ hashStruct(p)).
 func (s *Signer) Digest(p Proposal) (common.Hash, error) {
-	if s == nil {
-		return common.Hash{}, errors.New("signing: nil Signer")
+	// A zero Signer has no separator; signing under the zero hash would
+	// bind signatures to no domain at all.
+	if s == nil || s.separator == (common.Hash{}) {
+		return common.Hash{}, errors.New("signing: Signer not built by NewSigner")
 	}
-	return digest(&s.shell, s.separator, p.hashMessage())
+	return typedDataHash(s.separator, hashProposal(&p)), nil
 }
 
-// digest is the EIP-712 encoding. Signer and the tests' specification
-// example share it (and domainSeparator, signDigest, recoverDigest), so the
-// spec vector exercises the production path.
-func digest(td *apitypes.TypedData, separator common.Hash, msg apitypes.TypedDataMessage) (common.Hash, error) {
-	structHash, err := td.HashStruct(td.PrimaryType, msg)
-	if err != nil {
-		return common.Hash{}, fmt.Errorf("signing: hash %s: %w", td.PrimaryType, err)
+// The EIP-712 encoding of our two structs. Every member is one 32-byte word
+// of encodeData: a string as its keccak256, a bytes32 as itself, an address
+// left-padded with zeros, a uint256 big-endian.
+
+// domainSeparatorOf is hashStruct(EIP712Domain). Name and version are
+// parameters, though the Signer always passes DomainName and DomainVersion,
+// so that the specification's example ("Ether Mail") runs through it.
+func domainSeparatorOf(name, version string, chainID uint64, contract common.Address) common.Hash {
+	var enc [5 * 32]byte
+	copy(enc[0:32], domainTypeHash[:])
+	copy(enc[32:64], crypto.Keccak256([]byte(name)))
+	copy(enc[64:96], crypto.Keccak256([]byte(version)))
+	binary.BigEndian.PutUint64(enc[96+24:128], chainID)
+	copy(enc[128+12:160], contract[:])
+	return crypto.Keccak256Hash(enc[:])
+}
+
+// proposalWords is the length of Proposal's encoding in 32-byte words: the
+// type hash and its eight members.
+const proposalWords = 1 + 8
+
+// hashProposal is hashStruct(Proposal), keccak256 of the type hash and the
+// members in the type's order.
+func hashProposal(p *Proposal) common.Hash {
+	// Whatever is handed to the hasher escapes to the heap (it is an
+	// interface), so one buffer holds the encoding and, after it, stages
+	// each string for hashing: two allocations per proposal, this buffer and
+	// the hasher, instead of one per string and per word.
+	const encLen = proposalWords * 32
+	buf := make([]byte, encLen+max(len(p.Action), len(p.Path), len(p.Organization), len(p.ContentType), len(p.PaymentTier)))
+	enc, staged := buf[:encLen], buf[encLen:]
+	word := func(i int) []byte { return enc[32*i : 32*(i+1)] }
+	h := crypto.NewKeccakState()
+	hashInto := func(dst, data []byte) {
+		h.Reset()
+		h.Write(data)
+		_, _ = h.Read(dst) // squeezing a Keccak sponge cannot fail
 	}
-	return crypto.Keccak256Hash([]byte{0x19, 0x01}, separator[:], structHash), nil
+	hashString := func(i int, s string) { hashInto(word(i), staged[:copy(staged, s)]) }
+	copy(word(0), proposalTypeHash[:])
+	hashString(1, p.Action)
+	copy(word(2), p.ProposalID[:])
+	copy(word(3)[12:], p.Wallet[:])
+	hashString(4, p.Path)
+	hashString(5, p.Organization)
+	hashString(6, p.ContentType)
+	hashString(7, p.PaymentTier)
+	copy(word(8), p.MessageHash[:])
+
+	hashInto(word(0), enc) // enc is absorbed before the result overwrites its first word
+	return common.Hash(word(0))
+}
+
+// typedDataHash is the EIP-712 digest of a struct: keccak256(0x19 0x01 ‖
+// domain separator ‖ hashStruct).
+func typedDataHash(separator, structHash common.Hash) common.Hash {
+	var b [2 + 2*32]byte
+	b[0], b[1] = 0x19, 0x01
+	copy(b[2:34], separator[:])
+	copy(b[34:66], structHash[:])
+	return crypto.Keccak256Hash(b[:])
 }
 
 // Sign signs p with key and returns r‖s‖v with v in {27, 28}, the form

@@ -4,11 +4,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/proposal"
 )
 
 // lookupProposal reads the :id proposal's status, waiting up to wait for a
@@ -17,11 +17,11 @@ import (
 // leader, the local answer stands. handled is true when the forwarded
 // answer was written.
 func (s *Server) lookupProposal(c echo.Context, wait time.Duration) (status api.ProposalStatus, handled bool, err error) {
-	raw := c.Param("id")
-	if !proposalIDPattern.MatchString(raw) {
+	id, ok := proposal.ParseHash(c.Param("id"))
+	if !ok {
 		return status, false, apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
 	}
-	status, err = s.proposals.WaitStatus(c.Request().Context(), common.HexToHash(raw), wait)
+	status, err = s.proposals.WaitStatus(c.Request().Context(), id, wait)
 	if apierror.CodeOf(err) == apierror.NotFound {
 		if fwd, ferr := s.forward(c); fwd && ferr == nil {
 			return status, true, nil
