@@ -1,5 +1,7 @@
 // Package app runs the edge adapter: the /ops/v1/* contract composed from
-// validator source routes. The edge is stateless; run as many as needed.
+// validator source routes, whose answers are checked against the source
+// contract (openapi-validator-source.yaml) first. The edge is stateless;
+// run as many as needed.
 package app
 
 import (
@@ -15,6 +17,7 @@ import (
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
 	"github.com/contentledger/contentledger/services/edge/internal/routes"
 	"github.com/contentledger/contentledger/services/edge/internal/upstream"
+	"github.com/contentledger/contentledger/services/edge/openapi"
 )
 
 // Config is the edge's configuration, read from the environment with the
@@ -37,10 +40,20 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if err != nil {
 		return err
 	}
+	docs, err := openapi.Load()
+	if err != nil {
+		return err
+	}
+	contract, err := docs.SourceContract()
+	if err != nil {
+		return err
+	}
 	e := routes.New(routes.Config{
-		ClusterID: cfg.ClusterID,
-		Lanes:     auth.Lanes{APIToken: cfg.APIAuthToken, RuntimeToken: cfg.RuntimeAuthToken},
-	}, pool, log)
+		ClusterID:      cfg.ClusterID,
+		Lanes:          auth.Lanes{APIToken: cfg.APIAuthToken, RuntimeToken: cfg.RuntimeAuthToken},
+		EdgeDocument:   docs.EdgeYAML,
+		SourceDocument: docs.SourceYAML,
+	}, pool, contract, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("edge: listen on %s: %w", cfg.HTTPAddr, err)

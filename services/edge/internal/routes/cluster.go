@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -10,8 +9,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
-	"github.com/contentledger/contentledger/services/edge/internal/upstream"
 )
+
+// eachValidator runs fn for every validator of the edge at once. The views
+// built this way report each validator's answer, or why there is none.
+func (s *server) eachValidator(fn func(i int, base string)) {
+	var wg sync.WaitGroup
+	for i, base := range s.up.URLs() {
+		wg.Go(func() { fn(i, base) })
+	}
+	wg.Wait()
+}
 
 // clusterNode is one validator in the cluster view (OPS-DATA: cluster).
 type clusterNode struct {
@@ -30,32 +38,22 @@ type clusterNode struct {
 	Error        string `json:"error,omitempty"`
 }
 
-// cluster asks every validator for its consensus status at once.
+// cluster asks every validator of the edge for its consensus status at
+// once, then for its state hash at the lowest applied index among them.
 func (s *server) cluster(c echo.Context) error {
-	urls := s.up.URLs()
-	nodes := make([]clusterNode, len(urls))
-	sources := make([]upstream.Source, len(urls))
-	var wg sync.WaitGroup
-	for i, base := range urls {
-		wg.Go(func() {
-			resp, src := s.up.GetFrom(c.Request().Context(), base, "/v1/consensus/status")
-			n := clusterNode{NodeID: base, URL: base}
-			var st api.ConsensusStatus
-			switch {
-			case !src.OK:
-				n.Error = src.Error
-			case resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &st) != nil || st.ContractVersion != api.ConsensusStatusVersion:
-				src.OK, src.Error = false, "answer is not a "+api.ConsensusStatusVersion+" body"
-				n.Error = src.Error
-			default:
-				n = clusterNode{NodeID: st.Name, ID: st.NodeID, URL: base, Role: st.Role, Term: st.Term, Reachable: true,
-					AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, StateHash: st.StateHash,
-					LastSeenAt: s.cfg.Now().UTC().Format(time.RFC3339Nano)}
-			}
-			nodes[i], sources[i] = n, src
-		})
-	}
-	wg.Wait()
+	r := s.reader(c.Request().Context())
+	nodes := make([]clusterNode, len(s.up.URLs()))
+	errs := make([]error, len(nodes))
+	s.eachValidator(func(i int, base string) {
+		var st api.ConsensusStatus
+		if _, err := r.readFrom(base, at(srcStatus), &st); err != nil {
+			nodes[i], errs[i] = clusterNode{NodeID: base, URL: base, Error: err.Error()}, err
+			return
+		}
+		nodes[i] = clusterNode{NodeID: st.Name, ID: st.NodeID, URL: base, Role: st.Role, Term: st.Term, Reachable: true,
+			AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, StateHash: st.StateHash,
+			LastSeenAt: s.cfg.Now().UTC().Format(time.RFC3339Nano)}
+	})
 
 	var leader string
 	var term uint64
@@ -73,24 +71,23 @@ func (s *server) cluster(c echo.Context) error {
 			comparedAt = n.AppliedIndex
 		}
 	}
+	if reachable == 0 {
+		return r.noneAnswered(at(srcStatus), errs)
+	}
 	// Validators are rarely at the same index under load: each is asked
 	// for its hash at comparedAt, which all of them have applied.
 	if comparedAt > 0 {
-		route := "/v1/consensus/state-hash?index=" + strconv.FormatUint(comparedAt, 10)
-		for i, base := range urls {
+		hashAt := at(srcStateHash)
+		hashAt.path += "?index=" + strconv.FormatUint(comparedAt, 10)
+		s.eachValidator(func(i int, base string) {
 			if !nodes[i].Reachable {
-				continue
+				return
 			}
-			wg.Go(func() {
-				resp, src := s.up.GetFrom(c.Request().Context(), base, route)
-				var at api.StateHashAt
-				if src.OK && resp.Status == http.StatusOK && json.Unmarshal(resp.Body, &at) == nil &&
-					at.ContractVersion == api.StateHashVersion && at.Index == comparedAt {
-					nodes[i].ComparedHash = at.StateHash
-				}
-			})
-		}
-		wg.Wait()
+			var h api.StateHashAt
+			if status, err := r.readFrom(base, hashAt, &h); err == nil && status == http.StatusOK && h.Index == comparedAt {
+				nodes[i].ComparedHash = h.StateHash
+			}
+		})
 	}
 	agreement, first := true, ""
 	for _, n := range nodes {
@@ -106,10 +103,113 @@ func (s *server) cluster(c echo.Context) error {
 		"nodes":              nodes,
 		"leaderNodeId":       leader,
 		"term":               term,
-		"quorum":             len(urls)/2 + 1,
+		"quorum":             len(nodes)/2 + 1,
 		"reachable":          reachable,
 		"stateHashAgreement": agreement,
 		"comparedAt":         comparedAt,
-		"sources":            sources,
+		"sources":            r.attempts(),
 	})
+}
+
+// healthAnswer is one validator's /health body, nil when it gave none.
+type healthAnswer struct {
+	url   string
+	body  *validatorHealth
+	error string
+}
+
+// validatorHealth is the body of a validator's /health (200 or 503).
+type validatorHealth struct {
+	Status string                `json:"status"`
+	Checks map[string]healthItem `json:"checks"`
+}
+
+type healthItem struct {
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// healthOfAll asks every validator for /health at once.
+func (s *server) healthOfAll(r *reader) []healthAnswer {
+	answers := make([]healthAnswer, len(s.up.URLs()))
+	s.eachValidator(func(i int, base string) {
+		// /health answers 503 with the same body when a check fails: both
+		// are answers.
+		var h validatorHealth
+		if _, err := r.readFrom(base, at(srcHealth), &h); err != nil {
+			answers[i] = healthAnswer{url: base, error: err.Error()}
+			return
+		}
+		answers[i] = healthAnswer{url: base, body: &h}
+	})
+	return answers
+}
+
+// health is the edge-owned health contract: every validator's /health,
+// rolled up. It answers even when no validator does, since saying so is
+// its job.
+func (s *server) health(c echo.Context) error {
+	r := s.reader(c.Request().Context())
+	answers := s.healthOfAll(r)
+	reachable, healthy := 0, 0
+	validators := make([]map[string]any, 0, len(answers))
+	for _, a := range answers {
+		if a.body == nil {
+			validators = append(validators, map[string]any{"url": a.url, "reachable": false, "error": a.error})
+			continue
+		}
+		reachable++
+		if a.body.Status == "ok" {
+			healthy++
+		}
+		validators = append(validators, map[string]any{"url": a.url, "reachable": true, "status": a.body.Status, "checks": a.body.Checks})
+	}
+	quorum := len(answers)/2 + 1
+	status := "healthy"
+	switch {
+	case healthy < quorum:
+		status = "critical"
+	case healthy < len(answers):
+		status = "degraded"
+	}
+	check := func(ok bool, detail string) healthItem {
+		if ok {
+			return healthItem{"ok", detail}
+		}
+		return healthItem{"failing", detail}
+	}
+	checks := map[string]healthItem{
+		"cluster": check(healthy >= quorum, strconv.Itoa(healthy)+" healthy validators of "+strconv.Itoa(len(answers))+" configured"),
+		"api":     check(true, "edge serving"),
+	}
+	for _, name := range []string{"storage", "chain", "nats"} {
+		checks[name] = componentCheck(name, answers)
+	}
+	return s.envelope(c, map[string]any{
+		"status":     status,
+		"checks":     checks,
+		"validators": validators,
+		"quorum":     quorum,
+		"reachable":  reachable,
+		"sources":    r.attempts(),
+	})
+}
+
+// componentCheck reduces the validators' own checks of one component:
+// failing if any validator that answered reports it failing.
+func componentCheck(name string, answers []healthAnswer) healthItem {
+	out := healthItem{"unknown", "no validator reported it"}
+	for _, a := range answers {
+		if a.body == nil {
+			continue
+		}
+		c, ok := a.body.Checks[name]
+		if !ok {
+			continue
+		}
+		if out.Status == "unknown" || c.Status != "ok" {
+			out = c
+		}
+	}
+	return out
 }

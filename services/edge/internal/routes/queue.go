@@ -1,9 +1,7 @@
 package routes
 
 import (
-	"encoding/json"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -11,43 +9,29 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 )
 
-// leaderFields reads a source route from the leader as the data of an ops
-// envelope: every field of the source's answer, plus the sources asked.
-func (s *server) leaderFields(c echo.Context, route, contractVersion string) (map[string]any, error) {
-	data := map[string]any{}
-	sources, err := s.fromLeader(c.Request().Context(), route, contractVersion, &data)
-	if err != nil {
-		return nil, err
-	}
-	data["sources"] = sources
-	return data, nil
-}
-
-// passThrough serves a source route of the leader as it answers.
-func (s *server) passThrough(route, contractVersion string) echo.HandlerFunc {
+// passThrough serves a source route of the leader as it answers: every
+// field of the answer, its contractVersion included, plus the sources.
+func (s *server) passThrough(src call) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		data, err := s.leaderFields(c, route, contractVersion)
-		if err != nil {
+		r := s.reader(c.Request().Context())
+		data := map[string]any{}
+		if _, err := r.readLeader(src, &data); err != nil {
 			return err
 		}
+		data["sources"] = r.attempts()
 		return s.envelope(c, data)
 	}
 }
 
-func (s *server) queueFields(c echo.Context) (map[string]any, error) {
-	return s.leaderFields(c, "/v1/proposals/queue/stats", api.QueueStatsVersion)
-}
-
-// queue is /ops/v1/queue, the queue pressure summary: the same statistics
-// with the figures an SRE reads first rolled up.
+// queue is /ops/v1/queue, the queue pressure summary: the leader's queue
+// statistics with the figures an SRE reads first rolled up.
 func (s *server) queue(c echo.Context) error {
-	data, err := s.queueFields(c)
-	if err != nil {
+	r := s.reader(c.Request().Context())
+	data := map[string]any{}
+	var q api.QueueStats
+	if _, err := r.readLeader(at(srcQueueStats), &data, &q); err != nil {
 		return err
 	}
-	var q api.QueueStats
-	raw, _ := json.Marshal(data)
-	_ = json.Unmarshal(raw, &q)
 	pending, oldest := 0, int64(0)
 	for _, e := range q.PendingEpochStats {
 		pending += e.Pending
@@ -56,36 +40,20 @@ func (s *server) queue(c echo.Context) error {
 	data["pending"] = pending
 	data["inFlight"] = q.BackpressurePendingRawCount
 	data["oldestPendingAgeMs"] = oldest
-	return s.envelope(c, data)
-}
-
-// walletPattern is a wallet address as the explorer route takes it.
-var walletPattern = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
-
-// explorerWallet is /ops/v1/explorer/wallets/{wallet} from the leader.
-func (s *server) explorerWallet(c echo.Context) error {
-	w := c.Param("wallet")
-	if !walletPattern.MatchString(w) {
-		return &opsError{http.StatusNotFound, CodeNotFound, "wallet addresses are 0x followed by 40 hex digits", false}
-	}
-	data, err := s.leaderFields(c, "/v1/explorer/wallets/"+strings.ToLower(w), api.ExplorerWalletVersion)
-	if err != nil {
-		return err
-	}
+	data["sources"] = r.attempts()
 	return s.envelope(c, data)
 }
 
 // proposals is /ops/v1/proposals, the proposal state rollup: the decided
 // counts of applied state and the leader's queue.
 func (s *server) proposals(c echo.Context) error {
+	r := s.reader(c.Request().Context())
 	var counts api.ProposalCounts
-	sources, err := s.fromLeader(c.Request().Context(), "/v1/proposals/counts", api.ProposalCountsVersion, &counts)
-	if err != nil {
+	if _, err := r.readLeader(at(srcCounts), &counts); err != nil {
 		return err
 	}
 	var q api.QueueStats
-	more, err := s.fromLeader(c.Request().Context(), "/v1/proposals/queue/stats", api.QueueStatsVersion, &q)
-	if err != nil {
+	if _, err := r.readLeader(at(srcQueueStats), &q); err != nil {
 		return err
 	}
 	pending := 0
@@ -105,6 +73,38 @@ func (s *server) proposals(c echo.Context) error {
 		"rejectionsByReason": counts.RejectedByReason,
 		"epochs":             map[string]any{"current": q.CurrentEpoch, "finalized": q.FinalizedEpoch, "pending": q.ProposalsByEpoch},
 		"appliedIndex":       counts.AppliedIndex,
-		"sources":            append(sources, more...),
+		"sources":            r.attempts(),
 	})
+}
+
+// explorerProposal is the proposal detail: the status record (DECISIONS
+// D4) and the payment transaction it spent, as any validator answers it
+// (a follower asks the leader for a proposal it has not applied).
+func (s *server) explorerProposal(c echo.Context) error {
+	id := c.Param("proposalId")
+	r := s.reader(c.Request().Context())
+	data := map[string]any{}
+	status, err := r.read(at(srcExplorerProposal).with("proposalId", id), &data)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusNotFound {
+		return newError(CodeNotFound, "no proposal %s", id)
+	}
+	data["sources"] = r.attempts()
+	return s.envelope(c, data)
+}
+
+// explorerWallet is /ops/v1/explorer/wallets/{walletAddress}: the wallet's
+// figures, GC account and first content, from the leader. Validators name
+// wallets in lowercase.
+func (s *server) explorerWallet(c echo.Context) error {
+	w := strings.ToLower(c.Param("walletAddress"))
+	r := s.reader(c.Request().Context())
+	data := map[string]any{}
+	if _, err := r.readLeader(at(srcExplorerWallet).with("walletAddress", w), &data); err != nil {
+		return err
+	}
+	data["sources"] = r.attempts()
+	return s.envelope(c, data)
 }

@@ -1,16 +1,18 @@
 // Package routes serves the edge contract /ops/v1/*: every answer is the ops
-// envelope or the ops error envelope, composed from validator source routes.
+// envelope or the ops error envelope, composed from validator source routes
+// whose answers are checked against the source contract first.
+//
+// A request is decided in this order, each step before any validator is
+// asked: bearer token (401, 403), route and method (404, 405), parameters
+// (400, 404), a source route that does not exist yet (502); then the
+// sources are read (502 when none answers within its contract).
 package routes
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"github.com/contentledger/contentledger/pkg/api"
 	"net/http"
-	"regexp"
-	"strconv"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,84 +23,162 @@ import (
 	"github.com/contentledger/contentledger/services/edge/internal/upstream"
 )
 
-// Error codes of the edge, in error.code.
-const (
-	CodeUnauthorized      = "unauthorized"
-	CodeForbidden         = "forbidden"
-	CodeRouteNotFound     = "route_not_found"
-	CodeMethodNotAllowed  = "method_not_allowed"
-	CodeNotFound          = "not_found"
-	CodeSourceUnavailable = "source_unavailable"
-	CodeSourceInvalid     = "source_contract_invalid"
-	CodeInternal          = "internal"
-)
-
 // Upstream is the validator pool as the routes use it.
 type Upstream interface {
-	Get(ctx context.Context, route string) (upstream.Response, []upstream.Source, error)
-	GetFrom(ctx context.Context, base, route string) (upstream.Response, upstream.Source)
+	// Get asks the validators in turn until accept takes an answer.
+	Get(ctx context.Context, route string, accept upstream.Accept) (upstream.Response, []upstream.Source, error)
+	// GetFrom asks one validator.
+	GetFrom(ctx context.Context, base, route string, accept upstream.Accept) (upstream.Response, upstream.Source, error)
+	// URLs are the validators' base URLs, in the order Get asks them.
 	URLs() []string
 }
 
-// Config is what the routes need besides the pool.
+// Contract checks a validator's answer against the source contract
+// (openapi.SourceContract).
+type Contract interface {
+	// Check validates an answer to the source route template; the error
+	// wraps openapi.ErrUndocumented when the status is not listed.
+	Check(template string, status int, body []byte) error
+}
+
+// Config is what the routes need besides the pool and the contract.
 type Config struct {
 	ClusterID string
 	Lanes     auth.Lanes
-	Now       func() time.Time
+	// EdgeDocument and SourceDocument are served at /openapi.yaml and
+	// /openapi-validator-source.yaml.
+	EdgeDocument, SourceDocument []byte
+	Now                          func() time.Time
 }
 
 type server struct {
-	cfg Config
-	up  Upstream
-	log *zap.Logger
+	cfg      Config
+	up       Upstream
+	contract Contract
+	log      *zap.Logger
 }
 
-// opsError is an error answered as the ops error envelope.
-type opsError struct {
-	status    int
-	code      string
-	message   string
-	retryable bool
+// route is one route of the edge: its path as /openapi.yaml writes it, the
+// check of its parameters, and its answer.
+type route struct {
+	path  string
+	check func(echo.Context) error // nil: no parameters
+	serve echo.HandlerFunc
 }
 
-func (e *opsError) Error() string { return e.code + ": " + e.message }
+// routes is the edge's route table, in the order of the contract's.
+func (s *server) routes() []route {
+	return []route{
+		{"/ops/v1/overview", nil, s.overview},
+		{"/ops/v1/header", nil, s.header},
+		{"/ops/v1/network", nil, s.network},
+		{"/ops/v1/cluster", nil, s.cluster},
+		{"/ops/v1/raft", nil, s.raft},
+		{"/ops/v1/replication", nil, s.replication},
+		{"/ops/v1/queue", nil, s.queue},
+		{"/ops/v1/signals", nil, s.signals},
+		{"/ops/v1/durability", nil, s.durability},
+		{"/ops/v1/health", nil, s.health},
+		{"/ops/v1/proposals", nil, s.proposals},
+		{"/ops/v1/proposals/queue/stats", nil, s.passThrough(at(srcQueueStats))},
+		{"/ops/v1/proposals/release-flow", nil, s.passThrough(at(srcReleaseFlow))},
+		{"/ops/v1/proposals/epochs", nil, s.passThrough(at(srcEpochs))},
+		{"/ops/v1/explorer/summary", nil, s.passThrough(at(srcExplorerSummary))},
+		{"/ops/v1/explorer/release-flow", nil, s.passThrough(at(srcExplorerFlow))},
+		{"/ops/v1/explorer/proposal/{proposalId}", hexParam("proposalId", 64), s.explorerProposal},
+		{"/ops/v1/explorer/wallets/{walletAddress}", hexParam("walletAddress", 40), s.explorerWallet},
+		{"/ops/v1/runtime/msgbus", nil, s.msgbus},
+		{"/ops/v1/runtime/media-driver", nil, s.mediaDriver},
+		{"/ops/v1/runtime/storage", nil, s.missing("/v1/ops/snapshots/storage")},
+		{"/ops/v1/runtime/blobstore", nil, s.missing("/v1/ops/snapshots/runtime")},
+		{"/ops/v1/runtime/metrics", nil, s.missing("/v1/ops/snapshots/runtime")},
+		{"/ops/v1/config/osgi", nil, s.missing("/v1/config/osgi")},
+		{"/ops/v1/config/osgi/schema", nil, s.missing("/v1/config/osgi/schema")},
+		{"/ops/v1/config/osgi/sources", nil, s.missing("/v1/config/osgi/sources")},
+		{"/ops/v1/config/osgi/coverage", nil, s.missing("/v1/config/osgi/coverage")},
+		{"/ops/v1/config/osgi/delta", nil, s.missing("/v1/config/osgi/delta")},
+		{"/ops/v1/events/recent", limitParam(1, 50), s.missing("/v1/events/recent")},
+		{"/ops/v1/events/stats", nil, s.missing("/v1/events/stats")},
+		{"/ops/v1/transactions/summary", nil, s.missing("/v1/transactions/summary")},
+		{"/ops/v1/transactions/{transactionId}", hexParam("transactionId", 64), s.missing("/v1/transactions/{transactionId}")},
+		{"/ops/v1/finality", nil, s.passThrough(at(srcFinality))},
+		{"/ops/v1/tarmk", nil, s.missing("/v1/ops/snapshots/storage")},
+		{"/ops/v1/tar-chain", nil, s.missing("/v1/ops/snapshots/storage")},
+		{"/ops/v1/blockchain/config", nil, s.passThrough(at(srcBlockchain))},
+		{"/ops/v1/gc/status", nil, s.missing("/v1/gc/status")},
+		{"/ops/v1/gc/estimate", nil, s.missing("/v1/gc/estimate")},
+		{"/ops/v1/compaction/proposals", nil, s.missing("/v1/compaction/proposals")},
+		{"/ops/v1/fragmentation/metrics", nil, s.missing("/v1/fragmentation/metrics")},
+		{"/ops/v1/fragmentation/metrics/{walletAddress}", hexParam("walletAddress", 40), s.missing("/v1/fragmentation/metrics/{walletAddress}")},
+		{"/ops/v1/fragmentation/top", limitParam(1, 0), s.missing("/v1/fragmentation/top")},
+		// The edge's own routes: no token, no validator.
+		{"/openapi.yaml", nil, document(s.cfg.EdgeDocument)},
+		{"/openapi-validator-source.yaml", nil, document(s.cfg.SourceDocument)},
+		{"/health", nil, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) }},
+	}
+}
 
 // New builds the echo instance of the edge.
-func New(cfg Config, up Upstream, log *zap.Logger) *echo.Echo {
+func New(cfg Config, up Upstream, contract Contract, log *zap.Logger) *echo.Echo {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &server{cfg: cfg, up: up, log: log}
+	s := &server{cfg: cfg, up: up, contract: contract, log: log}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	g := e.Group("/ops/v1", s.authenticate)
-	g.GET("/health", s.health)
-	g.GET("/cluster", s.cluster)
-	g.GET("/raft", s.raft)
-	g.GET("/replication", s.replication)
-	g.GET("/queue", s.queue)
-	g.GET("/proposals", s.proposals)
-	g.GET("/proposals/queue/stats", s.passThrough("/v1/proposals/queue/stats", api.QueueStatsVersion))
-	g.GET("/proposals/release-flow", s.passThrough("/v1/proposals/release-flow", api.ReleaseFlowVersion))
-	g.GET("/explorer/release-flow", s.passThrough("/v1/explorer/release-flow", api.ExplorerReleaseFlowVersion))
-	g.GET("/proposals/epochs", s.passThrough("/v1/proposals/epochs", api.EpochOverlayVersion))
-	g.GET("/finality", s.passThrough("/v1/finality", api.FinalityVersion))
-	g.GET("/explorer/summary", s.passThrough("/v1/explorer/summary", api.ExplorerSummaryVersion))
-	g.GET("/explorer/wallets/:wallet", s.explorerWallet)
-	g.GET("/explorer/proposal/:proposalId", s.proposal)
-	e.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	// Tokens are checked before routing is acted on, so that without a
+	// token nothing, not even which routes exist, is told.
+	e.Use(s.authenticate)
+	for _, r := range s.routes() {
+		// Every method reaches the handler, so that each answers the
+		// same 405 (echo would answer OPTIONS itself, with 204).
+		e.Any(echoPath(r.path), s.handle(r))
+	}
 	return e
 }
 
+// echoPath writes an OpenAPI path template the way echo routes it.
+func echoPath(p string) string {
+	return strings.NewReplacer("{", ":", "}", "").Replace(p)
+}
+
+// handle answers GET only: the contract has no other method, and a HEAD
+// would cost the validators as much as a GET for no body, so it is 405
+// like the rest.
+func (s *server) handle(r route) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method != http.MethodGet {
+			return echo.ErrMethodNotAllowed
+		}
+		if r.check != nil {
+			if err := r.check(c); err != nil {
+				return err
+			}
+		}
+		return r.serve(c)
+	}
+}
+
+// opsPrefix is the part of the edge that takes tokens.
+const opsPrefix = "/ops/v1/"
+
+// authenticate applies the token lanes to every request under /ops/v1/,
+// known route or not. The lane is chosen from the request's path; echo
+// routes on the path as sent, unclean, so a path that reaches a runtime
+// route always starts with the runtime prefix.
 func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		switch s.cfg.Lanes.Check(c.Request().URL.Path, c.Request().Header.Get(echo.HeaderAuthorization)) {
+		path := c.Request().URL.Path
+		if !strings.HasPrefix(path, opsPrefix) {
+			return next(c)
+		}
+		switch s.cfg.Lanes.Check(path, c.Request().Header.Get(echo.HeaderAuthorization)) {
 		case http.StatusUnauthorized:
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ops"`)
-			return &opsError{http.StatusUnauthorized, CodeUnauthorized, "a bearer token is required for this route", false}
+			return newError(CodeUnauthorized, "a bearer token is required for this route")
 		case http.StatusForbidden:
-			return &opsError{http.StatusForbidden, CodeForbidden, "the bearer token is not permitted for this route", false}
+			return newError(CodeForbidden, "the bearer token is not permitted for this route")
 		}
 		return next(c)
 	}
@@ -113,14 +193,20 @@ func (s *server) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &oe):
 	case errors.As(err, &he) && he.Code == http.StatusNotFound:
-		oe = &opsError{http.StatusNotFound, CodeRouteNotFound, "no such route", false}
+		oe = newError(CodeRouteNotFound, "no such route")
 	case errors.As(err, &he) && he.Code == http.StatusMethodNotAllowed:
-		oe = &opsError{http.StatusMethodNotAllowed, CodeMethodNotAllowed, "only GET is served", false}
+		oe = newError(CodeMethodNotAllowed, "only GET is served")
 	default:
 		s.log.Error("request failed", zap.String("path", c.Path()), zap.Error(err))
-		oe = &opsError{http.StatusInternalServerError, CodeInternal, "internal error", true}
+		oe = newError(CodeInternal, "internal error")
 	}
-	if err := c.JSON(oe.status, ops.NewError(s.cfg.Now(), oe.code, oe.message, oe.retryable)); err != nil {
+	if oe.code == CodeMethodNotAllowed {
+		c.Response().Header().Set(echo.HeaderAllow, http.MethodGet)
+	}
+	status, retryable := codeStatus(oe.code)
+	body := ops.NewError(s.cfg.Now(), oe.code, oe.message, retryable)
+	body.Error.Details = oe.details
+	if err := c.JSON(status, body); err != nil {
 		s.log.Debug("writing error body", zap.Error(err))
 	}
 }
@@ -129,128 +215,15 @@ func (s *server) envelope(c echo.Context, data map[string]any) error {
 	return c.JSON(http.StatusOK, ops.NewEnvelope(s.cfg.Now(), s.cfg.ClusterID, data))
 }
 
-// healthAnswer is one validator's /health body, nil when it gave none.
-type healthAnswer struct {
-	body map[string]any
-	src  upstream.Source
+// missing answers a view whose source route does not exist yet: a
+// documented gap (DESIGN.md), not an outage, so it is not retryable.
+func (s *server) missing(sourceRoute string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return newError(CodeSourceMissing, "this view needs the validator source route %s, which does not exist yet", sourceRoute).
+			with("sourceRoute", sourceRoute)
+	}
 }
 
-// health asks every validator for /health at once and rolls the answers up.
-func (s *server) health(c echo.Context) error {
-	urls := s.up.URLs()
-	answers := make([]healthAnswer, len(urls))
-	var wg sync.WaitGroup
-	for i, base := range urls {
-		wg.Go(func() {
-			resp, src := s.up.GetFrom(c.Request().Context(), base, "/health")
-			a := healthAnswer{src: src}
-			// /health answers 503 with a body when the node is unhealthy.
-			if resp.Body != nil && json.Unmarshal(resp.Body, &a.body) == nil {
-				a.src.OK = a.src.Error == "" || resp.Status == http.StatusServiceUnavailable
-			}
-			answers[i] = a
-		})
-	}
-	wg.Wait()
-
-	reachable, healthy := 0, 0
-	validators := make([]map[string]any, 0, len(answers))
-	sources := make([]upstream.Source, 0, len(answers))
-	for _, a := range answers {
-		sources = append(sources, a.src)
-		if a.body == nil {
-			validators = append(validators, map[string]any{"url": a.src.NodeID, "reachable": false, "error": a.src.Error})
-			continue
-		}
-		reachable++
-		if a.body["status"] == "ok" {
-			healthy++
-		}
-		v := map[string]any{"url": a.src.NodeID, "reachable": true}
-		for k, val := range a.body {
-			v[k] = val
-		}
-		validators = append(validators, v)
-	}
-	quorum := len(urls)/2 + 1
-	status := "healthy"
-	switch {
-	case healthy < quorum:
-		status = "critical"
-	case healthy < len(urls):
-		status = "degraded"
-	}
-	check := func(ok bool, detail string) map[string]any {
-		st := "ok"
-		if !ok {
-			st = "failing"
-		}
-		return map[string]any{"status": st, "detail": detail}
-	}
-	checks := map[string]any{
-		"cluster": check(healthy >= quorum, plural(healthy, "healthy validator")+" of "+plural(len(urls), "configured")),
-		"api":     check(true, "edge serving"),
-	}
-	for _, name := range []string{"storage", "chain", "nats"} {
-		checks[name] = s.componentCheck(name, answers)
-	}
-	return s.envelope(c, map[string]any{
-		"status":     status,
-		"checks":     checks,
-		"validators": validators,
-		"quorum":     quorum,
-		"reachable":  reachable,
-		"sources":    sources,
-	})
-}
-
-// componentCheck reduces the validators' own checks of one component: failing
-// if any reachable validator reports it failing.
-func (s *server) componentCheck(name string, answers []healthAnswer) map[string]any {
-	status, detail := "unknown", "no validator reported it"
-	for _, a := range answers {
-		checks, _ := a.body["checks"].(map[string]any)
-		c, _ := checks[name].(map[string]any)
-		if c == nil {
-			continue
-		}
-		st, _ := c["status"].(string)
-		d, _ := c["detail"].(string)
-		if status == "unknown" || st != "ok" {
-			status, detail = st, d
-		}
-	}
-	return map[string]any{"status": status, "detail": detail}
-}
-
-func plural(n int, what string) string { return strconv.Itoa(n) + " " + what }
-
-var proposalIDPattern = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
-
-// proposal is the proposal detail: the validator's status record, with its
-// payment transaction.
-func (s *server) proposal(c echo.Context) error {
-	id := c.Param("proposalId")
-	if !proposalIDPattern.MatchString(id) {
-		return &opsError{http.StatusNotFound, CodeNotFound, "proposal ids are 0x followed by 64 hex digits", false}
-	}
-	resp, sources, err := s.up.Get(c.Request().Context(), "/v1/proposals/"+id+"/status")
-	if err != nil {
-		return &opsError{http.StatusBadGateway, CodeSourceUnavailable, "no validator answered the proposal status route", true}
-	}
-	switch {
-	case resp.Status == http.StatusNotFound:
-		return &opsError{http.StatusNotFound, CodeNotFound, "no proposal " + id, false}
-	case resp.Status != http.StatusOK:
-		return &opsError{http.StatusBadGateway, CodeSourceInvalid, "the proposal status route answered " + http.StatusText(resp.Status), false}
-	}
-	var record map[string]any
-	if err := json.Unmarshal(resp.Body, &record); err != nil || record["proposalId"] == nil || record["status"] == nil {
-		return &opsError{http.StatusBadGateway, CodeSourceInvalid, "the proposal status route answered a body that is not a status record", false}
-	}
-	data := map[string]any{"proposal": record, "sources": sources}
-	if pay, ok := record["payment"]; ok {
-		data["transaction"] = pay
-	}
-	return s.envelope(c, data)
+func document(yaml []byte) echo.HandlerFunc {
+	return func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", yaml) }
 }

@@ -1,0 +1,373 @@
+package routes
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/services/edge/internal/auth"
+	"github.com/contentledger/contentledger/services/edge/internal/upstream"
+	"github.com/contentledger/contentledger/services/edge/openapi"
+)
+
+// The tests run the edge against fake validators whose bodies are built
+// from pkg/api, the types the validators answer with, so that a change
+// there shows here; the end-to-end tests in tests/ run real validators.
+
+const (
+	knownID     = "0x1111111111111111111111111111111111111111111111111111111111111111"
+	unknownID   = "0x2222222222222222222222222222222222222222222222222222222222222222"
+	knownWallet = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
+	knownTx     = "0xabababababababababababababababababababababababababababababababab"
+)
+
+// fault is how a fake validator misbehaves.
+type fault int
+
+const (
+	healthy      fault = iota
+	garbage            // answers HTML with 200
+	wrongVersion       // answers every marker with .v2 for .v1
+	failing            // answers 500
+)
+
+// fake is one validator. Node 1 leads.
+type fake struct {
+	srv     *httptest.Server
+	id      uint64
+	cluster *fakeCluster
+	fault   atomic.Int32
+	hits    atomic.Int64
+	// override answers a path (without query) in place of the default.
+	mu       sync.Mutex
+	override map[string]http.HandlerFunc
+}
+
+type fakeCluster struct {
+	nodes []*fake
+	// hashAt is each node's state hash at any index; agreement by default.
+	hashAt func(id uint64) string
+}
+
+// newCluster starts n fake validators.
+func newCluster(t *testing.T, n int) *fakeCluster {
+	t.Helper()
+	fc := &fakeCluster{hashAt: func(uint64) string { return "0xaa" }}
+	for i := range n {
+		f := &fake{id: uint64(i + 1), cluster: fc, override: map[string]http.HandlerFunc{}}
+		f.srv = httptest.NewServer(f)
+		t.Cleanup(f.srv.Close)
+		fc.nodes = append(fc.nodes, f)
+	}
+	return fc
+}
+
+func (fc *fakeCluster) urls() []string {
+	out := make([]string, len(fc.nodes))
+	for i, f := range fc.nodes {
+		out[i] = f.srv.URL
+	}
+	return out
+}
+
+func (fc *fakeCluster) hits() int64 {
+	var n int64
+	for _, f := range fc.nodes {
+		n += f.hits.Load()
+	}
+	return n
+}
+
+func (f *fake) set(x fault) { f.fault.Store(int32(x)) }
+
+func (f *fake) answer(path string, h http.HandlerFunc) {
+	f.mu.Lock()
+	f.override[path] = h
+	f.mu.Unlock()
+}
+
+// deadURL is a validator that refuses connections.
+func deadURL(t *testing.T) string {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	return srv.URL
+}
+
+func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.hits.Add(1)
+	switch fault(f.fault.Load()) {
+	case garbage:
+		_, _ = w.Write([]byte("<html>not a validator</html>"))
+		return
+	case failing:
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	f.mu.Lock()
+	h := f.override[r.URL.Path]
+	f.mu.Unlock()
+	if h != nil {
+		h(w, r)
+		return
+	}
+	status, body := f.body(r)
+	raw, _ := json.Marshal(body)
+	if fault(f.fault.Load()) == wrongVersion {
+		raw = []byte(strings.ReplaceAll(string(raw), `.v1"`, `.v2"`))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(raw)
+}
+
+func (f *fake) name() string { return api.NodeName(f.id) }
+
+// body is the validator's answer to r, as the validator builds it.
+func (f *fake) body(r *http.Request) (int, any) {
+	fc, n := f.cluster, len(f.cluster.nodes)
+	epoch := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	members := make([]api.Member, n)
+	for i, o := range fc.nodes {
+		members[i] = api.Member{ID: o.id, Name: o.name(), PeerAddr: "127.0.0.1:" + strconv.Itoa(7090+i), APIURL: o.srv.URL}
+	}
+	role := api.RoleFollower
+	if f.id == 1 {
+		role = api.RoleLeader
+	}
+	status := api.ConsensusStatus{ContractVersion: api.ConsensusStatusVersion, ClusterID: "test", NodeID: f.id, Name: f.name(),
+		Role: role, Term: 3, Leader: 1, Peers: []string{}, Epoch: 1000, CommitIndex: 12, AppliedIndex: 12, StateHash: "0xnow"}
+	queue := api.QueueStats{ContractVersion: api.QueueStatsVersion, BackpressureActive: false, BackpressurePendingRawCount: 2,
+		MaxPendingMessages: 64, BatchQueueSize: 1, QueuedProposals: 3, ProposalsByEpoch: map[string]int{"1000": 8},
+		ProposalsByEpochAndTier: map[string]map[string]int{"1000": {"standard": 8}},
+		PendingEpochStats:       []api.PendingEpoch{{Epoch: 1000, Pending: 8, OldestAgeMs: 1500}},
+		CurrentEpoch:            1000, FinalizedEpoch: 998, EpochsUntilFinality: 2, VerifiedCount: 30, TotalFinalizedCount: 4,
+		ProcessedCount: 20, RejectedCount: 2, RejectedByReason: map[string]uint64{"payment_not_found": 2}, Verifiers: 4,
+		IngressPerSec: 12.5, CommitPerSec: 11}
+	flow := api.ReleaseFlow{ContractVersion: api.ReleaseFlowVersion, Governor: api.Governor{State: "open", Action: "release", Reasons: []string{}},
+		Stages: api.ReleaseStages{Unverified: 3, Packing: 3, ReadyBuckets: 1, Batches: 1, InFlight: 2}, MaxPendingMessages: 64,
+		MaxPending: 10000, MaxBatch: 256, Tiers: map[string]api.TierFlow{"standard": {Pending: 8, Released: 20}}}
+	finality := api.Finality{ContractVersion: api.FinalityVersion, CurrentEpoch: 1000, FinalizedEpoch: 998, EpochsUntilFinality: 2,
+		CommittedUnfinalized: 5, OldestUnfinalizedEpoch: 999, OldestUnfinalizedAgeMs: 4000}
+	gc := api.GcAccount{ContractVersion: api.GcAccountVersion, Wallet: knownWallet, PendingDebt: "0.00", ExecutedDebt: "0.00",
+		Limit: "100.00", LimitMicros: 100_000_000, Paid: "0.00"}
+	committed := epoch.Add(time.Minute)
+
+	switch p := r.URL.Path; {
+	case p == "/health":
+		checks := map[string]any{}
+		for _, c := range []string{"storage", "raft", "nats", "chain"} {
+			checks[c] = map[string]any{"status": "ok", "detail": c + " fine"}
+		}
+		return http.StatusOK, map[string]any{"status": "ok", "nodeId": f.id, "clusterId": "test", "mode": "MOCK", "role": role,
+			"term": 3, "leader": 1, "commitIndex": 12, "appliedIndex": 12, "stateHash": "0xnow", "checks": checks}
+	case p == "/health/cluster":
+		h := api.ClusterHealth{ContractVersion: api.ClusterHealthVersion, Status: "ok", Quorum: n/2 + 1, Reachable: n, Leader: 1,
+			StateHashAgreement: true, ComparedAt: 12}
+		for _, m := range members {
+			h.Nodes = append(h.Nodes, api.NodeHealth{ID: m.ID, Name: m.Name, APIURL: m.APIURL, Reachable: true, Role: api.RoleFollower,
+				Term: 3, AppliedIndex: 12, CommitIndex: 12, StateHash: "0xnow", ComparedHash: "0xaa", LatencyMs: 1})
+		}
+		return http.StatusOK, h
+	case p == "/v1/consensus/leader":
+		return http.StatusOK, api.LeaderInfo{ContractVersion: api.ConsensusLeaderVersion, Known: true, LeaderID: 1,
+			LeaderName: api.NodeName(1), LeaderURL: members[0].APIURL, Term: 3, Self: f.id == 1}
+	case p == "/v1/consensus/status":
+		return http.StatusOK, status
+	case p == "/v1/consensus/state-hash":
+		index, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+		return http.StatusOK, api.StateHashAt{ContractVersion: api.StateHashVersion, NodeID: f.id, Index: index, StateHash: fc.hashAt(f.id)}
+	case p == "/v1/peers":
+		out := api.Peers{ContractVersion: api.PeersVersion, Self: f.id}
+		for _, m := range members {
+			v := api.PeerView{Member: m, Self: m.ID == f.id, IsLeader: m.ID == 1}
+			if !v.Self {
+				v.Transport = &api.PeerTransport{Connected: true, InboundConnected: true, MsgsSent: 10, MsgsRecv: 9, BytesSent: 1000,
+					BytesRecv: 900, QueueDepth: 1, Reconnects: 2, SnapshotsSent: 1}
+			}
+			out.Peers = append(out.Peers, v)
+		}
+		return http.StatusOK, out
+	case p == "/v1/msgbus/raft-metrics":
+		last := epoch
+		return http.StatusOK, api.RaftMetrics{ContractVersion: api.RaftMetricsVersion, NodeID: f.id, Role: role, Term: 3, Leader: 1,
+			CommitIndex: 12, AppliedIndex: 12, FirstLogIndex: 1, LastLogIndex: 12, AppendRatePerSec: 5,
+			Elections: api.Elections{Count: 1, Count24h: 1, LastAt: &last}}
+	case p == "/v1/msgbus/replication-lag":
+		lag := api.ReplicationLag{ContractVersion: api.ReplicationLagVersion, NodeID: f.id, IsLeader: f.id == 1, Leader: 1, LastIndex: 12}
+		if f.id == 1 {
+			lag.MaxLagEntries = 3
+			for _, m := range members[1:] {
+				lag.Nodes = append(lag.Nodes, api.ReplicationNode{NodeID: m.ID, Name: m.Name, MatchIndex: 9, NextIndex: 10, LagEntries: 3,
+					LagMs: 600, State: "replicate", RecentActive: true})
+			}
+		}
+		return http.StatusOK, lag
+	case p == "/v1/msgbus/cluster-state":
+		return http.StatusOK, api.ClusterState{ContractVersion: api.ClusterStateVersion, Leader: 1, Term: 3, Voters: []uint64{1, 2, 3}[:n],
+			Learners: []uint64{}, Quorum: n/2 + 1, Members: members}
+	case p == "/v1/proposals/queue/stats":
+		return http.StatusOK, queue
+	case p == "/v1/proposals/release-flow":
+		return http.StatusOK, flow
+	case p == "/v1/explorer/release-flow":
+		flow.ContractVersion = api.ExplorerReleaseFlowVersion
+		flow.Governor = api.Governor{State: "holding", Action: "hold", Reasons: []string{"2 in flight"}}
+		return http.StatusOK, flow
+	case p == "/v1/proposals/epochs":
+		return http.StatusOK, api.EpochOverlay{ContractVersion: api.EpochOverlayVersion, CurrentEpoch: 1000, NextEpoch: 1001,
+			FinalizedEpoch: 998, Epochs: []api.EpochProposals{{Epoch: 1000, Current: true, ByStatus: map[string]int{"PENDING": 8},
+				ByTier: map[string]int{"standard": 8}}}}
+	case p == "/v1/proposals/counts":
+		return http.StatusOK, api.ProposalCounts{ContractVersion: api.ProposalCountsVersion, AppliedIndex: 12, Committed: 10,
+			Finalized: 4, Rejected: 2, Writes: 9, Deletes: 1, RejectedByReason: map[string]uint64{"payment_not_found": 2}}
+	case p == "/v1/explorer/summary":
+		var s api.ExplorerSummary
+		s.ContractVersion = api.ExplorerSummaryVersion
+		s.Identity.NodeID, s.Identity.ClusterID, s.Identity.Mode = 1, "test", "TESTNET"
+		s.Identity.ChainID, s.Identity.ContractAddress = 11155111, "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"
+		s.Cluster.Leader, s.Cluster.Term, s.Cluster.Members, s.Cluster.AppliedIndex, s.Cluster.StateHash = 1, 3, n, 12, "0xnow"
+		s.Queue.Pending, s.Queue.InFlight = 8, 2
+		s.Finality = finality
+		return http.StatusOK, s
+	case strings.HasPrefix(p, "/v1/explorer/proposals/"):
+		if strings.TrimPrefix(p, "/v1/explorer/proposals/") != knownID {
+			return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "no proposal")}
+		}
+		pay := &api.Payment{TxHash: knownTx, BlockNumber: 5, BlockHash: "0x05", Payer: knownWallet, Amount: "2000000000000000",
+			Token: "ETH", Tier: "express"}
+		return http.StatusOK, api.ExplorerProposal{ContractVersion: api.ExplorerProposalVersion, Transaction: pay,
+			Proposal: api.ProposalStatus{ProposalID: knownID, Status: api.StatusCommitted, Action: "write", Wallet: knownWallet,
+				Path: "/ledger/70/99/79/" + knownWallet + "/default/page/1111", Tier: "express", EthereumTxHash: knownTx, Epoch: 1000,
+				CommitIndex: 7, AcceptedAt: epoch, CommittedAt: &committed, Payment: pay}}
+	case strings.HasPrefix(p, "/v1/explorer/wallets/"):
+		w := strings.TrimPrefix(p, "/v1/explorer/wallets/")
+		return http.StatusOK, api.ExplorerWallet{WalletStats: api.WalletStats{ContractVersion: api.ExplorerWalletVersion, Wallet: w,
+			WalletPath: "/ledger/70/99/79/" + w, ContentCount: 5, TotalWrites: 6, TotalDeletes: 1, LastWriteAt: &committed,
+			LastWritePath: "/ledger/70/99/79/" + w + "/default/page/1111", GC: gc},
+			Content: []api.WalletItem{{Path: "/ledger/70/99/79/" + w + "/default", PrimaryType: api.FolderType, Organization: "default",
+				ProposalID: knownID, Revision: 1, CommitIndex: 7, UpdatedAt: &committed}}}
+	case p == "/v1/finality":
+		return http.StatusOK, finality
+	case p == "/v1/blockchain/config":
+		return http.StatusOK, api.BlockchainConfig{ContractVersion: "blockchain.config.v1", Mode: "TESTNET", ChainID: 11155111,
+			ContractAddress: "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512", PaymentsVerified: true, RequiredConfirmations: 2,
+			Prices: api.Prices(), Tokens: map[string]api.Token{"ETH": {Index: 0, Decimals: 18}},
+			EIP712:             api.EIP712Domain{Name: "ContentLedger", Version: "1", ChainID: 11155111, VerifyingContract: "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"},
+			EpochLengthSeconds: 384, ContentRoot: "ledger", MaxMessageBytes: 1 << 20}
+	}
+	return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "no such route")}
+}
+
+// edge runs the edge against the validators at urls.
+func edge(t *testing.T, lanes auth.Lanes, urls ...string) *httptest.Server {
+	t.Helper()
+	pool, err := upstream.NewPool(urls, time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, contract := documents(t)
+	srv := httptest.NewServer(New(Config{ClusterID: "test", Lanes: lanes, EdgeDocument: docs.EdgeYAML, SourceDocument: docs.SourceYAML},
+		pool, contract, zap.NewNop()))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func documents(t testing.TB) (*openapi.Documents, *openapi.SourceContract) {
+	t.Helper()
+	docs, err := openapi.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract, err := docs.SourceContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs, contract
+}
+
+// get asks the edge; the body must be JSON.
+func get(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	status, _, body := do(t, http.MethodGet, url, token)
+	return status, body
+}
+
+func do(t *testing.T, method, url, token string) (int, http.Header, map[string]any) {
+	t.Helper()
+	status, header, raw := fetch(t, method, url, token)
+	var body map[string]any
+	if method != http.MethodHead {
+		if err := json.Unmarshal(raw, &body); err != nil {
+			t.Fatalf("%s %s: body is not JSON: %v", method, url, err)
+		}
+	}
+	return status, header, body
+}
+
+func fetch(t *testing.T, method, url, token string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, raw
+}
+
+// assertEnvelope checks the envelope's members and returns data.
+func assertEnvelope(t *testing.T, status int, body map[string]any) map[string]any {
+	t.Helper()
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %v", status, body)
+	}
+	if len(body) != 4 || body["version"] != "v1" || body["clusterId"] != "test" || body["generatedAt"] == nil {
+		t.Fatalf("not an ops envelope: %v", body)
+	}
+	return body["data"].(map[string]any)
+}
+
+// getData asks the edge for url without a token and returns the data of
+// its envelope.
+func getData(t *testing.T, url string) map[string]any {
+	t.Helper()
+	status, body := get(t, url, "")
+	return assertEnvelope(t, status, body)
+}
+
+// assertError checks the error envelope and returns its error member.
+func assertError(t *testing.T, status, wantStatus int, body map[string]any, code string, retryable bool) map[string]any {
+	t.Helper()
+	if status != wantStatus {
+		t.Fatalf("status %d, want %d: %v", status, wantStatus, body)
+	}
+	if len(body) != 3 || body["version"] != "v1" || body["generatedAt"] == nil {
+		t.Fatalf("not an ops error envelope: %v", body)
+	}
+	e := body["error"].(map[string]any)
+	if e["code"] != code || e["retryable"] != retryable || e["message"] == "" {
+		t.Fatalf("error %v, want code %s retryable %v", e, code, retryable)
+	}
+	return e
+}

@@ -1,0 +1,242 @@
+package routes
+
+import (
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/contentledger/contentledger/pkg/api"
+)
+
+// gap is a figure a view cannot fill yet: the field is null, and data.gaps[]
+// says why, so that a missing figure is never mistaken for a zero.
+type gap struct {
+	Field       string `json:"field"`
+	Reason      string `json:"reason"`
+	SourceRoute string `json:"sourceRoute,omitempty"`
+}
+
+// Reasons shared by several views.
+const (
+	noChainSource   = "no validator route publishes the chain head or the watcher's position yet"
+	noStorageSource = "no validator route publishes storage figures yet"
+	storageSource   = "/v1/ops/snapshots/storage"
+)
+
+// pulse is what the overview and the signals derive from: the cluster as a
+// validator sees it, and the leader's queue and replication.
+type pulse struct {
+	cluster api.ClusterHealth
+	queue   api.QueueStats
+	repl    api.ReplicationLag
+}
+
+func readPulse(r *reader) (pulse, error) {
+	var p pulse
+	if _, err := r.read(at(srcClusterHealth), &p.cluster); err != nil {
+		return p, err
+	}
+	if _, err := r.readLeader(at(srcQueueStats), &p.queue); err != nil {
+		return p, err
+	}
+	if _, err := r.readLeader(at(srcReplication), &p.repl); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// queued splits the proposals not yet applied: accepted and not decided,
+// decided and waiting for release, and proposed to raft.
+func (p pulse) queued() (pending, verified, inFlight int) {
+	total := 0
+	for _, n := range p.queue.ProposalsByEpoch {
+		total += n
+	}
+	verified, inFlight = p.queue.QueuedProposals, p.queue.BackpressurePendingRawCount
+	return max(0, total-verified-inFlight), verified, inFlight
+}
+
+func (p pulse) oldestPendingAgeMs() int64 {
+	var oldest int64
+	for _, e := range p.queue.PendingEpochStats {
+		oldest = max(oldest, e.OldestAgeMs)
+	}
+	return oldest
+}
+
+func (p pulse) maxLagMs() int64 {
+	var lag int64
+	for _, n := range p.repl.Nodes {
+		lag = max(lag, n.LagMs)
+	}
+	return lag
+}
+
+// overview is the operational overview. Its status is the signals' status,
+// so that the two never disagree.
+func (s *server) overview(c echo.Context) error {
+	r := s.reader(c.Request().Context())
+	p, err := readPulse(r)
+	if err != nil {
+		return err
+	}
+	var m api.RaftMetrics
+	if _, err := r.readLeader(at(srcRaftMetrics), &m); err != nil {
+		return err
+	}
+	leader := map[string]any{"nodeId": nil, "term": m.Term, "since": nil}
+	if m.Leader != 0 {
+		leader["nodeId"] = api.NodeName(m.Leader)
+		if m.Elections.LastAt != nil {
+			leader["since"] = m.Elections.LastAt
+		}
+	}
+	_, status := deriveSignals(p)
+	pending, verified, inFlight := p.queued()
+	return s.envelope(c, map[string]any{
+		"status": map[string]string{"ok": "healthy", "warn": "degraded", "critical": "critical"}[status],
+		"leader": leader,
+		"cluster": map[string]any{
+			"nodeCount": len(p.cluster.Nodes), "quorum": p.cluster.Quorum, "reachable": p.cluster.Reachable,
+		},
+		"queue": map[string]any{
+			"pending": pending, "verified": verified, "inFlight": inFlight,
+			"backpressureActive": p.queue.BackpressureActive, "oldestPendingAgeMs": p.oldestPendingAgeMs(),
+		},
+		"replication":        map[string]any{"maxLagEntries": p.repl.MaxLagEntries, "maxLagMs": p.maxLagMs()},
+		"finality":           map[string]any{"currentEpoch": p.queue.CurrentEpoch, "finalizedEpoch": p.queue.FinalizedEpoch},
+		"stateHashAgreement": p.cluster.StateHashAgreement,
+		"gaps":               []gap{},
+		"sources":            r.attempts(),
+	})
+}
+
+// header is the header card: identity, chain and leader, from the
+// explorer summary (which validators answer from the leader).
+func (s *server) header(c echo.Context) error {
+	r := s.reader(c.Request().Context())
+	var sum api.ExplorerSummary
+	if _, err := r.read(at(srcExplorerSummary), &sum); err != nil {
+		return err
+	}
+	var leader any
+	if sum.Cluster.Leader != 0 {
+		leader = api.NodeName(sum.Cluster.Leader)
+	}
+	return s.envelope(c, map[string]any{
+		"clusterId": sum.Identity.ClusterID,
+		"mode":      sum.Identity.Mode,
+		"network": map[string]any{
+			"chainId": sum.Identity.ChainID, "name": chainName(sum.Identity.ChainID), "contractAddress": sum.Identity.ContractAddress,
+		},
+		"leader":    leader,
+		"nodeCount": sum.Cluster.Members,
+		"version":   nil,
+		"gaps":      []gap{{Field: "version", Reason: "validators do not publish their software version yet"}},
+		"sources":   r.attempts(),
+	})
+}
+
+// chainName is the common name of the chains the ledger is run on.
+func chainName(id uint64) string {
+	switch id {
+	case 1:
+		return "mainnet"
+	case 11155111:
+		return "sepolia"
+	case 17000:
+		return "holesky"
+	case 1337, 31337:
+		return "dev"
+	}
+	return "chain-" + strconv.FormatUint(id, 10)
+}
+
+// durability is the durability acknowledgement projection.
+func (s *server) durability(c echo.Context) error {
+	r := s.reader(c.Request().Context())
+	var fin api.Finality
+	if _, err := r.read(at(srcFinality), &fin); err != nil {
+		return err
+	}
+	var q api.QueueStats
+	if _, err := r.readLeader(at(srcQueueStats), &q); err != nil {
+		return err
+	}
+	var ch api.ClusterHealth
+	if _, err := r.read(at(srcClusterHealth), &ch); err != nil {
+		return err
+	}
+	return s.envelope(c, map[string]any{
+		"committedUnfinalized":   fin.CommittedUnfinalized,
+		"oldestUnfinalizedAgeMs": fin.OldestUnfinalizedAgeMs,
+		"pendingAcks":            q.BackpressurePendingRawCount,
+		"lastCommitAt":           nil,
+		"fsync":                  map[string]any{"p50Ms": nil, "p99Ms": nil},
+		"stateHashAgreement":     ch.StateHashAgreement,
+		"gaps": []gap{
+			{Field: "lastCommitAt", Reason: "no validator route publishes the time of its last commit yet", SourceRoute: storageSource},
+			{Field: "fsync", Reason: "no validator route publishes fsync latencies yet", SourceRoute: storageSource},
+		},
+		"sources": r.attempts(),
+	})
+}
+
+// network is the network health projection: the chain as the validators
+// are configured for it, their NATS connections, and one validator's
+// measure of its peers.
+func (s *server) network(c echo.Context) error {
+	r := s.reader(c.Request().Context())
+	var bc api.BlockchainConfig
+	if _, err := r.read(at(srcBlockchain), &bc); err != nil {
+		return err
+	}
+	var ch api.ClusterHealth
+	if _, err := r.read(at(srcClusterHealth), &ch); err != nil {
+		return err
+	}
+	peers := make([]map[string]any, 0, len(ch.Nodes))
+	for _, n := range ch.Nodes {
+		p := map[string]any{"nodeId": n.Name, "url": n.APIURL, "reachable": n.Reachable, "rttMs": nil}
+		if n.Reachable {
+			p["rttMs"] = n.LatencyMs
+		} else {
+			p["error"] = n.Error
+		}
+		peers = append(peers, p)
+	}
+	// NATS is connected when every validator that reports on it says so;
+	// unknown (null) when none does.
+	reported, allOK := false, true
+	validators := []map[string]any{}
+	for _, a := range s.healthOfAll(r) {
+		v := map[string]any{"url": a.url, "reachable": a.body != nil, "connected": nil}
+		if a.body != nil {
+			if nats, ok := a.body.Checks["nats"]; ok {
+				v["connected"], v["detail"] = nats.Status == "ok", nats.Detail
+				reported, allOK = true, allOK && nats.Status == "ok"
+			}
+		}
+		validators = append(validators, v)
+	}
+	var connected any
+	if reported {
+		connected = allOK
+	}
+	return s.envelope(c, map[string]any{
+		"chain": map[string]any{
+			"chainId": bc.ChainID, "head": nil, "headAgeMs": nil, "finalizedBlock": nil, "watcherLagBlocks": nil,
+		},
+		"nats":         map[string]any{"connected": connected, "streams": nil, "validators": validators},
+		"peers":        peers,
+		"measuredFrom": r.answeredBy(at(srcClusterHealth)),
+		"gaps": []gap{
+			{Field: "chain.head", Reason: noChainSource},
+			{Field: "chain.headAgeMs", Reason: noChainSource},
+			{Field: "chain.finalizedBlock", Reason: noChainSource},
+			{Field: "chain.watcherLagBlocks", Reason: noChainSource},
+			{Field: "nats.streams", Reason: "no validator route publishes JetStream stream state yet"},
+		},
+		"sources": r.attempts(),
+	})
+}

@@ -1,0 +1,197 @@
+package routes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/edge/internal/upstream"
+	"github.com/contentledger/contentledger/services/edge/openapi"
+)
+
+// The validator routes the edge reads, as /openapi-validator-source.yaml
+// names them. Every answer is checked against that document's schema for
+// the route before it is decoded.
+const (
+	srcHealth           = "/health"
+	srcClusterHealth    = "/health/cluster"
+	srcLeader           = "/v1/consensus/leader"
+	srcStatus           = "/v1/consensus/status"
+	srcStateHash        = "/v1/consensus/state-hash"
+	srcPeers            = "/v1/peers"
+	srcRaftMetrics      = "/v1/msgbus/raft-metrics"
+	srcReplication      = "/v1/msgbus/replication-lag"
+	srcClusterState     = "/v1/msgbus/cluster-state"
+	srcQueueStats       = "/v1/proposals/queue/stats"
+	srcReleaseFlow      = "/v1/proposals/release-flow"
+	srcEpochs           = "/v1/proposals/epochs"
+	srcCounts           = "/v1/proposals/counts"
+	srcExplorerSummary  = "/v1/explorer/summary"
+	srcExplorerFlow     = "/v1/explorer/release-flow"
+	srcExplorerProposal = "/v1/explorer/proposals/{proposalId}"
+	srcExplorerWallet   = "/v1/explorer/wallets/{walletAddress}"
+	srcFinality         = "/v1/finality"
+	srcBlockchain       = "/v1/blockchain/config"
+)
+
+// consumedSources lists the routes above; a test holds it equal to the
+// paths of the source document.
+func consumedSources() []string {
+	return []string{srcHealth, srcClusterHealth, srcLeader, srcStatus, srcStateHash, srcPeers, srcRaftMetrics,
+		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,
+		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain}
+}
+
+// call is one request to a source route: the route's template in the
+// source document, and the path (with query) asked.
+type call struct{ template, path string }
+
+func at(template string) call { return call{template, template} }
+
+// with fills the {name} segment of the path.
+func (c call) with(name, value string) call {
+	c.path = strings.Replace(c.path, "{"+name+"}", value, 1)
+	return c
+}
+
+// accept takes the answers the source document lists for the route, with
+// a body that matches. A 5xx it does not list is a validator that could
+// not answer (down, electing, overloaded): another may.
+func (s *server) accept(template string) upstream.Accept {
+	return func(r upstream.Response) error {
+		err := s.contract.Check(template, r.Status, r.Body)
+		if errors.Is(err, openapi.ErrUndocumented) && r.Status >= http.StatusInternalServerError {
+			return upstream.Unavailable("status %d", r.Status)
+		}
+		return err
+	}
+}
+
+// reader reads the source routes of one request and keeps every attempt
+// for data.sources[]. Its methods may be called from several goroutines.
+type reader struct {
+	s   *server
+	ctx context.Context
+
+	mu      sync.Mutex
+	sources []upstream.Source
+
+	leaderOnce sync.Once
+	leader     string
+}
+
+func (s *server) reader(ctx context.Context) *reader { return &reader{s: s, ctx: ctx} }
+
+func (r *reader) record(src ...upstream.Source) {
+	r.mu.Lock()
+	r.sources = append(r.sources, src...)
+	r.mu.Unlock()
+}
+
+// attempts returns the attempts so far, never nil (data.sources[] is an
+// array even when empty).
+func (r *reader) attempts() []upstream.Source {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append(make([]upstream.Source, 0, len(r.sources)), r.sources...)
+}
+
+// read asks the validators in turn for c, and decodes the first answer
+// within the contract into each of out. The status is returned,
+// since a source may list others than 200 (404, or /health's 503); the
+// caller reads out accordingly. Failure is the ops error to answer.
+func (r *reader) read(c call, out ...any) (int, error) {
+	resp, srcs, err := r.s.up.Get(r.ctx, c.path, r.s.accept(c.template))
+	r.record(srcs...)
+	if err != nil {
+		return 0, r.sourceError(c, err)
+	}
+	return resp.Status, decode(c, resp, out...)
+}
+
+// readFrom asks one validator; the error is upstream's, for the views that
+// report each validator's answer.
+func (r *reader) readFrom(base string, c call, out ...any) (int, error) {
+	resp, src, err := r.s.up.GetFrom(r.ctx, base, c.path, r.s.accept(c.template))
+	r.record(src)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Status, decode(c, resp, out...)
+}
+
+// readLeader reads c from the leader: the views of the pipeline are the
+// leader's. When no leader is known, or it is not among the edge's
+// validators, or it fails, any validator answers; its view is then a
+// follower's, which its body says.
+func (r *reader) readLeader(c call, out ...any) (int, error) {
+	if base := r.leaderURL(); base != "" {
+		if status, err := r.readFrom(base, c, out...); err == nil {
+			return status, nil
+		}
+	}
+	return r.read(c, out...)
+}
+
+// leaderURL asks once per request which validator leads; "" when none
+// answers or none is known.
+func (r *reader) leaderURL() string {
+	r.leaderOnce.Do(func() {
+		var info api.LeaderInfo
+		if status, err := r.read(at(srcLeader), &info); err == nil && status == http.StatusOK &&
+			info.Known && slices.Contains(r.s.up.URLs(), info.LeaderURL) {
+			r.leader = info.LeaderURL
+		}
+	})
+	return r.leader
+}
+
+// answeredBy is the validator whose answer to c was taken.
+func (r *reader) answeredBy(c call) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.sources) - 1; i >= 0; i-- {
+		if src := r.sources[i]; src.OK && src.Route == c.path {
+			return src.NodeID
+		}
+	}
+	return ""
+}
+
+// noneAnswered is the error of a view that asked every validator for c and
+// could use no answer: errs are their failures.
+func (r *reader) noneAnswered(c call, errs []error) error {
+	err := upstream.ErrUnavailable
+	for _, e := range errs {
+		if errors.Is(e, upstream.ErrRejected) {
+			err = upstream.ErrRejected
+		}
+	}
+	return r.sourceError(c, err)
+}
+
+// sourceError turns a failed read into the ops error, with the attempts.
+func (r *reader) sourceError(c call, err error) error {
+	e := newError(CodeSourceUnavailable, "no validator answered %s", c.path)
+	if errors.Is(err, upstream.ErrRejected) {
+		e = newError(CodeSourceInvalid, "no validator answered %s within its contract (/openapi-validator-source.yaml)", c.path)
+	}
+	return e.with("sourceRoute", c.template).with("sources", r.attempts())
+}
+
+func decode(c call, resp upstream.Response, out ...any) error {
+	for _, o := range out {
+		// The body matched its schema already; what still fails here is
+		// a value the schema allows and the Go type does not (a
+		// negative count).
+		if err := json.Unmarshal(resp.Body, o); err != nil {
+			return newError(CodeSourceInvalid, "%s answered a value the edge cannot read: %v", c.path, err).with("sourceRoute", c.template)
+		}
+	}
+	return nil
+}
