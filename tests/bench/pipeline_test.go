@@ -32,7 +32,8 @@ import (
 //	load=saturated  BENCH_PIPELINE_CLIENTS closed-loop clients (default 256): proposals/s
 //	load=half       an open loop at half the saturated rate: p50/p99 latency at half load
 //
-// Both report the leader's peak RSS (VmHWM). Run with a fixed count, e.g.
+// Both report the leader's peak RSS (VmHWM); BENCH_PROFILE profiles every
+// validator during the saturated run (see BenchmarkCluster). Run with a fixed count, e.g.
 // -bench BenchmarkPipeline -benchtime 20000x: every proposal is paid first.
 func BenchmarkPipeline(b *testing.B) {
 	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
@@ -53,7 +54,9 @@ func BenchmarkPipeline(b *testing.B) {
 	var saturated float64
 	b.Run("load=saturated", func(b *testing.B) {
 		forms := c.prepaid(b, chain, b.N)
+		profiled := startProfile(b, c, clients)
 		latencies, elapsed := c.drive(b, forms, clients, 0)
+		profiled()
 		saturated = float64(b.N) / elapsed.Seconds()
 		c.report(b, latencies, elapsed)
 	})
