@@ -10,7 +10,7 @@
 //	BENCH_VALIDATOR_ENV="K=V …"  extra SVC_VALIDATOR_* settings (see validatorSettings)
 //	BENCH_VALIDATOR_BIN=path    a prebuilt validator instead of building this tree's
 //	ETCD_BIN=path               etcd (default: etcd on PATH, else apt-get install etcd-server)
-//	BENCH_PROFILE=dir           write a CPU profile of every validator per run into dir
+//	BENCH_PROFILE=dir           write a CPU profile of every validator, and of this process, per run into dir
 //	BENCH_PROFILE_SECONDS=n     length of each profile (default 3; keep it below the run's length)
 //
 // Besides proposals/s and the latency percentiles from submission to
@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,11 +244,27 @@ func startProfile(b *testing.B, sys system, clients int) (wait func()) {
 		seconds = n
 	}
 	prefix := filepath.Join(dir, fmt.Sprintf("clients=%d-n=%d", clients, b.N))
+	// The benchmark's own process (clients, and whatever backing it runs
+	// in-process) shares the machine with the servers: profile it over the
+	// same window, so that where the rest of the CPU goes is visible too.
+	f, err := os.Create(prefix + "-bench.pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Logf("profile of the benchmark process: %v", err) // another profile (-cpuprofile) runs
+		_ = f.Close()
+		f = nil
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := p.profile(context.Background(), time.Duration(seconds)*time.Second, prefix); err != nil {
 			b.Logf("profile: %v", err)
+		}
+		if f != nil {
+			pprof.StopCPUProfile()
+			_ = f.Close()
 		}
 	}()
 	return func() { <-done }
