@@ -8,7 +8,7 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline fuzz build tidy
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-edge fuzz build tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -43,11 +43,11 @@ lint:
 
 ## bench: every benchmark in Go's benchmark format: the package benchmarks, then the
 ## cluster and pipeline benchmarks below. BENCHCOUNT=6 and benchstat compare runs.
-bench: bench-packages bench-cluster bench-pipeline
+bench: bench-packages bench-cluster bench-pipeline bench-edge
 
 ## bench-packages: the package benchmarks (storage, state, transport, signing, ...)
 bench-packages:
-	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline|BenchmarkEdge' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
 
 ## bench-cluster: 3 validators against 3 etcd members (Debian's etcd-server, installed
 ## when missing) on loopback, 1 KiB proposals, closed-loop clients: proposals/s, p50-ms,
@@ -64,6 +64,13 @@ bench-cluster:
 PIPELINE_COUNT ?= 20000
 bench-pipeline:
 	$(GO) test -run '^$$' -bench BenchmarkPipeline -benchtime $(PIPELINE_COUNT)x -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
+
+## bench-edge: the edge in front of 3 validators (MOCK mode, idle), closed-loop clients on
+## /ops/v1/overview and /ops/v1/queue: requests/s, p50-ms, p99-ms and upstream-req/s (the edge's
+## calls to the validators: they should not grow with the clients). BENCH_EDGE_CLIENTS=100,1000.
+EDGE_BENCHTIME ?= 3s
+bench-edge:
+	$(GO) test -run '^$$' -bench BenchmarkEdge -benchtime $(EDGE_BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -152,6 +152,9 @@ func Start(t testing.TB, o Options) *Network {
 	run("edge", func() error {
 		return edge.Run(ctx, edge.Config{
 			HTTPAddr: "127.0.0.1:0", Validators: []string{n.ValidatorURL}, ClusterID: "test", UpstreamTimeout: 2 * time.Second,
+			// Answers are not reused (CacheTTL 0), so a test reads through the
+			// edge what it has just written; identical reads still share a call.
+			PerValidator: 16, CacheEntries: 4096, LeaderRefresh: time.Second,
 		}, log.Named("edge"), eready)
 	})
 	n.EdgeURL = "http://" + receive(t, eready, failed)

@@ -146,7 +146,8 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 	start("edge", func(ctx context.Context) error {
 		return edge.Run(ctx, edge.Config{
 			HTTPAddr: edgeAddr, Validators: urls, ClusterID: "contentledger-dev",
-			UpstreamTimeout: 2 * time.Second,
+			UpstreamTimeout: 2 * time.Second, PerValidator: 16, CacheTTL: 500 * time.Millisecond, CacheEntries: 4096,
+			LeaderRefresh: time.Second,
 		}, log.Named("edge"), nil)
 	})
 

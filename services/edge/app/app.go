@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
+	"github.com/contentledger/contentledger/services/edge/internal/metrics"
 	"github.com/contentledger/contentledger/services/edge/internal/routes"
 	"github.com/contentledger/contentledger/services/edge/internal/upstream"
 	"github.com/contentledger/contentledger/services/edge/openapi"
@@ -30,16 +31,28 @@ type Config struct {
 	APIAuthToken     string        `envconfig:"API_AUTH_TOKEN" desc:"bearer token required on /ops/v1/*; unset: no token needed"`
 	RuntimeAuthToken string        `envconfig:"RUNTIME_AUTH_TOKEN" desc:"stricter bearer token required on /ops/v1/runtime/*"`
 	ClusterID        string        `envconfig:"CLUSTER_ID" default:"contentledger-local" desc:"clusterId stamped on every envelope"`
-	UpstreamTimeout  time.Duration `envconfig:"UPSTREAM_TIMEOUT" default:"2s" desc:"timeout of one call to a validator"`
+	UpstreamTimeout  time.Duration `envconfig:"UPSTREAM_TIMEOUT" default:"2s" desc:"timeout of one call to a validator, and of the wait for one of its slots"`
+	PerValidator     int           `envconfig:"VALIDATOR_CONCURRENCY" default:"16" desc:"calls in flight to one validator at most; 0: no bound"`
+	CacheTTL         time.Duration `envconfig:"CACHE_TTL" default:"500ms" desc:"how long an accepted validator answer is reused; 0: not reused (concurrent identical reads still share one call)"`
+	CacheEntries     int           `envconfig:"CACHE_ENTRIES" default:"4096" desc:"validator answers kept at most"`
+	LeaderRefresh    time.Duration `envconfig:"LEADER_REFRESH" default:"1s" desc:"how long the leader's identity is kept; a failed read from it asks again at once"`
 }
 
 // Run serves until ctx ends. ready, when not nil, receives the bound address
 // once the listener is open.
 func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) error {
-	pool, err := upstream.NewPool(cfg.Validators, cfg.UpstreamTimeout, cfg.ValidatorToken)
+	m := metrics.New()
+	pool, err := upstream.NewPool(upstream.Config{
+		URLs: cfg.Validators, Timeout: cfg.UpstreamTimeout, Token: cfg.ValidatorToken,
+		PerValidator: cfg.PerValidator, Observer: m,
+	})
 	if err != nil {
 		return err
 	}
+	// A shared call may go through every validator in turn, each with
+	// its wait for a slot and its call.
+	shared := 2 * cfg.UpstreamTimeout * time.Duration(len(pool.URLs()))
+	cache := upstream.NewCache(pool, upstream.CacheConfig{TTL: cfg.CacheTTL, Entries: cfg.CacheEntries, Shared: shared, Observer: m})
 	docs, err := openapi.Load()
 	if err != nil {
 		return err
@@ -53,13 +66,16 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		Lanes:          auth.Lanes{APIToken: cfg.APIAuthToken, RuntimeToken: cfg.RuntimeAuthToken},
 		EdgeDocument:   docs.EdgeYAML,
 		SourceDocument: docs.SourceYAML,
-	}, pool, contract, log)
+		LeaderRefresh:  cfg.LeaderRefresh,
+		Metrics:        m,
+	}, cache, contract, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("edge: listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("edge serving", zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()))
+	log.Info("edge serving", zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()),
+		zap.Duration("cacheTTL", cfg.CacheTTL), zap.Int("perValidator", cfg.PerValidator))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -20,7 +20,7 @@ import (
 // table returns the route table of an edge built the way New builds it.
 func table(t *testing.T) []route {
 	t.Helper()
-	pool, err := upstream.NewPool([]string{"http://127.0.0.1:1"}, 0, "")
+	pool, err := upstream.NewPool(upstream.Config{URLs: []string{"http://127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

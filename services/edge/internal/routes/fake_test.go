@@ -272,7 +272,7 @@ func (f *fake) body(r *http.Request) (int, any) {
 // edge runs the edge against the validators at urls.
 func edge(t *testing.T, lanes auth.Lanes, urls ...string) *httptest.Server {
 	t.Helper()
-	pool, err := upstream.NewPool(urls, time.Second, "")
+	pool, err := upstream.NewPool(upstream.Config{URLs: urls, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,15 +20,16 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/ops"
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
+	"github.com/contentledger/contentledger/services/edge/internal/metrics"
 	"github.com/contentledger/contentledger/services/edge/internal/upstream"
 )
 
 // Upstream is the validator pool as the routes use it.
 type Upstream interface {
 	// Get asks the validators in turn until accept takes an answer.
-	Get(ctx context.Context, route string, accept upstream.Accept) (upstream.Response, []upstream.Source, error)
+	Get(ctx context.Context, route upstream.Route, accept upstream.Accept) (upstream.Response, []upstream.Source, error)
 	// GetFrom asks one validator.
-	GetFrom(ctx context.Context, base, route string, accept upstream.Accept) (upstream.Response, upstream.Source, error)
+	GetFrom(ctx context.Context, base string, route upstream.Route, accept upstream.Accept) (upstream.Response, upstream.Source, error)
 	// URLs are the validators' base URLs, in the order Get asks them.
 	URLs() []string
 }
@@ -41,6 +42,16 @@ type Contract interface {
 	Check(template string, status int, body []byte) error
 }
 
+// Metrics counts the edge's requests and serves every metric of the edge
+// (metrics.Metrics).
+type Metrics interface {
+	// Request counts one answered request; route is the route as
+	// /openapi.yaml writes it, or "unmatched".
+	Request(route string, status int, took time.Duration)
+	// Handler serves /metrics.
+	Handler() http.Handler
+}
+
 // Config is what the routes need besides the pool and the contract.
 type Config struct {
 	ClusterID string
@@ -49,6 +60,12 @@ type Config struct {
 	// /openapi-validator-source.yaml.
 	EdgeDocument, SourceDocument []byte
 	Now                          func() time.Time
+	// LeaderRefresh is how long the edge keeps the leader it was told
+	// of before asking again; a failed read from the leader asks again
+	// at once. 0 asks on every request.
+	LeaderRefresh time.Duration
+	// Metrics, when nil, are the edge's own (metrics.New).
+	Metrics Metrics
 }
 
 type server struct {
@@ -56,6 +73,10 @@ type server struct {
 	up       Upstream
 	contract Contract
 	log      *zap.Logger
+	leader   leaderCache
+	// templates maps echo's route paths to the document's, the label of
+	// the request metrics.
+	templates map[string]string
 }
 
 // route is one route of the edge: its path as /openapi.yaml writes it, the
@@ -115,6 +136,10 @@ func (s *server) routes() []route {
 		{"/openapi.yaml", nil, document(s.cfg.EdgeDocument)},
 		{"/openapi-validator-source.yaml", nil, document(s.cfg.SourceDocument)},
 		{"/health", nil, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) }},
+		{"/metrics", nil, func(c echo.Context) error {
+			s.cfg.Metrics.Handler().ServeHTTP(c.Response(), c.Request())
+			return nil
+		}},
 	}
 }
 
@@ -123,10 +148,15 @@ func New(cfg Config, up Upstream, contract Contract, log *zap.Logger) *echo.Echo
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &server{cfg: cfg, up: up, contract: contract, log: log}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	s := &server{cfg: cfg, up: up, contract: contract, log: log, templates: map[string]string{}}
+	s.leader.every = cfg.LeaderRefresh
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observe)
 	// Tokens are checked before routing is acted on, so that without a
 	// token nothing, not even which routes exist, is told.
 	e.Use(s.authenticate)
@@ -134,8 +164,27 @@ func New(cfg Config, up Upstream, contract Contract, log *zap.Logger) *echo.Echo
 		// Every method reaches the handler, so that each answers the
 		// same 405 (echo would answer OPTIONS itself, with 204).
 		e.Any(echoPath(r.path), s.handle(r))
+		s.templates[echoPath(r.path)] = r.path
 	}
 	return e
+}
+
+// observe counts every request by route and status. The error is answered
+// here rather than by echo after the middleware, so that its status is
+// known when it is counted.
+func (s *server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route, ok := s.templates[c.Path()]
+		if !ok {
+			route = "unmatched"
+		}
+		s.cfg.Metrics.Request(route, c.Response().Status, time.Since(start))
+		return nil
+	}
 }
 
 // echoPath writes an OpenAPI path template the way echo routes it.

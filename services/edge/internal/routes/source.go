@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/services/edge/internal/upstream"
@@ -53,6 +54,8 @@ type call struct{ template, path string }
 
 func at(template string) call { return call{template, template} }
 
+func (c call) route() upstream.Route { return upstream.Route{Template: c.template, Path: c.path} }
+
 // with fills the {name} segment of the path.
 func (c call) with(name, value string) call {
 	c.path = strings.Replace(c.path, "{"+name+"}", value, 1)
@@ -81,6 +84,8 @@ type reader struct {
 	mu      sync.Mutex
 	sources []upstream.Source
 
+	// One leader for the whole request, so that a view's leader reads
+	// agree.
 	leaderOnce sync.Once
 	leader     string
 }
@@ -106,7 +111,7 @@ func (r *reader) attempts() []upstream.Source {
 // since a source may list others than 200 (404, or /health's 503); the
 // caller reads out accordingly. Failure is the ops error to answer.
 func (r *reader) read(c call, out ...any) (int, error) {
-	resp, srcs, err := r.s.up.Get(r.ctx, c.path, r.s.accept(c.template))
+	resp, srcs, err := r.s.up.Get(r.ctx, c.route(), r.s.accept(c.template))
 	r.record(srcs...)
 	if err != nil {
 		return 0, r.sourceError(c, err)
@@ -117,7 +122,7 @@ func (r *reader) read(c call, out ...any) (int, error) {
 // readFrom asks one validator; the error is upstream's, for the views that
 // report each validator's answer.
 func (r *reader) readFrom(base string, c call, out ...any) (int, error) {
-	resp, src, err := r.s.up.GetFrom(r.ctx, base, c.path, r.s.accept(c.template))
+	resp, src, err := r.s.up.GetFrom(r.ctx, base, c.route(), r.s.accept(c.template))
 	r.record(src)
 	if err != nil {
 		return 0, err
@@ -134,21 +139,75 @@ func (r *reader) readLeader(c call, out ...any) (int, error) {
 		if status, err := r.readFrom(base, c, out...); err == nil {
 			return status, nil
 		}
+		// The leader may have stepped down or gone: the next
+		// request asks who leads now.
+		r.s.leader.forget(base)
 	}
 	return r.read(c, out...)
 }
 
-// leaderURL asks once per request which validator leads; "" when none
-// answers or none is known.
+// leaderCache is the leader as the edge was last told: asking
+// /v1/consensus/leader for every request would double the calls of the
+// pipeline's views. A leader that changes is seen after at most every, or
+// at the first failed read from the old one; meanwhile a follower's view
+// is a view too, which the body says.
+type leaderCache struct {
+	every time.Duration
+
+	mu  sync.Mutex
+	url string
+	at  time.Time
+	ok  bool
+}
+
+func (l *leaderCache) get(now time.Time) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.url, l.ok && now.Sub(l.at) < l.every
+}
+
+func (l *leaderCache) set(url string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.url, l.at, l.ok = url, at, true
+}
+
+// forget drops url unless another leader was learnt meanwhile.
+func (l *leaderCache) forget(url string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.url == url {
+		l.ok = false
+	}
+}
+
+// leaderURL is the validator that leads; "" when none answers or none is
+// known (kept as well: during an election every request would ask).
 func (r *reader) leaderURL() string {
-	r.leaderOnce.Do(func() {
-		var info api.LeaderInfo
-		if status, err := r.read(at(srcLeader), &info); err == nil && status == http.StatusOK &&
-			info.Known && slices.Contains(r.s.up.URLs(), info.LeaderURL) {
-			r.leader = info.LeaderURL
-		}
-	})
+	r.leaderOnce.Do(func() { r.leader = r.askLeader() })
 	return r.leader
+}
+
+func (r *reader) askLeader() string {
+	if url, ok := r.s.leader.get(time.Now()); ok {
+		return url
+	}
+	leaderRoute := at(srcLeader)
+	var info api.LeaderInfo
+	// Fresh: the cache of answers would hand back the leader just
+	// forgotten; concurrent requests still share the one call.
+	resp, srcs, err := r.s.up.Get(r.ctx, upstream.Route{Template: leaderRoute.template, Path: leaderRoute.path, Fresh: true},
+		r.s.accept(leaderRoute.template))
+	r.record(srcs...)
+	if err != nil || resp.Status != http.StatusOK || decode(leaderRoute, resp, &info) != nil {
+		return ""
+	}
+	url := ""
+	if info.Known && slices.Contains(r.s.up.URLs(), info.LeaderURL) {
+		url = info.LeaderURL
+	}
+	r.s.leader.set(url, time.Now())
+	return url
 }
 
 // answeredBy is the validator whose answer to c was taken.

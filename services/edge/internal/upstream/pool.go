@@ -6,7 +6,7 @@
 //
 // What an acceptable answer is belongs to the caller (the routes check it
 // against the source contract); the pool only moves bytes and counts
-// attempts. Caching and coalescing, when they come, wrap Get.
+// attempts. Cache wraps a pool with request coalescing and a short cache.
 package upstream
 
 import (
@@ -23,13 +23,55 @@ import (
 const maxBody = 8 << 20
 
 // Source is one attempt at one validator, as data.sources[] reports it.
+// CacheAgeMs is how old the attempt is when it is reported: 0 when it was
+// made for this request (or shared with a concurrent one), the age of the
+// cached answer otherwise.
 type Source struct {
-	NodeID    string `json:"nodeId"`
-	Route     string `json:"route"`
-	OK        bool   `json:"ok"`
-	LatencyMs int64  `json:"latencyMs"`
-	Error     string `json:"error,omitempty"`
+	NodeID     string `json:"nodeId"`
+	Route      string `json:"route"`
+	OK         bool   `json:"ok"`
+	LatencyMs  int64  `json:"latencyMs"`
+	CacheAgeMs int64  `json:"cacheAgeMs"`
+	Error      string `json:"error,omitempty"`
 }
+
+// Route is one request to a source route: Template is the route as the
+// source document names it (the label of the metrics, so that a wallet
+// address does not become a time series), Path what is asked, query
+// included.
+type Route struct {
+	Template, Path string
+	// Fresh skips a cached answer (the answer is still shared with
+	// concurrent identical reads): for a caller that keeps its own,
+	// longer-lived view of the answer, such as the leader.
+	Fresh bool
+}
+
+// Observer counts what the pool and the cache do; metrics.Metrics is one.
+type Observer interface {
+	// Call is one call to a validator and its outcome (Outcome*).
+	Call(template, outcome string)
+	// Lookup is one read through the cache and how it was answered
+	// (Lookup*).
+	Lookup(template, result string)
+}
+
+// Outcomes of a call, and results of a lookup, as the metrics label them.
+const (
+	OutcomeOK          = "ok"
+	OutcomeUnavailable = "unavailable"
+	OutcomeRejected    = "rejected"
+	OutcomeBusy        = "busy"
+
+	LookupHit    = "hit"
+	LookupMiss   = "miss"
+	LookupShared = "shared"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) Call(string, string)   {}
+func (nopObserver) Lookup(string, string) {}
 
 // Response is a validator's answer.
 type Response struct {
@@ -67,28 +109,61 @@ func Unavailable(format string, args ...any) error {
 	return &attemptError{kind: ErrUnavailable, reason: fmt.Sprintf(format, args...)}
 }
 
-// Pool is a fixed list of validator base URLs.
-type Pool struct {
-	urls   []string
-	client *http.Client
-	token  string
+// Config is a pool's configuration.
+type Config struct {
+	// URLs are the validators' base URLs, in the order Get asks them.
+	URLs []string
+	// Timeout bounds one call to a validator, and the wait for a slot.
+	Timeout time.Duration
+	// Token, when set, is sent as the bearer token (the validators'
+	// SVC_VALIDATOR_AUTH_TOKEN).
+	Token string
+	// PerValidator bounds the calls in flight to one validator; 0: no
+	// bound.
+	PerValidator int
+	// Observer counts the calls; nil counts nothing.
+	Observer Observer
 }
 
-// NewPool returns a pool. token, when set, is sent as the bearer token
-// (SVC_VALIDATOR_AUTH_TOKEN of the validators).
-func NewPool(urls []string, timeout time.Duration, token string) (*Pool, error) {
-	if len(urls) == 0 {
+// Pool is a fixed list of validator base URLs.
+type Pool struct {
+	urls    []string
+	client  *http.Client
+	token   string
+	timeout time.Duration
+	obs     Observer
+	// slots holds one semaphore per validator: a validator that slows
+	// down is not buried under the edge's retries, and a request that
+	// cannot get a slot in time moves on to the next validator.
+	slots map[string]chan struct{}
+}
+
+// NewPool returns a pool.
+func NewPool(cfg Config) (*Pool, error) {
+	if len(cfg.URLs) == 0 {
 		return nil, errors.New("upstream: no validator URL")
 	}
-	clean := make([]string, len(urls))
-	for i, u := range urls {
+	p := &Pool{
+		client:  &http.Client{Timeout: cfg.Timeout},
+		token:   cfg.Token,
+		timeout: cfg.Timeout,
+		obs:     cfg.Observer,
+		slots:   map[string]chan struct{}{},
+	}
+	if p.obs == nil {
+		p.obs = nopObserver{}
+	}
+	for _, u := range cfg.URLs {
 		u = strings.TrimRight(strings.TrimSpace(u), "/")
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return nil, fmt.Errorf("upstream: validator URL %q is not http(s)", u)
 		}
-		clean[i] = u
+		p.urls = append(p.urls, u)
+		if cfg.PerValidator > 0 {
+			p.slots[u] = make(chan struct{}, cfg.PerValidator)
+		}
 	}
-	return &Pool{urls: clean, client: &http.Client{Timeout: timeout}, token: token}, nil
+	return p, nil
 }
 
 // URLs returns the validator base URLs.
@@ -97,7 +172,7 @@ func (p *Pool) URLs() []string { return append([]string(nil), p.urls...) }
 // Get asks the validators in turn for route until accept takes an answer.
 // The error wraps ErrRejected when at least one validator answered and
 // none acceptably (asking again will not help), ErrUnavailable otherwise.
-func (p *Pool) Get(ctx context.Context, route string, accept Accept) (Response, []Source, error) {
+func (p *Pool) Get(ctx context.Context, route Route, accept Accept) (Response, []Source, error) {
 	var sources []Source
 	rejected := false
 	for _, base := range p.urls {
@@ -112,31 +187,66 @@ func (p *Pool) Get(ctx context.Context, route string, accept Accept) (Response, 
 		}
 	}
 	if rejected {
-		return Response{}, sources, fmt.Errorf("%w: %s", ErrRejected, route)
+		return Response{}, sources, fmt.Errorf("%w: %s", ErrRejected, route.Path)
 	}
-	return Response{}, sources, fmt.Errorf("%w: %s", ErrUnavailable, route)
+	return Response{}, sources, fmt.Errorf("%w: %s", ErrUnavailable, route.Path)
 }
 
 // GetFrom asks one validator. The error unwraps to ErrUnavailable or
 // ErrRejected, as Get's does, and its message is the reason alone.
-func (p *Pool) GetFrom(ctx context.Context, base, route string, accept Accept) (Response, Source, error) {
+func (p *Pool) GetFrom(ctx context.Context, base string, route Route, accept Accept) (Response, Source, error) {
 	start := time.Now()
-	src := Source{NodeID: base, Route: route}
-	resp, err := p.get(ctx, base+route)
-	if err != nil {
-		err = &attemptError{kind: ErrUnavailable, reason: err.Error()}
-	} else if err = accept(resp); err != nil {
-		var ae *attemptError
-		if !errors.As(err, &ae) {
-			err = &attemptError{kind: ErrRejected, reason: err.Error()}
+	src := Source{NodeID: base, Route: route.Path}
+	var resp Response
+	outcome := OutcomeBusy
+	release, err := p.acquire(ctx, base)
+	if err == nil {
+		resp, err = p.get(ctx, base+route.Path)
+		release()
+		outcome = OutcomeUnavailable
+		if err != nil {
+			err = &attemptError{kind: ErrUnavailable, reason: err.Error()}
+		} else if err = accept(resp); err != nil {
+			var ae *attemptError
+			if !errors.As(err, &ae) {
+				err = &attemptError{kind: ErrRejected, reason: err.Error()}
+				outcome = OutcomeRejected
+			}
+		} else {
+			outcome = OutcomeOK
 		}
 	}
+	p.obs.Call(route.Template, outcome)
 	src.LatencyMs = time.Since(start).Milliseconds()
 	src.OK = err == nil
 	if err != nil {
 		src.Error = err.Error()
 	}
 	return resp, src, err
+}
+
+// acquire takes one of base's slots, waiting at most the pool's timeout
+// (and never past ctx): a validator that has not freed a slot by then is
+// as good as down for this request, which moves on to the next one.
+func (p *Pool) acquire(ctx context.Context, base string) (release func(), err error) {
+	slot, ok := p.slots[base]
+	if !ok {
+		return func() {}, nil
+	}
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	default:
+	}
+	wait := time.NewTimer(p.timeout)
+	defer wait.Stop()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return nil, &attemptError{kind: ErrUnavailable, reason: fmt.Sprintf("busy: %d calls in flight", cap(slot))}
 }
 
 func (p *Pool) get(ctx context.Context, url string) (Response, error) {

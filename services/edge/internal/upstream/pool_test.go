@@ -39,6 +39,8 @@ func accept(r Response) error {
 	return nil
 }
 
+var x = Route{Template: "/v1/x", Path: "/v1/x"}
+
 func TestGet(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -54,11 +56,11 @@ func TestGet(t *testing.T) {
 		{"all down", []string{dead(t), validator(t, 500, "")}, ErrUnavailable, 2},
 		{"one refused, one down", []string{validator(t, 200, "garbage"), dead(t)}, ErrRejected, 2},
 	} {
-		p, err := NewPool(tc.urls, time.Second, "secret")
+		p, err := NewPool(Config{URLs: tc.urls, Timeout: time.Second, Token: "secret"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, sources, err := p.Get(ctx, "/v1/x", accept)
+		resp, sources, err := p.Get(ctx, x, accept)
 		if len(sources) != tc.sources {
 			t.Errorf("%s: %d sources: %+v", tc.name, len(sources), sources)
 		}
@@ -80,28 +82,28 @@ func TestGet(t *testing.T) {
 }
 
 func TestGetFromSaysWhy(t *testing.T) {
-	p, err := NewPool([]string{"http://unused"}, time.Second, "secret")
+	p, err := NewPool(Config{URLs: []string{"http://unused"}, Timeout: time.Second, Token: "secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, src, err := p.GetFrom(context.Background(), validator(t, 200, "garbage"), "/v1/x", accept)
+	_, src, err := p.GetFrom(context.Background(), validator(t, 200, "garbage"), x, accept)
 	if !errors.Is(err, ErrRejected) || err.Error() != "not ok" || src.Error != "not ok" {
 		t.Fatalf("%v %+v", err, src)
 	}
-	_, src, err = p.GetFrom(context.Background(), validator(t, 502, ""), "/v1/x", accept)
+	_, src, err = p.GetFrom(context.Background(), validator(t, 502, ""), x, accept)
 	if !errors.Is(err, ErrUnavailable) || src.Error != "status 502" {
 		t.Fatalf("%v %+v", err, src)
 	}
 }
 
 func TestNewPool(t *testing.T) {
-	if _, err := NewPool(nil, time.Second, ""); err == nil {
+	if _, err := NewPool(Config{Timeout: time.Second}); err == nil {
 		t.Error("no URL accepted")
 	}
-	if _, err := NewPool([]string{"ftp://x"}, time.Second, ""); err == nil {
+	if _, err := NewPool(Config{URLs: []string{"ftp://x"}, Timeout: time.Second}); err == nil {
 		t.Error("a non-http URL accepted")
 	}
-	p, err := NewPool([]string{" http://a/ ", "https://b"}, time.Second, "")
+	p, err := NewPool(Config{URLs: []string{" http://a/ ", "https://b"}, Timeout: time.Second})
 	if err != nil || p.URLs()[0] != "http://a" || p.URLs()[1] != "https://b" {
 		t.Errorf("%v %v", p.URLs(), err)
 	}

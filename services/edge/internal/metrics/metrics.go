@@ -1,0 +1,75 @@
+// Package metrics holds the edge's Prometheus metrics. They live in a
+// registry owned by the edge (not the client library's global one), so
+// that two edges in one process, as in the tests, count apart.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the edge's metrics. Its methods are the observers the
+// routes (Request) and the upstream pool and cache (Call, Lookup) declare.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	upstream *prometheus.CounterVec
+	cache    *prometheus.CounterVec
+}
+
+// New returns the metrics in a new registry, with the Go runtime's and
+// the process's.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_requests_total",
+			Help: "Requests answered, by route (as /openapi.yaml writes it) and status.",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_request_duration_seconds",
+			Help: "Time to answer a request, by route.",
+			// From a cached answer (well under a millisecond) to a
+			// validator timing out (seconds).
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_upstream_requests_total",
+			Help: "Calls to validators, by source route template and outcome (ok, unavailable, rejected, busy: no slot in time, not sent).",
+		}, []string{"route", "outcome"}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_cache_lookups_total",
+			Help: "Reads of source routes, by source route template and result (hit: a kept answer; shared: joined a call in flight; miss: made the call).",
+		}, []string{"route", "result"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.upstream, m.cache,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Request counts one answered request.
+func (m *Metrics) Request(route string, status int, took time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(route).Observe(took.Seconds())
+}
+
+// Call counts one call to a validator.
+func (m *Metrics) Call(template, outcome string) {
+	m.upstream.WithLabelValues(template, outcome).Inc()
+}
+
+// Lookup counts one read through the cache.
+func (m *Metrics) Lookup(template, result string) {
+	m.cache.WithLabelValues(template, result).Inc()
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,227 @@
+package bench
+
+// BenchmarkEdge measures the edge in front of a 3-validator cluster (MOCK
+// mode, idle): closed-loop clients asking one /ops/v1 route, each a
+// sub-benchmark per route and client count:
+//
+//	BenchmarkEdge/route=overview/clients=1000  ...  requests/s  p50-ms  p99-ms  upstream-req/s
+//
+// upstream-req/s are the edge's calls to the validators during the run, as
+// its own edge_upstream_requests_total counts them: with the cache and
+// request coalescing they follow the routes and OPS_CACHE_TTL, not the
+// number of clients (compare clients=100 with clients=1000).
+// BENCH_EDGE_CLIENTS overrides the client counts (default 100,1000).
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	edgeBuildOnce sync.Once
+	edgeBin       string
+	edgeBuildErr  error
+)
+
+// buildEdge builds the edge next to the validator build.
+func buildEdge() (string, error) {
+	edgeBuildOnce.Do(func() {
+		var dir string
+		if dir, edgeBuildErr = os.MkdirTemp("", "contentledger-bench-edge-"); edgeBuildErr != nil {
+			return
+		}
+		edgeBin = filepath.Join(dir, "edge")
+		out, err := exec.Command("go", "build", "-o", edgeBin,
+			"github.com/contentledger/contentledger/services/edge/cmd/edge").CombinedOutput()
+		if err != nil {
+			edgeBuildErr = fmt.Errorf("building the edge: %v\n%s", err, out)
+		}
+	})
+	return edgeBin, edgeBuildErr
+}
+
+func BenchmarkEdge(b *testing.B) {
+	dir := b.TempDir()
+	cluster, err := startLedger(b.Cleanup, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin, err := buildEdge()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	addr, err := freeAddr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var urls []string
+	for _, n := range cluster.nodes {
+		urls = append(urls, n.url)
+	}
+	// The defaults, written out so the figures say what they were
+	// measured with.
+	edge, err := startProc(b.Cleanup, "edge", bin, nil, []string{
+		"OPS_HTTP_ADDR=" + addr,
+		"OPS_VALIDATORS=" + strings.Join(urls, ","),
+		"OPS_CACHE_TTL=500ms",
+		"OPS_LEADER_REFRESH=1s",
+		"OPS_VALIDATOR_CONCURRENCY=16",
+	}, filepath.Join(dir, "edge.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := "http://" + addr
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second,
+	}}
+	b.Cleanup(client.CloseIdleConnections)
+	if err := waitEdge(client, edge, base+"/ops/v1/overview"); err != nil {
+		b.Fatal(err)
+	}
+	for _, route := range []string{"overview", "queue"} {
+		for _, n := range edgeClients(b) {
+			b.Run(fmt.Sprintf("route=%s/clients=%d", route, n), func(b *testing.B) {
+				edgeLoad(b, client, base, "/ops/v1/"+route, n)
+			})
+		}
+	}
+}
+
+func edgeClients(b *testing.B) []int {
+	s := os.Getenv("BENCH_EDGE_CLIENTS")
+	if s == "" {
+		return []int{100, 1000}
+	}
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("BENCH_EDGE_CLIENTS=%q: %q is not a positive integer", s, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// waitEdge waits for the edge to answer url with 200: it is up, and the
+// validators have a leader.
+func waitEdge(client *http.Client, edge *proc, url string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := edge.alive(); err != nil {
+			return err
+		}
+		status, err := edgeGet(context.Background(), client, url)
+		if err == nil && status == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the edge did not answer %s with 200 in 60s: %d %v", url, status, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func edgeGet(ctx context.Context, client *http.Client, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
+// edgeLoad asks path b.N times from clients closed-loop clients.
+func edgeLoad(b *testing.B, client *http.Client, base, path string, clients int) {
+	upstream0, err := upstreamCalls(client, base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	latencies := make([]time.Duration, b.N)
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range min(clients, b.N) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				t0 := time.Now()
+				status, err := edgeGet(context.Background(), client, base+path)
+				if err == nil && status != http.StatusOK {
+					err = fmt.Errorf("%s: status %d", path, status)
+				}
+				if err != nil {
+					b.Error(err)
+					next.Store(int64(b.N)) // stop the other clients
+					return
+				}
+				latencies[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if b.Failed() {
+		return
+	}
+	upstream1, err := upstreamCalls(client, base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "requests/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric((upstream1-upstream0)/elapsed.Seconds(), "upstream-req/s")
+}
+
+// upstreamCalls is the sum of the edge's edge_upstream_requests_total over
+// its labels, from its /metrics.
+func upstreamCalls(client *http.Client, base string) (float64, error) {
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "edge_upstream_requests_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("/metrics: %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
