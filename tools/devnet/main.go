@@ -162,8 +162,11 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 		case e := <-errc:
 			return e
 		default:
-			return err
 		}
+		if ctx.Err() != nil {
+			return nil // interrupted while starting: a clean stop
+		}
+		return err
 	}
 	printTour(chain, natsURL, o)
 
