@@ -84,6 +84,23 @@ type ProposalStatus struct {
 	CommittedAt    *time.Time `json:"committedAt,omitempty"`
 	FinalizedAt    *time.Time `json:"finalizedAt,omitempty"`
 	Payment        *Payment   `json:"payment,omitempty"`
+	// PaymentOrphaned is set while a chain reorganization has taken back
+	// the payment log the proposal holds (COMMITTED or FINALIZED: it was
+	// committed on a payment the chain no longer has, a signal for an
+	// operator) or may be decided with (PENDING: such a decision is
+	// rejected payment_orphaned). It goes when the same transaction is
+	// mined again, and Payment then names the new block.
+	PaymentOrphaned *OrphanedPayment `json:"paymentOrphaned,omitempty"`
+}
+
+// OrphanedPayment is the payment log a reorg took back: the block it was
+// in, and when the validators recorded the retraction.
+type OrphanedPayment struct {
+	TxHash      string    `json:"txHash"`
+	BlockNumber uint64    `json:"blockNumber"`
+	BlockHash   string    `json:"blockHash"`
+	LogIndex    uint32    `json:"logIndex"`
+	RecordedAt  time.Time `json:"recordedAt"`
 }
 
 // Payment is the payment a committed proposal spent.
@@ -123,6 +140,10 @@ func StatusFromRecord(r *ledgerpb.ProposalRecord) ProposalStatus {
 	if ms := r.GetFinalizedAtMs(); ms > 0 {
 		t := time.UnixMilli(ms).UTC()
 		s.FinalizedAt = &t
+	}
+	if m := r.GetPaymentOrphaned(); m != nil {
+		s.PaymentOrphaned = &OrphanedPayment{TxHash: common.BytesToHash(m.GetTxHash()).Hex(), BlockNumber: m.GetBlockNumber(),
+			BlockHash: common.BytesToHash(m.GetBlockHash()).Hex(), LogIndex: m.GetLogIndex(), RecordedAt: time.UnixMilli(m.GetAtMs()).UTC()}
 	}
 	if pay, err := payment.FromProto(r.GetPayment()); err == nil {
 		s.Payment = &Payment{

@@ -143,4 +143,8 @@ type ProposalCounts struct {
 	Writes           uint64            `json:"writes"`
 	Deletes          uint64            `json:"deletes"`
 	RejectedByReason map[string]uint64 `json:"rejectedByReason"`
+	// PaymentOrphaned counts the committed proposals whose payment a chain
+	// reorganization took back and that no re-mined log pays now: a gauge,
+	// not a running total (ProposalStatus.PaymentOrphaned).
+	PaymentOrphaned uint64 `json:"paymentOrphaned"`
 }

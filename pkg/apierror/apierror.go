@@ -5,6 +5,12 @@
 //
 // Codes are lowercase and stable; clients branch on them. Every code has one
 // HTTP status. The same codes name the reason of a REJECTED proposal.
+//
+// payment_orphaned (402) is such a reason only: the proposal's payment was
+// observed, then a chain reorganization took it back (the chain-watcher
+// retracted it) and it was not mined again before the proposal was decided,
+// so the proposal never commits on it. A new proposal id with a new payment
+// is the way on.
 package apierror
 
 import (
@@ -23,6 +29,7 @@ const (
 	PaymentInsufficient Code = "payment_insufficient"
 	PaymentTierMismatch Code = "payment_tier_mismatch"
 	PaymentTxMismatch   Code = "payment_tx_mismatch"
+	PaymentOrphaned     Code = "payment_orphaned" // a reorg took the payment back (see the package doc)
 	PaymentSpent        Code = "payment_spent"
 	ProposalIDConflict  Code = "proposal_id_conflict"
 	WriteBlockedGCDebt  Code = "write_blocked_gc_debt"
@@ -48,6 +55,7 @@ var status = map[Code]int{
 	PaymentInsufficient: http.StatusPaymentRequired,
 	PaymentTierMismatch: http.StatusPaymentRequired,
 	PaymentTxMismatch:   http.StatusPaymentRequired,
+	PaymentOrphaned:     http.StatusPaymentRequired,
 	PaymentSpent:        http.StatusConflict,
 	ProposalIDConflict:  http.StatusConflict,
 	WriteBlockedGCDebt:  http.StatusPaymentRequired,

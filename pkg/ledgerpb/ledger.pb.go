@@ -812,6 +812,7 @@ type Entry struct {
 	//	*Entry_GcExecute
 	//	*Entry_GcSetLimit
 	//	*Entry_GcPay
+	//	*Entry_PaymentReorg
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -899,6 +900,15 @@ func (x *Entry) GetGcPay() *GcPay {
 	return nil
 }
 
+func (x *Entry) GetPaymentReorg() *PaymentReorg {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_PaymentReorg); ok {
+			return x.PaymentReorg
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -923,6 +933,10 @@ type Entry_GcPay struct {
 	GcPay *GcPay `protobuf:"bytes,5,opt,name=gc_pay,json=gcPay,proto3,oneof"`
 }
 
+type Entry_PaymentReorg struct {
+	PaymentReorg *PaymentReorg `protobuf:"bytes,6,opt,name=payment_reorg,json=paymentReorg,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -932,6 +946,174 @@ func (*Entry_GcExecute) isEntry_Op() {}
 func (*Entry_GcSetLimit) isEntry_Op() {}
 
 func (*Entry_GcPay) isEntry_Op() {}
+
+func (*Entry_PaymentReorg) isEntry_Op() {}
+
+// PaymentReorg says that a chain reorganization took back the ProposalPaid
+// log `retracted` that a proposal's record holds, or may be decided with
+// (the chain-watcher published its retraction), and, when `replacement` is
+// set, that the same transaction's log is canonical again in another block
+// (re-mined on the new branch). A leader proposes it from its payment index;
+// apply is a function of the record and this entry only:
+//   - a COMMITTED or FINALIZED record whose payment is `retracted` (same block
+//     hash and log index) is marked payment_orphaned (no replacement), or has
+//     its payment replaced and the mark cleared (replacement);
+//   - a PENDING record keeps the retraction as its payment_orphaned mark, so
+//     that a decision carrying the retracted payment is REJECTED
+//     payment_orphaned, or committed with the replacement, when it is applied;
+//   - anything else (no record, REJECTED, another payment) changes nothing.
+type PaymentReorg struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProposalId    []byte                 `protobuf:"bytes,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
+	Retracted     *Payment               `protobuf:"bytes,2,opt,name=retracted,proto3" json:"retracted,omitempty"`
+	Replacement   *Payment               `protobuf:"bytes,3,opt,name=replacement,proto3" json:"replacement,omitempty"`
+	AtMs          int64                  `protobuf:"varint,4,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // leader clock when proposed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PaymentReorg) Reset() {
+	*x = PaymentReorg{}
+	mi := &file_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PaymentReorg) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PaymentReorg) ProtoMessage() {}
+
+func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PaymentReorg.ProtoReflect.Descriptor instead.
+func (*PaymentReorg) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PaymentReorg) GetProposalId() []byte {
+	if x != nil {
+		return x.ProposalId
+	}
+	return nil
+}
+
+func (x *PaymentReorg) GetRetracted() *Payment {
+	if x != nil {
+		return x.Retracted
+	}
+	return nil
+}
+
+func (x *PaymentReorg) GetReplacement() *Payment {
+	if x != nil {
+		return x.Replacement
+	}
+	return nil
+}
+
+func (x *PaymentReorg) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// PaymentOrphan is the mark of a record whose payment log a reorg took back.
+type PaymentOrphan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BlockNumber   uint64                 `protobuf:"varint,1,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"` // of the retracted log
+	BlockHash     []byte                 `protobuf:"bytes,2,opt,name=block_hash,json=blockHash,proto3" json:"block_hash,omitempty"`
+	LogIndex      uint32                 `protobuf:"varint,3,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	TxHash        []byte                 `protobuf:"bytes,4,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
+	AtMs          int64                  `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`  // when the retraction was applied (leader clock)
+	Replacement   *Payment               `protobuf:"bytes,6,opt,name=replacement,proto3" json:"replacement,omitempty"` // PENDING records only: commit with this log instead
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PaymentOrphan) Reset() {
+	*x = PaymentOrphan{}
+	mi := &file_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PaymentOrphan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PaymentOrphan) ProtoMessage() {}
+
+func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PaymentOrphan.ProtoReflect.Descriptor instead.
+func (*PaymentOrphan) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PaymentOrphan) GetBlockNumber() uint64 {
+	if x != nil {
+		return x.BlockNumber
+	}
+	return 0
+}
+
+func (x *PaymentOrphan) GetBlockHash() []byte {
+	if x != nil {
+		return x.BlockHash
+	}
+	return nil
+}
+
+func (x *PaymentOrphan) GetLogIndex() uint32 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+func (x *PaymentOrphan) GetTxHash() []byte {
+	if x != nil {
+		return x.TxHash
+	}
+	return nil
+}
+
+func (x *PaymentOrphan) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *PaymentOrphan) GetReplacement() *Payment {
+	if x != nil {
+		return x.Replacement
+	}
+	return nil
+}
 
 // GcAccount is a wallet's GC debt account (DECISIONS D9), kept for every
 // wallet that deleted something or was given a limit. Amounts are in
@@ -951,7 +1133,7 @@ type GcAccount struct {
 
 func (x *GcAccount) Reset() {
 	*x = GcAccount{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1145,7 @@ func (x *GcAccount) String() string {
 func (*GcAccount) ProtoMessage() {}
 
 func (x *GcAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1158,7 @@ func (x *GcAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
 func (*GcAccount) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GcAccount) GetWallet() []byte {
@@ -1044,7 +1226,7 @@ type WalletStats struct {
 
 func (x *WalletStats) Reset() {
 	*x = WalletStats{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1238,7 @@ func (x *WalletStats) String() string {
 func (*WalletStats) ProtoMessage() {}
 
 func (x *WalletStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1251,7 @@ func (x *WalletStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
 func (*WalletStats) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WalletStats) GetWallet() []byte {
@@ -1124,13 +1306,14 @@ type ProposalCounts struct {
 	Writes           uint64                 `protobuf:"varint,4,opt,name=writes,proto3" json:"writes,omitempty"`   // committed writes
 	Deletes          uint64                 `protobuf:"varint,5,opt,name=deletes,proto3" json:"deletes,omitempty"` // committed deletes
 	RejectedByReason map[string]uint64      `protobuf:"bytes,6,rep,name=rejected_by_reason,json=rejectedByReason,proto3" json:"rejected_by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	PaymentOrphaned  uint64                 `protobuf:"varint,7,opt,name=payment_orphaned,json=paymentOrphaned,proto3" json:"payment_orphaned,omitempty"` // committed proposals whose payment is orphaned now (not a running total)
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ProposalCounts) Reset() {
 	*x = ProposalCounts{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1325,7 @@ func (x *ProposalCounts) String() string {
 func (*ProposalCounts) ProtoMessage() {}
 
 func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1338,7 @@ func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
 func (*ProposalCounts) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProposalCounts) GetCommitted() uint64 {
@@ -1200,6 +1383,13 @@ func (x *ProposalCounts) GetRejectedByReason() map[string]uint64 {
 	return nil
 }
 
+func (x *ProposalCounts) GetPaymentOrphaned() uint64 {
+	if x != nil {
+		return x.PaymentOrphaned
+	}
+	return 0
+}
+
 // GcExecute moves pending debt to executed debt: of one wallet, or of every
 // account when wallet is empty (the per-epoch job, epoch set).
 type GcExecute struct {
@@ -1212,7 +1402,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1414,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1427,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -1265,7 +1455,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1467,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1480,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1323,7 +1513,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1525,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1538,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1393,7 +1583,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1595,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1608,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -1445,13 +1635,17 @@ type ProposalRecord struct {
 	CommitIndex   uint64                 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	CommittedAtMs int64                  `protobuf:"varint,6,opt,name=committed_at_ms,json=committedAtMs,proto3" json:"committed_at_ms,omitempty"`
 	FinalizedAtMs int64                  `protobuf:"varint,7,opt,name=finalized_at_ms,json=finalizedAtMs,proto3" json:"finalized_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Set while the payment this record holds (or, PENDING, a payment it may
+	// be decided with) was taken back by a chain reorganization and not
+	// re-mined (PaymentReorg).
+	PaymentOrphaned *PaymentOrphan `protobuf:"bytes,8,opt,name=payment_orphaned,json=paymentOrphaned,proto3" json:"payment_orphaned,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1657,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1670,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -1528,6 +1722,13 @@ func (x *ProposalRecord) GetFinalizedAtMs() int64 {
 	return 0
 }
 
+func (x *ProposalRecord) GetPaymentOrphaned() *PaymentOrphan {
+	if x != nil {
+		return x.PaymentOrphaned
+	}
+	return nil
+}
+
 // Property is one node property; value_json is the canonical JSON text of the
 // value (a scalar or an array).
 type Property struct {
@@ -1540,7 +1741,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1753,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1766,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Property) GetName() string {
@@ -1601,7 +1802,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1814,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1827,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Node) GetPath() string {
@@ -1713,7 +1914,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1926,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1939,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -1800,7 +2001,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2013,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2026,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -1898,7 +2099,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2111,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2124,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2018,7 +2219,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2231,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2244,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -2103,7 +2304,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2316,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2329,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2215,7 +2416,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\fsealed_at_ms\x18\x01 \x01(\x03R\n" +
 	"sealedAtMs\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
-	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"\xb8\x02\n" +
+	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"\xff\x02\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -2223,8 +2424,23 @@ const file_ledger_proto_rawDesc = "" +
 	"gc_execute\x18\x03 \x01(\v2\x1b.contentledger.v1.GcExecuteH\x00R\tgcExecute\x12@\n" +
 	"\fgc_set_limit\x18\x04 \x01(\v2\x1c.contentledger.v1.GcSetLimitH\x00R\n" +
 	"gcSetLimit\x120\n" +
-	"\x06gc_pay\x18\x05 \x01(\v2\x17.contentledger.v1.GcPayH\x00R\x05gcPayB\x04\n" +
-	"\x02op\"\x88\x02\n" +
+	"\x06gc_pay\x18\x05 \x01(\v2\x17.contentledger.v1.GcPayH\x00R\x05gcPay\x12E\n" +
+	"\rpayment_reorg\x18\x06 \x01(\v2\x1e.contentledger.v1.PaymentReorgH\x00R\fpaymentReorgB\x04\n" +
+	"\x02op\"\xba\x01\n" +
+	"\fPaymentReorg\x12\x1f\n" +
+	"\vproposal_id\x18\x01 \x01(\fR\n" +
+	"proposalId\x127\n" +
+	"\tretracted\x18\x02 \x01(\v2\x19.contentledger.v1.PaymentR\tretracted\x12;\n" +
+	"\vreplacement\x18\x03 \x01(\v2\x19.contentledger.v1.PaymentR\vreplacement\x12\x13\n" +
+	"\x05at_ms\x18\x04 \x01(\x03R\x04atMs\"\xd9\x01\n" +
+	"\rPaymentOrphan\x12!\n" +
+	"\fblock_number\x18\x01 \x01(\x04R\vblockNumber\x12\x1d\n" +
+	"\n" +
+	"block_hash\x18\x02 \x01(\fR\tblockHash\x12\x1b\n" +
+	"\tlog_index\x18\x03 \x01(\rR\blogIndex\x12\x17\n" +
+	"\atx_hash\x18\x04 \x01(\fR\x06txHash\x12\x13\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\x12;\n" +
+	"\vreplacement\x18\x06 \x01(\v2\x19.contentledger.v1.PaymentR\vreplacement\"\x88\x02\n" +
 	"\tGcAccount\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12.\n" +
 	"\x13pending_debt_micros\x18\x02 \x01(\x04R\x11pendingDebtMicros\x120\n" +
@@ -2240,14 +2456,15 @@ const file_ledger_proto_rawDesc = "" +
 	"\x06writes\x18\x03 \x01(\x04R\x06writes\x12\x18\n" +
 	"\adeletes\x18\x04 \x01(\x04R\adeletes\x12'\n" +
 	"\x10last_write_at_ms\x18\x05 \x01(\x03R\rlastWriteAtMs\x12&\n" +
-	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"\xc5\x02\n" +
+	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"\xf0\x02\n" +
 	"\x0eProposalCounts\x12\x1c\n" +
 	"\tcommitted\x18\x01 \x01(\x04R\tcommitted\x12\x1c\n" +
 	"\tfinalized\x18\x02 \x01(\x04R\tfinalized\x12\x1a\n" +
 	"\brejected\x18\x03 \x01(\x04R\brejected\x12\x16\n" +
 	"\x06writes\x18\x04 \x01(\x04R\x06writes\x12\x18\n" +
 	"\adeletes\x18\x05 \x01(\x04R\adeletes\x12d\n" +
-	"\x12rejected_by_reason\x18\x06 \x03(\v26.contentledger.v1.ProposalCounts.RejectedByReasonEntryR\x10rejectedByReason\x1aC\n" +
+	"\x12rejected_by_reason\x18\x06 \x03(\v26.contentledger.v1.ProposalCounts.RejectedByReasonEntryR\x10rejectedByReason\x12)\n" +
+	"\x10payment_orphaned\x18\a \x01(\x04R\x0fpaymentOrphaned\x1aC\n" +
 	"\x15RejectedByReasonEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"9\n" +
@@ -2265,7 +2482,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\tlog_index\x18\x04 \x01(\rR\blogIndex\";\n" +
 	"\x0eFinalizeEpochs\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
-	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xba\x02\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\x86\x03\n" +
 	"\x0eProposalRecord\x126\n" +
 	"\bproposal\x18\x01 \x01(\v2\x1a.contentledger.v1.ProposalR\bproposal\x123\n" +
 	"\apayment\x18\x02 \x01(\v2\x19.contentledger.v1.PaymentR\apayment\x120\n" +
@@ -2273,7 +2490,8 @@ const file_ledger_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12!\n" +
 	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndex\x12&\n" +
 	"\x0fcommitted_at_ms\x18\x06 \x01(\x03R\rcommittedAtMs\x12&\n" +
-	"\x0ffinalized_at_ms\x18\a \x01(\x03R\rfinalizedAtMs\"=\n" +
+	"\x0ffinalized_at_ms\x18\a \x01(\x03R\rfinalizedAtMs\x12J\n" +
+	"\x10payment_orphaned\x18\b \x01(\v2\x1f.contentledger.v1.PaymentOrphanR\x0fpaymentOrphaned\"=\n" +
 	"\bProperty\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -2366,7 +2584,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -2378,22 +2596,24 @@ var file_ledger_proto_goTypes = []any{
 	(*BatchItem)(nil),      // 7: contentledger.v1.BatchItem
 	(*ProposalBatch)(nil),  // 8: contentledger.v1.ProposalBatch
 	(*Entry)(nil),          // 9: contentledger.v1.Entry
-	(*GcAccount)(nil),      // 10: contentledger.v1.GcAccount
-	(*WalletStats)(nil),    // 11: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil), // 12: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),      // 13: contentledger.v1.GcExecute
-	(*GcSetLimit)(nil),     // 14: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 15: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 16: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 17: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 18: contentledger.v1.Property
-	(*Node)(nil),           // 19: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 20: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 21: contentledger.v1.Segment
-	(*Event)(nil),          // 22: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 23: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 24: contentledger.v1.Member
-	nil,                    // 25: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(*PaymentReorg)(nil),   // 10: contentledger.v1.PaymentReorg
+	(*PaymentOrphan)(nil),  // 11: contentledger.v1.PaymentOrphan
+	(*GcAccount)(nil),      // 12: contentledger.v1.GcAccount
+	(*WalletStats)(nil),    // 13: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil), // 14: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),      // 15: contentledger.v1.GcExecute
+	(*GcSetLimit)(nil),     // 16: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 17: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 18: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 19: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 20: contentledger.v1.Property
+	(*Node)(nil),           // 21: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 22: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 23: contentledger.v1.Segment
+	(*Event)(nil),          // 24: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 25: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 26: contentledger.v1.Member
+	nil,                    // 27: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -2404,22 +2624,27 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	16, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	13, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	14, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	15, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	25, // 12: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	6,  // 13: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 14: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 15: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	18, // 16: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	19, // 17: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	20, // 18: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	15, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	16, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	17, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	10, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
+	4,  // 13: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	4,  // 14: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	4,  // 15: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	27, // 16: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	6,  // 17: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 18: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 19: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	11, // 20: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	20, // 21: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	21, // 22: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	22, // 23: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -2433,8 +2658,9 @@ func file_ledger_proto_init() {
 		(*Entry_GcExecute)(nil),
 		(*Entry_GcSetLimit)(nil),
 		(*Entry_GcPay)(nil),
+		(*Entry_PaymentReorg)(nil),
 	}
-	file_ledger_proto_msgTypes[16].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[18].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -2444,7 +2670,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,7 +23,7 @@ type Expectation struct {
 func Check(p ProposalPaid, want Expectation) *apierror.Error {
 	switch {
 	case p.Removed:
-		return apierror.New(apierror.PaymentNotFound, "the payment log was removed by a chain reorganization")
+		return apierror.New(apierror.PaymentOrphaned, "the payment log was removed by a chain reorganization")
 	case p.ChainID != want.ChainID || p.Contract != want.Contract:
 		return apierror.New(apierror.PaymentNotFound, "payment is from chain %d contract %s, not chain %d contract %s",
 			p.ChainID, p.Contract.Hex(), want.ChainID, want.Contract.Hex())

@@ -32,7 +32,7 @@ func TestCheck(t *testing.T) {
 		{"other contract", func(p *ProposalPaid) { p.Contract = common.HexToAddress("0x01") }, apierror.PaymentNotFound},
 		{"other chain", func(p *ProposalPaid) { p.ChainID = 1 }, apierror.PaymentNotFound},
 		{"other proposal", func(p *ProposalPaid) { p.ProposalID = common.HexToHash("0x02") }, apierror.PaymentNotFound},
-		{"removed by reorg", func(p *ProposalPaid) { p.Removed = true }, apierror.PaymentNotFound},
+		{"removed by reorg", func(p *ProposalPaid) { p.Removed = true }, apierror.PaymentOrphaned},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

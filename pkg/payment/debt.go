@@ -70,7 +70,7 @@ type DebtExpectation struct {
 func CheckDebt(d DebtPaid, want DebtExpectation) *apierror.Error {
 	switch {
 	case d.Removed:
-		return apierror.New(apierror.PaymentNotFound, "the DebtPaid log was removed by a chain reorganization")
+		return apierror.New(apierror.PaymentOrphaned, "the DebtPaid log was removed by a chain reorganization")
 	case d.ChainID != want.ChainID || d.Contract != want.Contract:
 		return apierror.New(apierror.PaymentNotFound, "the DebtPaid log is from chain %d contract %s, not chain %d contract %s",
 			d.ChainID, d.Contract.Hex(), want.ChainID, want.Contract.Hex())

@@ -81,7 +81,7 @@ func TestCheckDebt(t *testing.T) {
 		{"nil amount", func(d *DebtPaid) { d.Amount = nil }, apierror.PaymentInsufficient},
 		{"another contract", func(d *DebtPaid) { d.Contract = common.HexToAddress("0x01") }, apierror.PaymentNotFound},
 		{"another chain", func(d *DebtPaid) { d.ChainID = 1 }, apierror.PaymentNotFound},
-		{"removed by reorg", func(d *DebtPaid) { d.Removed = true }, apierror.PaymentNotFound},
+		{"removed by reorg", func(d *DebtPaid) { d.Removed = true }, apierror.PaymentOrphaned},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

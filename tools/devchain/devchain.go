@@ -352,6 +352,39 @@ func (c *Chain) Commit() (common.Hash, error) {
 	return c.backend.Commit(), nil
 }
 
+// Fork makes the block parent the head of the chain at once, so that the
+// next Commit seals a competing branch on top of it: a reorg, for tests. The
+// transactions of the dropped blocks return to the pool and are mined again
+// by the next Commit, in a block with another hash. There must be no pending
+// transactions. The nonces remembered per sender are forgotten, since
+// ForkDropping's transactions are never mined.
+func (c *Chain) Fork(parent common.Hash) error { return c.fork(parent, false) }
+
+// ForkDropping is Fork, except that the dropped blocks' transactions leave
+// the pool too, before any block (of the ticker, say) can mine them again:
+// the new branch never carries them.
+func (c *Chain) ForkDropping(parent common.Hash) error { return c.fork(parent, true) }
+
+func (c *Chain) fork(parent common.Hash, drop bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if err := c.backend.Fork(parent); err != nil {
+		return fmt.Errorf("devchain: fork at %s: %w", parent.Hex(), err)
+	}
+	if drop {
+		// The pool takes the dropped transactions back on the head change;
+		// Rollback waits for that before it clears the pool.
+		c.backend.Rollback()
+	}
+	c.sendMu.Lock()
+	clear(c.nonces)
+	c.sendMu.Unlock()
+	return nil
+}
+
 // Client returns an in-process client of the chain (no HTTP). It satisfies
 // the go-ethereum interfaces (ethereum.LogFilterer, bind.ContractBackend...).
 func (c *Chain) Client() simulated.Client { return c.client }

@@ -1,16 +1,16 @@
 // Package app runs the chain watcher: it follows the payment contract's
 // ProposalPaid and DebtPaid logs on an Ethereum JSON-RPC endpoint behind a
-// number of confirmations, publishes each to NATS JetStream with a
-// deduplicating message id, and checkpoints its cursor in a JetStream
-// key-value bucket once the logs up to it are acknowledged. See DESIGN.md in
-// the module for the reasoning.
+// number of confirmations (or the chain's finalized block), publishes each to
+// NATS JetStream with a deduplicating message id, checkpoints its cursor in a
+// JetStream key-value bucket once the logs up to it are acknowledged, and
+// retracts what it published from blocks a reorg dropped (internal/relay).
+// See DESIGN.md in the module for the reasoning.
 package app
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/checkpoint"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
 
@@ -31,8 +32,9 @@ const (
 
 // Run runs the watcher until ctx is cancelled and returns nil after a clean
 // shutdown. It returns an error for an invalid configuration, an endpoint
-// that cannot be dialled at all, a checkpoint that cannot be read, or a
-// malformed log of the contract; unreachable services are retried.
+// that cannot be dialled at all, a checkpoint that cannot be read, a
+// malformed log of the contract, or a reorg deeper than REORG_DEPTH;
+// unreachable services are retried.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -117,119 +119,45 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if err != nil {
 		return ignoreCancel(ctx, err)
 	}
-	var (
-		cursor watch.Cursor
-		found  bool
-	)
-	err = retry(ctx, log, "load checkpoint", func(ctx context.Context) error {
-		var err error
-		cursor, found, err = store.Load(ctx)
-		if errors.Is(err, checkpoint.ErrCorrupt) {
-			return permanent{err}
-		}
-		return err
-	})
-	if err != nil {
-		return ignoreCancel(ctx, err)
-	}
-	next := cfg.StartBlock
-	if found {
-		next = cursor.Block + 1
-		checkCursorHash(ctx, eth, cursor, log)
-		st.setCursor(cursor)
-	}
-	log.Info("chain watcher starting", zap.Uint64("next_block", next), zap.Bool("resumed", found),
-		zap.Uint64("confirmations", cfg.Confirmations), zap.String("stream", cfg.Stream))
-
 	w, err := watch.New(eth, watch.Config{
 		ChainID:       chainID,
 		Contract:      cfg.contract(),
 		Confirmations: cfg.Confirmations,
-		PollInterval:  cfg.PollInterval,
+		Finalized:     cfg.Finalized,
 		MaxRange:      cfg.MaxBlockRange,
+		AnchorDepth:   cfg.reorgDepth(),
 		Logger:        log,
-		OnStep:        st.setStep,
 	})
 	if err != nil {
 		return err
 	}
-	pub := publish.NewPublisher(js, cfg.Stream)
-	st.setReady(chainID)
-	handler := watch.HandlerFunc(func(ctx context.Context, b watch.Batch) error {
-		// Publish in chain order, payments and debt payments merged, each
-		// acknowledged before the next: the stream then holds both in chain
-		// order, and the checkpoint below is written only when all of them
-		// are stored.
-		if err := publishInChainOrder(ctx, pub, b, log); err != nil {
-			return err
-		}
-		if err := store.Save(ctx, b.Cursor); err != nil {
-			return err
-		}
-		st.setCursor(b.Cursor)
-		st.setHead(b.Head)
-		return nil
+	rl, err := relay.New(w, publish.NewPublisher(js, cfg.Stream), store, relay.Config{
+		StartBlock:   cfg.StartBlock,
+		Depth:        cfg.reorgDepth(),
+		PollInterval: cfg.PollInterval,
+		Logger:       log,
+		OnStep:       st.setStep,
+		OnProgress: func(c watch.Cursor, head uint64) {
+			st.setCursor(c)
+			if head > 0 {
+				st.setHead(head)
+			}
+		},
 	})
-	if err := w.Run(ctx, next, handler); err != nil {
+	if err != nil {
+		return err
+	}
+	log.Info("chain watcher starting", zap.Uint64("start_block", cfg.StartBlock),
+		zap.Uint64("confirmations", cfg.Confirmations), zap.Bool("finalized", cfg.Finalized),
+		zap.Uint64("reorg_depth", cfg.reorgDepth()), zap.String("stream", cfg.Stream))
+	st.setReady(chainID)
+	// The relay loads the checkpoint itself, and a reorg that happened
+	// while the watcher was down is found by its first step.
+	if err := rl.Run(ctx); err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
 	log.Info("chain watcher stopped")
 	return nil
-}
-
-// publishInChainOrder publishes the batch's payments and debt payments
-// merged by (block, log index); each list is in that order already.
-func publishInChainOrder(ctx context.Context, pub *publish.Publisher, b watch.Batch, log *zap.Logger) error {
-	ps, ds := b.Payments, b.Debts
-	for len(ps) > 0 || len(ds) > 0 {
-		var (
-			res  publish.Result
-			err  error
-			what string
-			f    []zap.Field
-		)
-		if len(ds) == 0 || len(ps) > 0 && chainBefore(ps[0].BlockNumber, ps[0].LogIndex, ds[0].BlockNumber, ds[0].LogIndex) {
-			p := ps[0]
-			ps = ps[1:]
-			res, err = pub.Publish(ctx, p)
-			what, f = "payment", []zap.Field{zap.String("msg_id", p.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()), zap.Uint64("block", p.BlockNumber)}
-		} else {
-			d := ds[0]
-			ds = ds[1:]
-			res, err = pub.PublishDebt(ctx, d)
-			what, f = "debt payment", []zap.Field{zap.String("msg_id", d.MsgID()), zap.String("wallet", d.Wallet.Hex()), zap.Uint64("block", d.BlockNumber)}
-		}
-		if err != nil {
-			return err
-		}
-		msg := what + " published"
-		if res.Duplicate {
-			// Published before a restart whose checkpoint lagged, or by a
-			// second watcher: the stream kept the first copy.
-			msg = what + " already in the stream"
-		}
-		log.Info(msg, append(f, zap.Uint64("seq", res.Sequence))...)
-	}
-	return nil
-}
-
-func chainBefore(blockA uint64, indexA uint, blockB uint64, indexB uint) bool {
-	return blockA < blockB || blockA == blockB && indexA < indexB
-}
-
-// checkCursorHash warns when the checkpointed block is no longer canonical:
-// a reorg deeper than the confirmations happened while the watcher was
-// down. Handling it (retracting payments) is future work; see DESIGN.md.
-func checkCursorHash(ctx context.Context, eth *ethclient.Client, c watch.Cursor, log *zap.Logger) {
-	h, err := eth.HeaderByNumber(ctx, new(big.Int).SetUint64(c.Block))
-	if err != nil {
-		log.Warn("cannot check the checkpointed block", zap.Uint64("block", c.Block), zap.Error(err))
-		return
-	}
-	if h.Hash() != c.Hash {
-		log.Error("checkpointed block is no longer canonical: a reorg deeper than the confirmations",
-			zap.Uint64("block", c.Block), zap.String("checkpoint_hash", c.Hash.Hex()), zap.String("chain_hash", h.Hash().Hex()))
-	}
 }
 
 // permanent marks an error retry must not retry.

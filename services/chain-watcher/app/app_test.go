@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"testing"
@@ -434,8 +435,9 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 		t.Fatalf("second run: %v", err)
 	}
 
-	// Rewind the checkpoint to the start, bypassing Save (which never
-	// moves back): the watcher re-reads and republishes everything.
+	// Rewind the checkpoint to the start by hand, with a zero hash (not
+	// checked against the chain): the watcher re-reads and republishes
+	// everything.
 	kv, err := h.js.KeyValue(h.ctx, checkpoint.DefaultBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -451,6 +453,61 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 	h.checkStream(h.expected(txs), true)
 	if err := third.stop(); err != nil {
 		t.Fatalf("third run: %v", err)
+	}
+}
+
+// TestRetractsReorgWhileStopped: the watcher publishes a payment and
+// stops; while it is down a fork deeper than the confirmations drops the
+// payment's block, and the new branch mines the payment again in another
+// block. On restart the retraction is published (the hashes it needs were
+// checkpointed), then the re-mined payment, once.
+func TestRetractsReorgWhileStopped(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(1)
+	first := h.start(cfg)
+	tx := h.pay("reorg while down")[0]
+	h.commit(2)
+	r, err := h.chain.WaitMined(h.ctx, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitCursor(h.head() - 1)
+	if got := h.published(); len(got) != 1 || got[0].payment.BlockHash != r.BlockHash {
+		t.Fatalf("before the fork: %+v", got)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+
+	parent, err := h.chain.Client().HeaderByNumber(h.ctx, new(big.Int).Sub(r.BlockNumber, big.NewInt(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.chain.Fork(parent.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	h.commit(3)
+	again, err := h.chain.WaitMined(h.ctx, tx)
+	if err != nil || again.BlockHash == r.BlockHash {
+		t.Fatalf("not re-mined in another block: %v", err)
+	}
+
+	second := h.start(cfg)
+	h.waitCursor(h.head() - 1)
+	got := h.published()
+	if len(got) != 3 {
+		t.Fatalf("stream holds %d payments, want the original, its retraction and the re-mined one: %+v", len(got), got)
+	}
+	orig, retraction, remined := got[0], got[1], got[2]
+	if retraction.msgID != orig.msgID+":removed" || !retraction.payment.Removed || retraction.payment.BlockHash != r.BlockHash ||
+		retraction.payment.TxHash != tx {
+		t.Errorf("retraction %+v", retraction)
+	}
+	if remined.payment.Removed || remined.payment.TxHash != tx || remined.payment.BlockHash != again.BlockHash || remined.msgID == orig.msgID {
+		t.Errorf("re-mined payment %+v", remined)
+	}
+	if err := second.stop(); err != nil {
+		t.Fatalf("second run: %v", err)
 	}
 }
 
@@ -555,7 +612,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		RPCURL: "http://127.0.0.1:8545", ContractAddress: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
 		NATSURL: "nats://127.0.0.1:4222", Confirmations: 2, PollInterval: time.Second, StartBlock: 0,
 		MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: 24 * time.Hour, Bucket: "CHAIN_WATCHER",
-		Replicas: 1, HTTPAddr: "127.0.0.1:8091",
+		Replicas: 1, HTTPAddr: "127.0.0.1:8091", ReorgDepth: 128,
 	}
 	if cfg != want {
 		t.Errorf("defaults\n got  %+v\n want %+v", cfg, want)
@@ -564,9 +621,17 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 	t.Setenv("WATCHER_CONFIRMATIONS", "12")
 	t.Setenv("WATCHER_POLL_INTERVAL", "250ms")
 	t.Setenv("WATCHER_START_BLOCK", "19000000")
-	if cfg, err = app.LoadConfig(); err != nil || cfg.Confirmations != 12 || cfg.PollInterval != 250*time.Millisecond || cfg.StartBlock != 19_000_000 {
+	t.Setenv("WATCHER_FINALIZED", "true")
+	t.Setenv("WATCHER_REORG_DEPTH", "64")
+	if cfg, err = app.LoadConfig(); err != nil || cfg.Confirmations != 12 || cfg.PollInterval != 250*time.Millisecond || cfg.StartBlock != 19_000_000 ||
+		!cfg.Finalized || cfg.ReorgDepth != 64 {
 		t.Errorf("overrides: %+v, %v", cfg, err)
 	}
+	t.Setenv("WATCHER_REORG_DEPTH", "5000")
+	if _, err := app.LoadConfig(); !errors.Is(err, app.ErrInvalidConfig) {
+		t.Errorf("reorg depth beyond the bound: %v", err)
+	}
+	t.Setenv("WATCHER_REORG_DEPTH", "64")
 	t.Setenv("WATCHER_STREAM", "bad.name")
 	if _, err := app.LoadConfig(); !errors.Is(err, app.ErrInvalidConfig) {
 		t.Errorf("stream with a dot: %v", err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
 )
 
 // EnvPrefix is the prefix of the watcher's environment variables
@@ -22,6 +24,8 @@ type Config struct {
 	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid and DebtPaid logs are published"`
 	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
 	Confirmations   uint64        `envconfig:"CONFIRMATIONS" default:"2" desc:"a block is read once head - block >= this many blocks"`
+	Finalized       bool          `envconfig:"FINALIZED" default:"false" desc:"also read every block at or below the chain's finalized block whatever its confirmations (falls back to CONFIRMATIONS where the endpoint has no finalized tag)"`
+	ReorgDepth      uint64        `envconfig:"REORG_DEPTH" default:"128" desc:"deepest reorg handled, in blocks below the last handled block: recent block hashes and what was published from them are kept this deep (0: 128)"`
 	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"1s" desc:"how often the chain head is polled when caught up"`
 	StartBlock      uint64        `envconfig:"START_BLOCK" default:"0" desc:"first block read when no checkpoint exists (the contract's deployment block)"`
 	MaxBlockRange   uint64        `envconfig:"MAX_BLOCK_RANGE" default:"2000" desc:"most blocks per eth_getLogs call"`
@@ -55,6 +59,11 @@ func Usage() error {
 	return envconfig.Usage(EnvPrefix, &Config{})
 }
 
+// maxReorgDepth bounds REORG_DEPTH: the checkpoint records up to one block
+// hash per block of the window in one key-value entry (about 100 bytes
+// each), which must stay well below the 1 MiB message limit of NATS.
+const maxReorgDepth = 4096
+
 // ErrInvalidConfig is wrapped by every error of Validate.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
@@ -78,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBlockRange == 0 {
 		bad("MAX_BLOCK_RANGE must be at least 1")
+	}
+	if c.ReorgDepth > maxReorgDepth {
+		bad("REORG_DEPTH %d must be at most %d", c.ReorgDepth, maxReorgDepth)
 	}
 	if !validName(c.Stream) {
 		bad("STREAM %q must be letters, digits, - and _", c.Stream)
@@ -103,6 +115,14 @@ func validName(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	})
+}
+
+// reorgDepth is REORG_DEPTH, 0 meaning the default.
+func (c Config) reorgDepth() uint64 {
+	if c.ReorgDepth == 0 {
+		return relay.DefaultDepth
+	}
+	return c.ReorgDepth
 }
 
 // contract returns the parsed contract address; Validate has checked it.

@@ -126,6 +126,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 			return fmt.Errorf("validator: JetStream: %w", err)
 		}
 		index = payments.NewIndex()
+		// The index also tells the pipeline which payments a reorg took
+		// back (pipeline.Retractions, asserted below).
 		paySrc = index
 		follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: index, Log: log.Named("payments")}
 	}
@@ -233,6 +235,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Wait()
 	return err
 }
+
+// The pipeline finds the reorg handling of its payment source by a type
+// assertion; this keeps the index from losing it unnoticed.
+var _ pipeline.Retractions = (*payments.Index)(nil)
 
 // serveDebug serves Go's runtime profiles (net/http/pprof) on addr.
 func serveDebug(ctx context.Context, addr string) (*http.Server, error) {

@@ -71,7 +71,8 @@ func (h *healthView) Health() map[string]any {
 		connected := h.nats.IsConnected()
 		checks["nats"] = check(connected, "connection "+h.nats.Status().String())
 		s := h.index.Stats()
-		checks["chain"] = check(connected, fmt.Sprintf("%d payments and %d debt payments indexed from %d messages", s.Indexed, s.Debts, s.Observed))
+		checks["chain"] = check(connected, fmt.Sprintf("%d payments and %d debt payments indexed from %d messages; %d payments retracted by reorgs",
+			s.Indexed, s.Debts, s.Observed, s.Retracted))
 	} else {
 		checks["nats"] = check(true, "not used in MOCK mode")
 		checks["chain"] = check(true, "payments not verified in MOCK mode")

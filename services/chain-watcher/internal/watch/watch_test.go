@@ -6,12 +6,12 @@ import (
 	"errors"
 	"math/big"
 	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/contentledger/contentledger/pkg/paycontract"
 	"github.com/contentledger/contentledger/pkg/payment"
@@ -63,9 +63,6 @@ func newWatcher(t *testing.T, chain *devchain.Chain, cfg watch.Config) *watch.Wa
 	if cfg.Contract == (common.Address{}) {
 		cfg.Contract = chain.PaymentLedger
 	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 5 * time.Millisecond
-	}
 	w, err := watch.New(chain.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -87,22 +84,22 @@ func TestNextWaitsForConfirmations(t *testing.T) {
 	paid := r.BlockNumber.Uint64()
 
 	// Head = paid: blocks up to paid-2 are readable, without the payment.
-	b, ok, err := w.Next(ctx, 0)
+	b, ok, err := w.Next(ctx, 0, common.Hash{})
 	if err != nil || !ok {
 		t.Fatalf("Next(0) = %v, %v", ok, err)
 	}
 	if b.To != paid-2 || len(b.Payments) != 0 {
 		t.Fatalf("with head %d read up to %d with %d payments; want up to %d with none", b.Head, b.To, len(b.Payments), paid-2)
 	}
-	if _, ok, err := w.Next(ctx, paid-1); ok || err != nil {
+	if _, ok, err := w.Next(ctx, paid-1, common.Hash{}); ok || err != nil {
 		t.Fatalf("block %d with one confirmation was read (%v)", paid-1, err)
 	}
 	commit(t, chain, 1)
-	if _, ok, _ := w.Next(ctx, paid); ok {
+	if _, ok, _ := w.Next(ctx, paid, common.Hash{}); ok {
 		t.Fatal("payment block read with 1 confirmation")
 	}
 	commit(t, chain, 1)
-	b, ok, err = w.Next(ctx, paid-1)
+	b, ok, err = w.Next(ctx, paid-1, common.Hash{})
 	if err != nil || !ok {
 		t.Fatalf("Next after 2 confirmations = %v, %v", ok, err)
 	}
@@ -129,7 +126,7 @@ func TestNextZeroConfirmationsReadsHead(t *testing.T) {
 	w := newWatcher(t, chain, watch.Config{})
 	tx := pay(t, ctx, chain, 2, "p0", payment.Standard)
 	commit(t, chain, 1)
-	b, ok, err := w.Next(ctx, 0)
+	b, ok, err := w.Next(ctx, 0, common.Hash{})
 	if err != nil || !ok || b.To != head(t, ctx, chain) || len(b.Payments) != 1 || b.Payments[0].TxHash != tx {
 		t.Fatalf("Next = %+v, %v, %v", b, ok, err)
 	}
@@ -149,7 +146,7 @@ func TestNextReadsDebtPaid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, ok, err := w.Next(ctx, 0)
+	b, ok, err := w.Next(ctx, 0, common.Hash{})
 	if err != nil || !ok || len(b.Payments) != 1 || b.Payments[0].TxHash != payTx || len(b.Debts) != 1 {
 		t.Fatalf("Next = %+v, %v, %v", b, ok, err)
 	}
@@ -161,12 +158,13 @@ func TestNextReadsDebtPaid(t *testing.T) {
 	}
 }
 
-// TestRunOrderAndRanges pays in several blocks, several payments and a debt
+// TestNextOrderAndRanges pays in several blocks, several payments and a debt
 // payment per block, plus payments and a debt payment to a second
-// PaymentLedger that must be ignored, and checks that Run hands over
-// contiguous bounded ranges whose payments and debt payments are each in
-// chain order and, merged, are every log of the contract in chain order.
-func TestRunOrderAndRanges(t *testing.T) {
+// PaymentLedger that must be ignored, and checks that Next, followed from
+// batch to batch, hands over contiguous bounded ranges whose payments and
+// debt payments are each in chain order and, merged, are every log of the
+// contract in chain order.
+func TestNextOrderAndRanges(t *testing.T) {
 	ctx := testenv.Context(t)
 	chain := testenv.Chain(t)
 
@@ -207,28 +205,21 @@ func TestRunOrderAndRanges(t *testing.T) {
 	last := head(t, ctx, chain) - 1
 
 	w := newWatcher(t, chain, watch.Config{Confirmations: 1, MaxRange: 2})
-	var (
-		mu      sync.Mutex
-		batches []watch.Batch
-	)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- w.Run(runCtx, chain.DeployBlock, watch.HandlerFunc(func(_ context.Context, b watch.Batch) error {
-			mu.Lock()
-			defer mu.Unlock()
-			batches = append(batches, b)
-			return nil
-		}))
-	}()
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(batches) > 0 && batches[len(batches)-1].To == last
-	}, "watcher did not reach block %d", last)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run returned %v after cancel, want nil", err)
+	var batches []watch.Batch
+	next, parent := chain.DeployBlock, common.Hash{}
+	for {
+		b, ok, err := w.Next(ctx, next, parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		batches = append(batches, b)
+		next, parent = b.To+1, b.Cursor.Hash
+	}
+	if len(batches) == 0 || batches[len(batches)-1].To != last {
+		t.Fatalf("the watcher did not reach block %d", last)
 	}
 
 	// A log as the batches report it, payment or debt payment.
@@ -282,70 +273,164 @@ func TestRunOrderAndRanges(t *testing.T) {
 	}
 }
 
-// TestRunRetriesFailedHandler checks that a range the handler refused is
-// handed over again, with the same payments, and that the watcher then goes on.
-func TestRunRetriesFailedHandler(t *testing.T) {
-	ctx := testenv.Context(t)
+func TestNewRejectsBadConfig(t *testing.T) {
 	chain := testenv.Chain(t)
-	tx := pay(t, ctx, chain, 4, "retry", payment.Priority)
-	commit(t, chain, 1)
-
-	var (
-		mu       sync.Mutex
-		calls    []watch.Batch
-		errsSeen []error
-	)
-	failure := errors.New("stream unavailable")
-	w := newWatcher(t, chain, watch.Config{OnStep: func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		errsSeen = append(errsSeen, err)
-	}})
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- w.Run(runCtx, 0, watch.HandlerFunc(func(_ context.Context, b watch.Batch) error {
-			mu.Lock()
-			defer mu.Unlock()
-			calls = append(calls, b)
-			if len(calls) == 1 {
-				return failure
-			}
-			return nil
-		}))
-	}()
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(calls) >= 2
-	}, "handler not called again")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if _, err := watch.New(chain.Client(), watch.Config{}); err == nil {
+		t.Error("no contract: accepted")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if calls[0].From != calls[1].From || calls[0].To != calls[1].To || len(calls[1].Payments) != 1 || calls[1].Payments[0].TxHash != tx {
-		t.Errorf("retry got %d-%d %v, first try %d-%d", calls[1].From, calls[1].To, calls[1].Payments, calls[0].From, calls[0].To)
-	}
-	if len(errsSeen) < 2 || !errors.Is(errsSeen[0], failure) || errsSeen[1] != nil {
-		t.Errorf("OnStep saw %v, want the failure then success", errsSeen)
+	if _, err := watch.New(nil, watch.Config{Contract: chain.PaymentLedger}); err == nil {
+		t.Error("nil chain accepted")
 	}
 }
 
-func TestNewRejectsBadConfig(t *testing.T) {
+// header returns the canonical header at n.
+func header(t *testing.T, ctx context.Context, chain *devchain.Chain, n uint64) *types.Header {
+	t.Helper()
+	h, err := chain.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestNextParentMismatchAfterFork: once a fork replaced the cursor block,
+// a range read from the cursor fails with ErrParentMismatch, and the
+// canonical hash of the cursor's number is the new block's.
+func TestNextParentMismatchAfterFork(t *testing.T) {
+	ctx := testenv.Context(t)
 	chain := testenv.Chain(t)
-	for name, cfg := range map[string]watch.Config{
-		"no contract":   {PollInterval: time.Second},
-		"no poll":       {Contract: chain.PaymentLedger},
-		"negative poll": {Contract: chain.PaymentLedger, PollInterval: -time.Second},
-	} {
-		if _, err := watch.New(chain.Client(), cfg); err == nil {
-			t.Errorf("%s: accepted", name)
+	w := newWatcher(t, chain, watch.Config{})
+	pay(t, ctx, chain, 1, "forked", payment.Standard)
+	commit(t, chain, 1)
+	b, ok, err := w.Next(ctx, chain.DeployBlock, common.Hash{})
+	if err != nil || !ok || len(b.Payments) != 1 {
+		t.Fatalf("Next = %+v, %v, %v", b, ok, err)
+	}
+	paid := b.Payments[0].BlockNumber
+	if err := chain.Fork(header(t, ctx, chain, paid-1).Hash()); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, chain, 2) // the payment again, in another block, and one more
+	if _, _, err := w.Next(ctx, b.To+1, b.Cursor.Hash); !errors.Is(err, watch.ErrParentMismatch) {
+		t.Fatalf("Next after the fork: %v, want ErrParentMismatch", err)
+	}
+	hash, found, err := w.CanonicalHash(ctx, b.Cursor.Block)
+	if err != nil || !found || hash == b.Cursor.Hash {
+		t.Fatalf("CanonicalHash(%d) = %s, %v, %v; the old block's hash is %s", b.Cursor.Block, hash.Hex(), found, err, b.Cursor.Hash.Hex())
+	}
+	if _, found, err := w.CanonicalHash(ctx, head(t, ctx, chain)+5); found || err != nil {
+		t.Fatalf("CanonicalHash above the head: found=%v err=%v", found, err)
+	}
+	again, ok, err := w.Next(ctx, paid, header(t, ctx, chain, paid-1).Hash())
+	if err != nil || !ok || len(again.Payments) != 1 || again.Payments[0].TxHash != b.Payments[0].TxHash ||
+		again.Payments[0].BlockHash == b.Payments[0].BlockHash {
+		t.Fatalf("the re-mined payment: %+v, %v, %v", again.Payments, ok, err)
+	}
+}
+
+// TestNextAnchors: a batch names its first block, the block AnchorDepth
+// below its end and its end, with their canonical hashes.
+func TestNextAnchors(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	commit(t, chain, 10)
+	w := newWatcher(t, chain, watch.Config{AnchorDepth: 4})
+	b, ok, err := w.Next(ctx, 1, header(t, ctx, chain, 0).Hash())
+	if err != nil || !ok {
+		t.Fatalf("Next = %v, %v", ok, err)
+	}
+	want := []uint64{1, b.To - 4, b.To}
+	if len(b.Anchors) != 3 || b.Anchors[2] != b.Cursor {
+		t.Fatalf("anchors %+v, want blocks %v ending with the cursor", b.Anchors, want)
+	}
+	for i, a := range b.Anchors {
+		if a.Block != want[i] || a.Hash != header(t, ctx, chain, a.Block).Hash() {
+			t.Errorf("anchor %d = %+v, want block %d with its canonical hash", i, a, want[i])
 		}
 	}
-	if _, err := watch.New(nil, watch.Config{Contract: chain.PaymentLedger, PollInterval: time.Second}); err == nil {
-		t.Error("nil chain accepted")
+	// A one-block range has only its cursor.
+	b, ok, err = w.Next(ctx, b.To, header(t, ctx, chain, b.To-1).Hash())
+	if err != nil || !ok || len(b.Anchors) != 1 || b.Anchors[0] != b.Cursor {
+		t.Fatalf("one-block batch: %+v, %v, %v", b.Anchors, ok, err)
 	}
+}
+
+// TestNextFinalized: with Finalized, blocks at or below the chain's
+// finalized block are read although they lack the confirmations; an
+// endpoint that does not answer the tag falls back to confirmations.
+func TestNextFinalized(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	commit(t, chain, 70) // the simulated beacon finalizes every 32 blocks
+	fin, err := chain.Client().HeaderByNumber(ctx, big.NewInt(int64(rpc.FinalizedBlockNumber)))
+	if err != nil || fin.Number.Uint64() == 0 {
+		t.Fatalf("finalized block: %v, %v", fin, err)
+	}
+	w := newWatcher(t, chain, watch.Config{Confirmations: 1000, Finalized: true})
+	b, ok, err := w.Next(ctx, 1, common.Hash{})
+	if err != nil || !ok || b.To != fin.Number.Uint64() || b.Finalized != b.To || b.Safe != b.To {
+		t.Fatalf("Next = %d-%d (finalized %d), %v, %v; want up to the finalized block %d", b.From, b.To, b.Finalized, ok, err, fin.Number)
+	}
+	if _, ok, err := w.Next(ctx, b.To+1, b.Cursor.Hash); ok || err != nil {
+		t.Fatalf("a block above the finalized one without the confirmations was read (%v)", err)
+	}
+
+	noTag := newWatcherOn(t, chain, noFinalized{chain.Client()}, watch.Config{Confirmations: 3, Finalized: true})
+	b, ok, err = noTag.Next(ctx, 1, common.Hash{})
+	if err != nil || !ok || b.To != head(t, ctx, chain)-3 || b.Finalized != 0 {
+		t.Fatalf("without the tag: %d-%d (finalized %d), %v, %v; want up to head-3", b.From, b.To, b.Finalized, ok, err)
+	}
+}
+
+// noFinalized is an endpoint that does not know the finalized tag.
+type noFinalized struct{ watch.Chain }
+
+func (c noFinalized) HeaderByNumber(ctx context.Context, n *big.Int) (*types.Header, error) {
+	if n != nil && n.Sign() < 0 {
+		return nil, errors.New("invalid block number")
+	}
+	return c.Chain.HeaderByNumber(ctx, n)
+}
+
+// shifting answers another hash for the block `at` from its second
+// question on, as a reorg between two reads would.
+type shifting struct {
+	watch.Chain
+	at    uint64
+	asked int
+}
+
+func (c *shifting) HeaderByNumber(ctx context.Context, n *big.Int) (*types.Header, error) {
+	h, err := c.Chain.HeaderByNumber(ctx, n)
+	if err == nil && n != nil && n.IsUint64() && n.Uint64() == c.at {
+		if c.asked++; c.asked > 1 {
+			h = types.CopyHeader(h)
+			h.Extra = []byte("another branch")
+		}
+	}
+	return h, err
+}
+
+// TestNextRefusesRangeChangedWhileRead: when the range's last block has
+// another hash after the logs were read than before, the batch is refused
+// as inconsistent: its logs and its cursor could be of different branches.
+func TestNextRefusesRangeChangedWhileRead(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	pay(t, ctx, chain, 2, "shifting", payment.Standard)
+	commit(t, chain, 1)
+	w := newWatcherOn(t, chain, &shifting{Chain: chain.Client(), at: head(t, ctx, chain)}, watch.Config{})
+	if _, _, err := w.Next(ctx, chain.DeployBlock, common.Hash{}); !errors.Is(err, watch.ErrInconsistentChain) {
+		t.Fatalf("Next = %v, want ErrInconsistentChain", err)
+	}
+}
+
+func newWatcherOn(t *testing.T, chain *devchain.Chain, c watch.Chain, cfg watch.Config) *watch.Watcher {
+	t.Helper()
+	cfg.ChainID, cfg.Contract = chain.ChainID, chain.PaymentLedger
+	w, err := watch.New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -109,5 +109,5 @@ func (s *Server) proposalCounts(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, api.ProposalCounts{ContractVersion: api.ProposalCountsVersion, AppliedIndex: index,
 		Committed: n.GetCommitted(), Finalized: n.GetFinalized(), Rejected: n.GetRejected(), Writes: n.GetWrites(),
-		Deletes: n.GetDeletes(), RejectedByReason: byReason})
+		Deletes: n.GetDeletes(), RejectedByReason: byReason, PaymentOrphaned: n.GetPaymentOrphaned()})
 }

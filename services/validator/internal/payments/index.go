@@ -3,7 +3,8 @@
 // by proposal id, and every DebtPaid log it published on
 // chain.<chainId>.debts, by transaction hash and log index, which the leader
 // and the GC pay route turn into GcPay (DECISIONS D9). A retraction (a log a
-// reorg took back) removes the entry it names.
+// reorg took back) removes the entry it names; a payment's retraction is
+// also remembered, for the verifiers and the leader's reorg handling.
 package payments
 
 import (
@@ -20,22 +21,31 @@ import (
 // Index maps proposal ids to their observed payments, and transactions to
 // their observed debt payments. It is safe for concurrent use.
 type Index struct {
-	mu      sync.Mutex
-	byID    map[common.Hash]payment.ProposalPaid
-	debts   map[common.Hash]map[uint]payment.DebtPaid // tx hash -> log index -> log
-	ndebts  int
-	changed chan struct{} // closed and replaced on every change
-	seen    uint64
+	mu   sync.Mutex
+	byID map[common.Hash]payment.ProposalPaid
+	// retracted is the last payment of each proposal id a retraction named,
+	// kept when a log pays for the id again (re-mined): the leader compares
+	// it with applied state (pipeline, reorgs.go), and a verifier rejects a
+	// proposal payment_orphaned rather than payment_not_found when this is
+	// all that is left. It grows with reorged payments only, which are few,
+	// and is rebuilt from the stream like the rest.
+	retracted map[common.Hash]payment.ProposalPaid
+	debts     map[common.Hash]map[uint]payment.DebtPaid // tx hash -> log index -> log
+	ndebts    int
+	changed   chan struct{} // closed and replaced on every change
+	seen      uint64
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byID: map[common.Hash]payment.ProposalPaid{}, debts: map[common.Hash]map[uint]payment.DebtPaid{}, changed: make(chan struct{})}
+	return &Index{byID: map[common.Hash]payment.ProposalPaid{}, retracted: map[common.Hash]payment.ProposalPaid{},
+		debts: map[common.Hash]map[uint]payment.DebtPaid{}, changed: make(chan struct{})}
 }
 
-// Observe records a payment, or removes the one a retraction names. The
-// contract refuses a second payment for a proposal id, so one entry per id
-// suffices; after a reorg the re-mined log replaces the retracted one.
+// Observe records a payment, or removes the one a retraction names and
+// remembers the retraction. The contract refuses a second payment for a
+// proposal id, so one entry per id suffices; after a reorg the re-mined log
+// replaces the retracted one (in whichever order the two arrive).
 func (ix *Index) Observe(p payment.ProposalPaid) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -44,6 +54,7 @@ func (ix *Index) Observe(p payment.ProposalPaid) {
 		if cur, ok := ix.byID[p.ProposalID]; ok && cur.BlockHash == p.BlockHash && cur.LogIndex == p.LogIndex {
 			delete(ix.byID, p.ProposalID)
 		}
+		ix.retracted[p.ProposalID] = p
 	} else {
 		ix.byID[p.ProposalID] = p
 	}
@@ -133,6 +144,31 @@ func (ix *Index) Changed() <-chan struct{} {
 	return ix.changed
 }
 
+// Retracted returns the last retraction observed for a proposal id: the
+// log a reorg took back (Removed set). A payment may have been observed for
+// the id again since; Lookup tells.
+func (ix *Index) Retracted(id common.Hash) (payment.ProposalPaid, bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	p, ok := ix.retracted[id]
+	return p, ok
+}
+
+// Retractions returns the last retraction of every proposal id that had
+// one, in chain order (block, log index).
+func (ix *Index) Retractions() []payment.ProposalPaid {
+	ix.mu.Lock()
+	out := make([]payment.ProposalPaid, 0, len(ix.retracted))
+	for _, p := range ix.retracted {
+		out = append(out, p)
+	}
+	ix.mu.Unlock()
+	slices.SortFunc(out, func(a, b payment.ProposalPaid) int {
+		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.LogIndex, b.LogIndex))
+	})
+	return out
+}
+
 // Wait returns the payment for id as soon as it is observed, or ctx's error.
 func (ix *Index) Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid, error) {
 	for {
@@ -153,14 +189,15 @@ func (ix *Index) Wait(ctx context.Context, id common.Hash) (payment.ProposalPaid
 
 // Stats are the index's counters.
 type Stats struct {
-	Observed uint64 `json:"observed"` // messages read, payments and debt payments, retractions included
-	Indexed  int    `json:"indexed"`  // proposal ids with a payment
-	Debts    int    `json:"debts"`    // debt payments (DebtPaid logs) indexed
+	Observed  uint64 `json:"observed"`  // messages read, payments and debt payments, retractions included
+	Indexed   int    `json:"indexed"`   // proposal ids with a payment
+	Retracted int    `json:"retracted"` // proposal ids whose payment a retraction named
+	Debts     int    `json:"debts"`     // debt payments (DebtPaid logs) indexed
 }
 
 // Stats returns the index's counters.
 func (ix *Index) Stats() Stats {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	return Stats{Observed: ix.seen, Indexed: len(ix.byID), Debts: ix.ndebts}
+	return Stats{Observed: ix.seen, Indexed: len(ix.byID), Retracted: len(ix.retracted), Debts: ix.ndebts}
 }

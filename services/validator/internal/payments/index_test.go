@@ -140,3 +140,42 @@ func TestFollowerDispatch(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestIndexRemembersRetractions: a retraction is remembered for its
+// proposal id, the last one per id, also after the payment is observed
+// again in another block (re-mined); Retractions lists them in chain order.
+func TestIndexRemembersRetractions(t *testing.T) {
+	ix := NewIndex()
+	a, b := common.HexToHash("0x0a"), common.HexToHash("0x0b")
+	if _, ok := ix.Retracted(a); ok {
+		t.Fatal("a retraction before any")
+	}
+	paidA := payment.ProposalPaid{ProposalID: a, BlockHash: common.HexToHash("0xa1"), BlockNumber: 9, LogIndex: 1}
+	paidB := payment.ProposalPaid{ProposalID: b, BlockHash: common.HexToHash("0xb1"), BlockNumber: 5, LogIndex: 0}
+	ix.Observe(paidA)
+	ix.Observe(paidB)
+	for _, p := range []payment.ProposalPaid{paidA, paidB} {
+		p.Removed = true
+		ix.Observe(p)
+	}
+	remined := paidA
+	remined.BlockHash, remined.BlockNumber = common.HexToHash("0xa2"), 10
+	ix.Observe(remined)
+
+	if got, ok := ix.Lookup(a); !ok || got.BlockHash != remined.BlockHash {
+		t.Fatalf("re-mined payment not indexed: %+v", got)
+	}
+	if got, ok := ix.Retracted(a); !ok || got.BlockHash != paidA.BlockHash || !got.Removed {
+		t.Fatalf("retraction of a: %+v, %v", got, ok)
+	}
+	if _, ok := ix.Lookup(b); ok {
+		t.Fatal("b is still paid")
+	}
+	list := ix.Retractions()
+	if len(list) != 2 || list[0].ProposalID != b || list[1].ProposalID != a {
+		t.Fatalf("Retractions %+v, want b's then a's", list)
+	}
+	if s := ix.Stats(); s.Retracted != 2 || s.Indexed != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}

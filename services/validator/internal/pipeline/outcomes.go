@@ -107,10 +107,15 @@ func (o *outcomes) reset() {
 func (p *Pipeline) RecordsApplied(records []*ledgerpb.ProposalRecord) {
 	for _, rec := range records {
 		rec = withoutMessage(rec)
+		id := common.BytesToHash(rec.GetProposal().GetId())
 		if rec.GetStatus() == ledgerpb.Status_STATUS_FINALIZED {
-			p.stats.finalized.Add(1)
+			// A FINALIZED record written again (a reorg's mark on it,
+			// state/reorg.go) did not turn FINALIZED again.
+			if prev, ok := p.outcomes.record(id); !ok || prev.GetStatus() != ledgerpb.Status_STATUS_FINALIZED {
+				p.stats.finalized.Add(1)
+			}
 		}
-		p.outcomes.changed(common.BytesToHash(rec.GetProposal().GetId()), rec)
+		p.outcomes.changed(id, rec)
 	}
 }
 

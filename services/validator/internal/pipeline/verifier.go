@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/payment"
 )
@@ -21,7 +22,10 @@ import (
 // up again (at most every parkScanInterval, so a busy chain does not turn
 // into a busy loop) and hands back those now paid; when a proposal's wait
 // (PaymentWait since its acceptance) is over it is REJECTED
-// payment_not_found.
+// payment_not_found, or payment_orphaned when a payment was observed and a
+// chain reorganization took it back (reorgs.go): the proposal was paid, on
+// a branch the chain abandoned, and the new branch did not mine the payment
+// again within the wait.
 //
 // Signatures are recovered at intake, on the request goroutines, which Go
 // spreads over every core already; the verifiers only match payments.
@@ -70,6 +74,7 @@ func (p *Pipeline) runVerifiers(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	if p.cfg.VerifyPayments {
 		wg.Go(func() { p.parker(ctx) })
+		wg.Go(func() { p.followReorgs(ctx) })
 	}
 }
 
@@ -108,6 +113,27 @@ func (p *Pipeline) dispatch(rec *ledgerpb.ProposalRecord, paid payment.ProposalP
 	}
 	// A rejected proposal stays PENDING until its rejection is applied: a
 	// terminal status is only ever reported from replicated state.
+	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
+}
+
+// orphaned reports whether a payment for id was observed and then taken
+// back by a reorg.
+func (p *Pipeline) orphaned(id common.Hash) bool {
+	r := p.retractions()
+	if r == nil {
+		return false
+	}
+	_, ok := r.Retracted(id)
+	return ok
+}
+
+// dispatchOrphaned rejects a proposal whose payment a reorg took back and
+// the chain did not mine again: payment_orphaned, replicated like every
+// rejection.
+func (p *Pipeline) dispatchOrphaned(rec *ledgerpb.ProposalRecord) {
+	item := &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Rejection: string(apierror.PaymentOrphaned)}
+	p.stats.rejected.Add(1)
+	p.verifier.countReject(item.Rejection)
 	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
 }
 
@@ -168,6 +194,10 @@ func (p *Pipeline) parker(ctx context.Context) {
 				delete(waiting, d.id)
 				// One last look: the payment may have arrived since the scan.
 				paid, found := p.payments.Lookup(d.id)
+				if !found && p.orphaned(d.id) {
+					p.dispatchOrphaned(w.rec)
+					continue
+				}
 				p.dispatch(w.rec, paid, found)
 			}
 		case <-ctx.Done():

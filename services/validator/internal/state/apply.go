@@ -7,6 +7,9 @@ package state
 //     once, DECISIONS D2), as is an item without a 32-byte id (there is no
 //     id to record it under);
 //   - an item with a rejection is recorded REJECTED with that reason;
+//   - a decision whose payment a PaymentReorg marked on the PENDING record
+//     is recorded REJECTED payment_orphaned, or committed with the mark's
+//     replacement (reorg.go);
 //   - a proposal whose path is malformed or outside its wallet's subtree is
 //     recorded REJECTED (invalid_field / path_forbidden): intake checks the
 //     same, this is the last line that keeps another wallet's content and
@@ -103,6 +106,8 @@ func (a *applier) applyEntry(e *raftpb.Entry) error {
 		return a.gcSetLimit(op.GcSetLimit)
 	case *ledgerpb.Entry_GcPay:
 		return a.gcPay(op.GcPay)
+	case *ledgerpb.Entry_PaymentReorg:
+		return a.paymentReorg(op.PaymentReorg)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.GetIndex()))
@@ -153,7 +158,12 @@ func (a *applier) applyBatch(ec entryContext) error {
 				return err
 			}
 		}
-		reason := a.check(item)
+		reason, paid := a.check(item), item.GetPayment()
+		if reason == "" && prev != nil {
+			// A reorg took the payment back after the leader decided
+			// (reorg.go): rejected, or committed with the re-mined log.
+			paid, reason = orphanedDecision(prev, paid)
+		}
 		if reason == "" && p.GetAction() == ledgerpb.Action_ACTION_WRITE {
 			acc, err := a.entryAccount(p.GetWallet())
 			if err != nil {
@@ -174,7 +184,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 				return err
 			}
 		}
-		rec := &ledgerpb.ProposalRecord{Proposal: p, Payment: item.GetPayment(), CommitIndex: ec.index}
+		rec := &ledgerpb.ProposalRecord{Proposal: p, Payment: paid, CommitIndex: ec.index}
 		switch {
 		case reason != "":
 			rec.Status, rec.Reason = ledgerpb.Status_STATUS_REJECTED, reason

@@ -55,6 +55,15 @@ func deleteItem(n int, wallet common.Address, sub string) *ledgerpb.BatchItem {
 	return it
 }
 
+// minedPayment is proposal n's payment as mined in block 0x<block>..., with
+// a transaction that does not depend on the block (a re-mined copy).
+func minedPayment(n int, block byte) *ledgerpb.Payment {
+	hash := make([]byte, 32)
+	hash[0], hash[31] = block, byte(n)
+	return &ledgerpb.Payment{ChainId: 1337, ProposalId: pid(n), TxHash: append([]byte{0xaa, byte(n)}, make([]byte, 30)...),
+		BlockHash: hash, BlockNumber: uint64(block), LogIndex: 3}
+}
+
 // testLog builds raft entries with consecutive indexes.
 type testLog struct {
 	t       testing.TB
@@ -101,6 +110,13 @@ func (l *testLog) finalize(epoch uint64, atMs int64) *raftpb.Entry {
 		l.t.Fatal(err)
 	}
 	return l.add(raftpb.EntryNormal, data)
+}
+
+// reorg appends a PaymentReorg entry for proposal n.
+func (l *testLog) reorg(n int, retracted, replacement *ledgerpb.Payment, atMs int64) *raftpb.Entry {
+	return l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_PaymentReorg{PaymentReorg: &ledgerpb.PaymentReorg{
+		ProposalId: pid(n), Retracted: retracted, Replacement: replacement, AtMs: atMs,
+	}}})
 }
 
 func (l *testLog) confChange() *raftpb.Entry {

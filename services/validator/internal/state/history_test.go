@@ -153,8 +153,10 @@ func TestFinalize(t *testing.T) {
 	if n, oldest, err := m.Unfinalized(); err != nil || n != 0 || oldest != nil {
 		t.Fatalf("unfinalized after finality: %d %v %v", n, oldest, err)
 	}
-	want := &ledgerpb.ProposalCounts{Committed: 6, Finalized: 6, Rejected: 1, Writes: 5, Deletes: 1,
-		RejectedByReason: map[string]uint64{"payment_insufficient": 1}}
+	// 8 is committed (its payment orphaned, then re-mined), 9 rejected
+	// payment_orphaned (reorg.go).
+	want := &ledgerpb.ProposalCounts{Committed: 7, Finalized: 7, Rejected: 2, Writes: 6, Deletes: 1,
+		RejectedByReason: map[string]uint64{"payment_insufficient": 1, "payment_orphaned": 1}}
 	if got, _ := m.Counts(); !proto.Equal(got, want) {
 		t.Fatalf("counts %v, want %v", got, want)
 	}

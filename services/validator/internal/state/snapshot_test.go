@@ -102,7 +102,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	if _, err := dst.Node(path(bob, "b")); !errors.Is(err, ErrNotFound) {
 		t.Fatal("a deleted node came back with the snapshot")
 	}
-	for _, id := range []int{1, 2, 3, 4, 5, 6, 7} {
+	for _, id := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9} {
 		a, _ := src.Proposal([32]byte(pid(id)))
 		b, _ := dst.Proposal([32]byte(pid(id)))
 		if a.String() != b.String() {
@@ -111,7 +111,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 	evA, _ := src.EventsSince(0, 0)
 	evB, _ := dst.EventsSince(0, 0)
-	if len(evA) != 7 || len(evA) != len(evB) {
+	if len(evA) != 8 || len(evA) != len(evB) {
 		t.Fatalf("events: %d vs %d", len(evA), len(evB))
 	}
 	if a, b := segmentChain(t, src), segmentChain(t, dst); len(a) != len(b) {
