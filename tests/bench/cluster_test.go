@@ -147,37 +147,13 @@ func load(b *testing.B, sys system, clients int, series *series) {
 	if counter != nil {
 		requests0 = counter.requests()
 	}
-	latencies := make([]time.Duration, b.N)
-	var next atomic.Int64
 	profiled := startProfile(b, sys, clients)
 	defer profiled()
-
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range min(clients, b.N) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N {
-					return
-				}
-				t0 := time.Now()
-				octx, cancel := context.WithTimeout(ctx, time.Minute)
-				err := op(octx, i)
-				cancel()
-				if err != nil {
-					b.Error(err)
-					next.Store(int64(b.N)) // stop the other clients
-					return
-				}
-				latencies[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
+	latencies, elapsed := closedLoop(b, clients, func(i int) error {
+		octx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return op(octx, i)
+	})
 	if b.Failed() {
 		return
 	}
@@ -336,4 +312,37 @@ func (s *series) add(n int, perSec float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs = append(s.runs, run{n, perSec})
+}
+
+// closedLoop runs op(0..b.N-1) from clients closed-loop clients, each taking
+// the next index as soon as its previous op returned, and times the whole
+// (the timer runs from here to the end) and each op. The first error fails
+// the benchmark and stops the other clients.
+func closedLoop(b *testing.B, clients int, op func(i int) error) (latencies []time.Duration, elapsed time.Duration) {
+	latencies = make([]time.Duration, b.N)
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range min(clients, b.N) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					b.Error(err)
+					next.Store(int64(b.N)) // stop the other clients
+					return
+				}
+				latencies[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	b.StopTimer()
+	return latencies, elapsed
 }

@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -156,35 +155,13 @@ func edgeLoad(b *testing.B, client *http.Client, base, path string, clients int)
 	if err != nil {
 		b.Fatal(err)
 	}
-	latencies := make([]time.Duration, b.N)
-	var next atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range min(clients, b.N) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N {
-					return
-				}
-				t0 := time.Now()
-				status, err := edgeGet(context.Background(), client, base+path)
-				if err == nil && status != http.StatusOK {
-					err = fmt.Errorf("%s: status %d", path, status)
-				}
-				if err != nil {
-					b.Error(err)
-					next.Store(int64(b.N)) // stop the other clients
-					return
-				}
-				latencies[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
+	latencies, elapsed := closedLoop(b, clients, func(int) error {
+		status, err := edgeGet(context.Background(), client, base+path)
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("%s: status %d", path, status)
+		}
+		return err
+	})
 	if b.Failed() {
 		return
 	}
