@@ -22,7 +22,9 @@ import (
 // state hashes agree.
 func TestDeleteOnEveryValidator(t *testing.T) {
 	c := newCluster(t, 3, "MOCK")
-	c.waitLeader()
+	// Writes go through followers: each must know the leader, or it
+	// answers 503 leader_unknown (retryable) to the first submission.
+	c.waitLeaderKnown(c.nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	first, second := c.client(c.nodes[0]), c.client(c.nodes[1])
