@@ -78,16 +78,12 @@ func EpochSubject(chainID uint64) string { return fmt.Sprintf("chain.%d.epochs",
 
 // Proto converts the payment to its wire form.
 func (p ProposalPaid) Proto() *ledgerpb.Payment {
-	amount := []byte{}
-	if p.Amount != nil {
-		amount = p.Amount.Bytes()
-	}
 	return &ledgerpb.Payment{
 		ChainId:            p.ChainID,
 		Contract:           p.Contract.Bytes(),
 		ProposalId:         p.ProposalID.Bytes(),
 		Payer:              p.Payer.Bytes(),
-		Amount:             amount,
+		Amount:             amountBytes(p.Amount),
 		Tier:               p.Class.Proto(),
 		Token:              ledgerpb.PaymentToken(p.Token),
 		PreferredValidator: p.PreferredValidator.Bytes(),
@@ -105,23 +101,47 @@ func (p ProposalPaid) Proto() *ledgerpb.Payment {
 // wrong lengths or values.
 var ErrMalformedPayment = errors.New("malformed payment")
 
+// wireField is a byte field of a wire payment and the length it must have.
+type wireField struct {
+	name string
+	b    []byte
+	size int
+}
+
+func address(name string, b []byte) wireField { return wireField{name, b, common.AddressLength} }
+func hash(name string, b []byte) wireField    { return wireField{name, b, common.HashLength} }
+
+// checkWire checks the lengths of a wire payment's fields, in order, and
+// that its amount fits a uint256.
+func checkWire(amount []byte, fields ...wireField) error {
+	for _, f := range fields {
+		if len(f.b) != f.size {
+			return fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, f.name, len(f.b))
+		}
+	}
+	if len(amount) > 32 {
+		return fmt.Errorf("%w: amount is %d bytes", ErrMalformedPayment, len(amount))
+	}
+	return nil
+}
+
+// amountBytes is a wire amount: big-endian, no leading zeros, empty for nil.
+func amountBytes(a *big.Int) []byte {
+	if a == nil {
+		return []byte{}
+	}
+	return a.Bytes()
+}
+
 // FromProto converts a wire payment back, checking every field's length.
 func FromProto(m *ledgerpb.Payment) (ProposalPaid, error) {
 	if m == nil {
 		return ProposalPaid{}, fmt.Errorf("%w: empty", ErrMalformedPayment)
 	}
-	for name, b := range map[string][]byte{"contract": m.Contract, "payer": m.Payer, "preferredValidator": m.PreferredValidator} {
-		if len(b) != common.AddressLength {
-			return ProposalPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
-		}
-	}
-	for name, b := range map[string][]byte{"proposalId": m.ProposalId, "txHash": m.TxHash, "blockHash": m.BlockHash} {
-		if len(b) != common.HashLength {
-			return ProposalPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
-		}
-	}
-	if len(m.Amount) > 32 {
-		return ProposalPaid{}, fmt.Errorf("%w: amount is %d bytes", ErrMalformedPayment, len(m.Amount))
+	if err := checkWire(m.Amount,
+		address("contract", m.Contract), address("payer", m.Payer), address("preferredValidator", m.PreferredValidator),
+		hash("proposalId", m.ProposalId), hash("txHash", m.TxHash), hash("blockHash", m.BlockHash)); err != nil {
+		return ProposalPaid{}, err
 	}
 	class, token := ClassFromProto(m.Tier), Token(m.Token)
 	if !class.Valid() || !token.Valid() {
@@ -148,16 +168,12 @@ func FromProto(m *ledgerpb.Payment) (ProposalPaid, error) {
 
 // Proto converts the debt payment to its wire form.
 func (d DebtPaid) Proto() *ledgerpb.DebtPayment {
-	amount := []byte{}
-	if d.Amount != nil {
-		amount = d.Amount.Bytes()
-	}
 	return &ledgerpb.DebtPayment{
 		ChainId:       d.ChainID,
 		Contract:      d.Contract.Bytes(),
 		Wallet:        d.Wallet.Bytes(),
 		Payer:         d.Payer.Bytes(),
-		Amount:        amount,
+		Amount:        amountBytes(d.Amount),
 		PaidAt:        d.Timestamp,
 		TxHash:        d.TxHash.Bytes(),
 		BlockHash:     d.BlockHash.Bytes(),
@@ -174,18 +190,10 @@ func DebtPaidFromProto(m *ledgerpb.DebtPayment) (DebtPaid, error) {
 	if m == nil {
 		return DebtPaid{}, fmt.Errorf("%w: empty", ErrMalformedPayment)
 	}
-	for name, b := range map[string][]byte{"contract": m.Contract, "wallet": m.Wallet, "payer": m.Payer} {
-		if len(b) != common.AddressLength {
-			return DebtPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
-		}
-	}
-	for name, b := range map[string][]byte{"txHash": m.TxHash, "blockHash": m.BlockHash} {
-		if len(b) != common.HashLength {
-			return DebtPaid{}, fmt.Errorf("%w: %s is %d bytes", ErrMalformedPayment, name, len(b))
-		}
-	}
-	if len(m.Amount) > 32 {
-		return DebtPaid{}, fmt.Errorf("%w: amount is %d bytes", ErrMalformedPayment, len(m.Amount))
+	if err := checkWire(m.Amount,
+		address("contract", m.Contract), address("wallet", m.Wallet), address("payer", m.Payer),
+		hash("txHash", m.TxHash), hash("blockHash", m.BlockHash)); err != nil {
+		return DebtPaid{}, err
 	}
 	return DebtPaid{
 		ChainID:       m.ChainId,

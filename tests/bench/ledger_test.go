@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/ecdsa"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/tests/harness"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
@@ -201,21 +201,7 @@ func (c *ledgerCluster) requests() uint64 {
 }
 
 func (c *ledgerCluster) getJSON(u string, out any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return harness.GetJSON(c.http, 5*time.Second, u, out)
 }
 
 // prepare signs n forms, in parallel, before the timer: the client's

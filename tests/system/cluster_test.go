@@ -4,9 +4,6 @@
 package system
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -207,24 +204,4 @@ func (c *cluster) client(n *node) *ledgerclient.Client {
 // waitLeader waits until some node reports itself leader and returns it.
 func (c *cluster) waitLeader() *node { return c.waitLeaderAmong(c.nodes) }
 
-func get(u string, out any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return errors.New(resp.Status)
-	}
-	return decodeJSON(resp, out)
-}
-
-func decodeJSON(resp *http.Response, out any) error {
-	return json.NewDecoder(resp.Body).Decode(out)
-}
+func get(u string, out any) error { return harness.GetJSON(nil, 2*time.Second, u, out) }

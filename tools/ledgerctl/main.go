@@ -107,6 +107,25 @@ func (c *commonFlags) client() *ledgerclient.Client {
 	return &ledgerclient.Client{BaseURL: c.validator, Token: c.token}
 }
 
+// progress returns a printer of progress lines to w, silent with --json.
+func (c *commonFlags) progress(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if !c.json {
+			fmt.Fprintf(w, format+"\n", a...)
+		}
+	}
+}
+
+// blockchainConfig reads the validator's mode, chain and contract, which
+// signing and paying need.
+func blockchainConfig(ctx context.Context, client *ledgerclient.Client) (api.BlockchainConfig, error) {
+	cfg, err := client.BlockchainConfig(ctx)
+	if err != nil {
+		return cfg, fmt.Errorf("reading the validator's blockchain config: %w", err)
+	}
+	return cfg, nil
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -188,16 +207,11 @@ func propose(ctx context.Context, action proposal.Action, args []string, out, pr
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	progress := func(format string, a ...any) {
-		if !c.json {
-			fmt.Fprintf(progressOut, format+"\n", a...)
-		}
-	}
-
+	progress := c.progress(progressOut)
 	client := c.client()
-	cfg, err := client.BlockchainConfig(ctx)
+	cfg, err := blockchainConfig(ctx, client)
 	if err != nil {
-		return fmt.Errorf("reading the validator's blockchain config: %w", err)
+		return err
 	}
 	progress("validator %s: %s mode, chain %d, contract %s", c.validator, cfg.Mode, cfg.ChainID, cfg.ContractAddress)
 
@@ -357,15 +371,11 @@ func payDebt(ctx context.Context, args []string, out, progressOut io.Writer) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	progress := func(format string, a ...any) {
-		if !c.json {
-			fmt.Fprintf(progressOut, format+"\n", a...)
-		}
-	}
+	progress := c.progress(progressOut)
 	client := c.client()
-	cfg, err := client.BlockchainConfig(ctx)
+	cfg, err := blockchainConfig(ctx, client)
 	if err != nil {
-		return fmt.Errorf("reading the validator's blockchain config: %w", err)
+		return err
 	}
 	var key *ecdsa.PrivateKey
 	if cfg.PaymentsVerified || *walletFlag == "" {
