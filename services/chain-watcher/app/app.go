@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -18,9 +19,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/checkpoint"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
 
@@ -47,17 +50,36 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		return err
 	}
 	st := newStatus()
-	stopHealth, err := serveHealth(cfg, st, log)
+	m := newMetrics()
+	stopHTTP, err := serveHTTP(cfg, st, m, log)
 	if err != nil {
 		return err
 	}
-	defer stopHealth()
+	defer stopHTTP()
 
-	eth, err := ethclient.DialContext(ctx, cfg.RPCURL)
-	if err != nil {
-		return fmt.Errorf("dial ethereum %s: %w", cfg.RPCURL, err)
+	var endpoints []rpcpool.Endpoint
+	for i, u := range cfg.RPCURLs() {
+		name := rpcpool.Name(i, u)
+		c, err := ethclient.DialContext(ctx, u)
+		if err != nil {
+			// Named, not quoted: the URL may hold an API key.
+			return fmt.Errorf("dial ethereum endpoint %s: %s", name, strings.ReplaceAll(err.Error(), u, "<"+name+">"))
+		}
+		defer c.Close()
+		endpoints = append(endpoints, rpcpool.Endpoint{Name: name, URL: u, Client: c})
 	}
-	defer eth.Close()
+	eth, err := rpcpool.New(endpoints, rpcpool.Config{
+		CallTimeout: cfg.RPCTimeout,
+		Attempts:    cfg.RPCAttempts,
+		Retry:       backoff.Policy{Initial: cfg.RPCBackoff, Max: cfg.RPCBackoffMax, Jitter: 0.5},
+		Cooldown:    backoff.Policy{Initial: cfg.RPCCooldown, Max: cfg.RPCCooldownMax, Jitter: 0.2},
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	st.setEndpoints(eth.Health)
+	m.reg.MustRegister(newEndpointCollector(eth.Health))
 
 	nc, err := nats.Connect(cfg.NATSURL,
 		nats.Name("chain-watcher"),
@@ -125,13 +147,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		Confirmations: cfg.Confirmations,
 		Finalized:     cfg.Finalized,
 		MaxRange:      cfg.MaxBlockRange,
+		GrowAfter:     cfg.RangeGrowAfter,
 		AnchorDepth:   cfg.reorgDepth(),
 		Logger:        log,
+		OnRangeSize: func(n uint64) {
+			st.setRangeSize(n)
+			m.rangeSize.Set(float64(n))
+		},
 	})
 	if err != nil {
 		return err
 	}
-	rl, err := relay.New(w, publish.NewPublisher(js, cfg.Stream), store, relay.Config{
+	rl, err := relay.New(countingReader{Reader: w, m: m}, countingPublisher{next: publish.NewPublisher(js, cfg.Stream), m: m}, store, relay.Config{
 		StartBlock:   cfg.StartBlock,
 		Depth:        cfg.reorgDepth(),
 		PollInterval: cfg.PollInterval,
@@ -142,6 +169,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 			if head > 0 {
 				st.setHead(head)
 			}
+			m.progress(c, head)
 		},
 	})
 	if err != nil {
@@ -167,9 +195,9 @@ func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
 // retry runs f until it succeeds, returns a permanent error, or ctx ends,
-// with exponential backoff.
+// with exponential backoff and jitter.
 func retry(ctx context.Context, log *zap.Logger, what string, f func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
+	wait := backoff.New(backoff.Policy{Initial: 100 * time.Millisecond, Max: startupMaxBackoff, Jitter: 0.2}, nil)
 	for {
 		err := f(ctx)
 		var p permanent
@@ -181,15 +209,11 @@ func retry(ctx context.Context, log *zap.Logger, what string, f func(context.Con
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		log.Warn(what+" failed; retrying", zap.Duration("backoff", backoff), zap.Error(err))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		d := wait.Next()
+		log.Warn(what+" failed; retrying", zap.Duration("backoff", d), zap.Error(err))
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, startupMaxBackoff)
 	}
 }
 

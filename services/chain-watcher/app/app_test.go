@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +57,13 @@ func (h *harness) config(confirmations uint64) app.Config {
 		PollInterval:    10 * time.Millisecond,
 		StartBlock:      h.chain.DeployBlock,
 		MaxBlockRange:   2000,
+		RangeGrowAfter:  4,
+		RPCTimeout:      5 * time.Second,
+		RPCAttempts:     3,
+		RPCBackoff:      10 * time.Millisecond,
+		RPCBackoffMax:   100 * time.Millisecond,
+		RPCCooldown:     50 * time.Millisecond,
+		RPCCooldownMax:  time.Second,
 		Stream:          stream,
 		DuplicateWindow: time.Hour,
 		Bucket:          checkpoint.DefaultBucket,
@@ -386,6 +395,24 @@ func TestPublishesAfterConfirmationsOnly(t *testing.T) {
 			t.Errorf("message %d: %d confirmations, want 2", g.seq, g.payment.Confirmations)
 		}
 	}
+	// The same progress on /metrics.
+	for series, want := range map[string]float64{
+		`chainwatcher_logs_published_total{event="proposal_paid",result="stored"}`: 4,
+		"chainwatcher_cursor_block":     float64(paid),
+		"chainwatcher_head_block":       float64(paid + 2),
+		"chainwatcher_lag_blocks":       2,
+		"chainwatcher_block_range_size": 2000,
+	} {
+		if got := w.metric(t, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if got := w.metric(t, "chainwatcher_blocks_read_total"); got < float64(paid-h.chain.DeployBlock) {
+		t.Errorf("blocks read %v, want at least %d", got, paid-h.chain.DeployBlock)
+	}
+	if got := w.metric(t, `chainwatcher_rpc_endpoint_calls_total{endpoint="1:`+strings.TrimPrefix(h.chain.URL, "http://")+`"}`); got == 0 {
+		t.Error("no RPC calls counted for the endpoint")
+	}
 	if err := w.stop(); err != nil {
 		t.Fatalf("Run returned %v on shutdown, want nil", err)
 	}
@@ -506,6 +533,9 @@ func TestRetractsReorgWhileStopped(t *testing.T) {
 	if remined.payment.Removed || remined.payment.TxHash != tx || remined.payment.BlockHash != again.BlockHash || remined.msgID == orig.msgID {
 		t.Errorf("re-mined payment %+v", remined)
 	}
+	if got := second.metric(t, `chainwatcher_retractions_published_total{event="proposal_paid",result="stored"}`); got != 1 {
+		t.Errorf("retractions metric %v, want 1", got)
+	}
 	if err := second.stop(); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
@@ -613,6 +643,8 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		NATSURL: "nats://127.0.0.1:4222", Confirmations: 2, PollInterval: time.Second, StartBlock: 0,
 		MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: 24 * time.Hour, Bucket: "CHAIN_WATCHER",
 		Replicas: 1, HTTPAddr: "127.0.0.1:8091", ReorgDepth: 128,
+		RangeGrowAfter: 4, RPCTimeout: 30 * time.Second, RPCAttempts: 3, RPCBackoff: 250 * time.Millisecond,
+		RPCBackoffMax: 5 * time.Second, RPCCooldown: 5 * time.Second, RPCCooldownMax: 2 * time.Minute,
 	}
 	if cfg != want {
 		t.Errorf("defaults\n got  %+v\n want %+v", cfg, want)
@@ -635,5 +667,34 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 	t.Setenv("WATCHER_STREAM", "bad.name")
 	if _, err := app.LoadConfig(); !errors.Is(err, app.ErrInvalidConfig) {
 		t.Errorf("stream with a dot: %v", err)
+	}
+	t.Setenv("WATCHER_STREAM", "CHAIN_EVENTS")
+
+	// Several endpoints, comma separated, blanks ignored.
+	t.Setenv("WATCHER_RPC_URL", " https://a.example/v3/KEY , ,wss://b.example:8546")
+	cfg, err = app.LoadConfig()
+	if err != nil || !slices.Equal(cfg.RPCURLs(), []string{"https://a.example/v3/KEY", "wss://b.example:8546"}) {
+		t.Errorf("endpoint list: %q, %v", cfg.RPCURLs(), err)
+	}
+	for _, bad := range []string{"", " , ", "ftp://a.example", "https://", "http://a.example,/relative"} {
+		t.Setenv("WATCHER_RPC_URL", bad)
+		_, err := app.LoadConfig()
+		if !errors.Is(err, app.ErrInvalidConfig) {
+			t.Errorf("RPC_URL %q: %v", bad, err)
+		}
+	}
+	t.Setenv("WATCHER_RPC_URL", "https://secret.example/v3/APIKEY,unix:///APIKEY2")
+	if _, err := app.LoadConfig(); err == nil || strings.Contains(err.Error(), "APIKEY") {
+		t.Errorf("a bad endpoint's error quotes its URL: %v", err)
+	}
+	t.Setenv("WATCHER_RPC_URL", "http://127.0.0.1:8545")
+	for env, bad := range map[string]string{"WATCHER_RPC_ATTEMPTS": "0", "WATCHER_RPC_TIMEOUT": "0s", "WATCHER_RPC_BACKOFF_MAX": "1ms",
+		"WATCHER_RPC_COOLDOWN": "10m", "WATCHER_RANGE_GROW_AFTER": "0"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, bad)
+			if _, err := app.LoadConfig(); !errors.Is(err, app.ErrInvalidConfig) {
+				t.Errorf("%s=%s: %v", env, bad, err)
+			}
+		})
 	}
 }

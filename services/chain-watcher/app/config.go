@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ const EnvPrefix = "WATCHER"
 // Config is the watcher's configuration, read from the environment by
 // LoadConfig. Every field has a default except ContractAddress.
 type Config struct {
-	RPCURL          string        `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoint (HTTP)"`
+	RPCURL          string        `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoints (HTTP or WebSocket), comma separated, preferred first: calls go to the healthiest and fail over to the others"`
 	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid and DebtPaid logs are published"`
 	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
 	Confirmations   uint64        `envconfig:"CONFIRMATIONS" default:"2" desc:"a block is read once head - block >= this many blocks"`
@@ -28,14 +29,21 @@ type Config struct {
 	ReorgDepth      uint64        `envconfig:"REORG_DEPTH" default:"128" desc:"deepest reorg handled, in blocks below the last handled block: recent block hashes and what was published from them are kept this deep (0: 128)"`
 	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"1s" desc:"how often the chain head is polled when caught up"`
 	StartBlock      uint64        `envconfig:"START_BLOCK" default:"0" desc:"first block read when no checkpoint exists (the contract's deployment block)"`
-	MaxBlockRange   uint64        `envconfig:"MAX_BLOCK_RANGE" default:"2000" desc:"most blocks per eth_getLogs call"`
+	MaxBlockRange   uint64        `envconfig:"MAX_BLOCK_RANGE" default:"2000" desc:"most blocks per eth_getLogs call: ranges start there, halve when the provider refuses one as too large, and grow back"`
+	RangeGrowAfter  int           `envconfig:"RANGE_GROW_AFTER" default:"4" desc:"full eth_getLogs ranges that must pass in a row before a shrunk range doubles again (up to MAX_BLOCK_RANGE)"`
+	RPCTimeout      time.Duration `envconfig:"RPC_TIMEOUT" default:"30s" desc:"deadline of one JSON-RPC call on one endpoint; an eth_getLogs call that exceeds it is asked again with a smaller range"`
+	RPCAttempts     int           `envconfig:"RPC_ATTEMPTS" default:"3" desc:"rounds over all endpoints one JSON-RPC call makes before the watch step fails (and is retried after POLL_INTERVAL, doubling)"`
+	RPCBackoff      time.Duration `envconfig:"RPC_BACKOFF" default:"250ms" desc:"first wait between two rounds over the endpoints, doubling, with jitter"`
+	RPCBackoffMax   time.Duration `envconfig:"RPC_BACKOFF_MAX" default:"5s" desc:"longest wait between two rounds over the endpoints"`
+	RPCCooldown     time.Duration `envconfig:"RPC_COOLDOWN" default:"5s" desc:"how long an endpoint that failed is passed over, doubling with each consecutive failure"`
+	RPCCooldownMax  time.Duration `envconfig:"RPC_COOLDOWN_MAX" default:"2m" desc:"longest time an endpoint that keeps failing is passed over before it is tried again"`
 	Stream          string        `envconfig:"STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream of chain events (subjects chain.>)"`
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"24h" desc:"how long JetStream deduplicates a payment's message id"`
 	Bucket          string        `envconfig:"BUCKET" default:"CHAIN_WATCHER" desc:"JetStream key-value bucket of the checkpoint (key cursor-<chainId>)"`
 	Replicas        int           `envconfig:"REPLICAS" default:"1" desc:"replicas of the stream and the bucket in a NATS cluster"`
-	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health endpoint; empty disables it"`
+	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health and /metrics endpoints; empty disables them"`
 
-	// HTTPListener, when set, serves /health instead of listening on
+	// HTTPListener, when set, serves /health and /metrics instead of listening on
 	// HTTPAddr: tests pass a listener on port 0 to know the address. Run
 	// closes it.
 	HTTPListener net.Listener `ignored:"true"`
@@ -73,8 +81,32 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if c.RPCURL == "" {
+	if urls := c.RPCURLs(); len(urls) == 0 {
 		bad("RPC_URL is empty")
+	} else {
+		for i, u := range urls {
+			if err := checkRPCURL(u); err != nil {
+				bad("RPC_URL endpoint %d: %v", i+1, err)
+			}
+		}
+		if len(urls) > maxEndpoints {
+			bad("RPC_URL lists %d endpoints, at most %d", len(urls), maxEndpoints)
+		}
+	}
+	if c.RPCTimeout <= 0 {
+		bad("RPC_TIMEOUT %s must be positive", c.RPCTimeout)
+	}
+	if c.RPCAttempts < 1 || c.RPCAttempts > 10 {
+		bad("RPC_ATTEMPTS %d must be 1 to 10", c.RPCAttempts)
+	}
+	if c.RPCBackoff <= 0 || c.RPCBackoffMax < c.RPCBackoff {
+		bad("RPC_BACKOFF %s must be positive and at most RPC_BACKOFF_MAX %s", c.RPCBackoff, c.RPCBackoffMax)
+	}
+	if c.RPCCooldown <= 0 || c.RPCCooldownMax < c.RPCCooldown {
+		bad("RPC_COOLDOWN %s must be positive and at most RPC_COOLDOWN_MAX %s", c.RPCCooldown, c.RPCCooldownMax)
+	}
+	if c.RangeGrowAfter < 1 {
+		bad("RANGE_GROW_AFTER %d must be at least 1", c.RangeGrowAfter)
 	}
 	if !common.IsHexAddress(c.ContractAddress) || common.HexToAddress(c.ContractAddress) == (common.Address{}) {
 		bad("CONTRACT_ADDRESS %q is not a contract address", c.ContractAddress)
@@ -104,6 +136,41 @@ func (c Config) Validate() error {
 		bad("REPLICAS %d must be 1 to 5", c.Replicas)
 	}
 	return errors.Join(errs...)
+}
+
+// maxEndpoints bounds RPC_URL's list: every endpoint is a client, a health
+// record and a set of metric series.
+const maxEndpoints = 16
+
+// RPCURLs returns the endpoints of RPC_URL in order: the comma-separated
+// items, trimmed, empty ones dropped.
+func (c Config) RPCURLs() []string {
+	var out []string
+	for item := range strings.SplitSeq(c.RPCURL, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// checkRPCURL accepts what go-ethereum's client dials: http(s) and ws(s)
+// URLs with a host. (IPC paths are not offered: the watcher runs next to
+// no node.) The URL is not quoted back, since it may hold an API key.
+func checkRPCURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	switch u.Scheme {
+	case "http", "https", "ws", "wss":
+	default:
+		return fmt.Errorf("scheme %q, want http, https, ws or wss", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	return nil
 }
 
 // validName accepts the names JetStream allows for streams and buckets that

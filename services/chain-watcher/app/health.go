@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
 
@@ -25,6 +26,9 @@ type status struct {
 	lastErr   string
 	lastErrAt time.Time
 	updatedAt time.Time
+	rangeSize uint64
+	// endpoints reports the RPC endpoints' health; nil until they exist.
+	endpoints func() []rpcpool.EndpointHealth
 }
 
 func newStatus() *status { return &status{} }
@@ -46,6 +50,18 @@ func (s *status) setHead(h uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.head = h
+}
+
+func (s *status) setRangeSize(n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rangeSize = n
+}
+
+func (s *status) setEndpoints(f func() []rpcpool.EndpointHealth) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endpoints = f
 }
 
 // setStep records the outcome of the last watch step: an error makes
@@ -70,6 +86,10 @@ type healthReport struct {
 	UpdatedAt   string `json:"updatedAt,omitempty"`
 	LastError   string `json:"lastError,omitempty"`
 	LastErrorAt string `json:"lastErrorAt,omitempty"`
+	// BlockRange is the most blocks the next eth_getLogs call asks for.
+	BlockRange uint64 `json:"blockRange,omitempty"`
+	// Endpoints are the RPC endpoints' records, in the configured order.
+	Endpoints []rpcpool.EndpointHealth `json:"endpoints,omitempty"`
 }
 
 // report returns the body and the HTTP status: 200 when the watcher runs and
@@ -77,7 +97,10 @@ type healthReport struct {
 func (s *status) report() (healthReport, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := healthReport{Status: "ok", ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr}
+	r := healthReport{Status: "ok", ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr, BlockRange: s.rangeSize}
+	if s.endpoints != nil {
+		r.Endpoints = s.endpoints()
+	}
 	if s.cursor != nil {
 		r.CursorBlock, r.CursorHash = s.cursor.Block, s.cursor.Hash.Hex()
 		r.UpdatedAt = s.updatedAt.UTC().Format(time.RFC3339Nano)
@@ -109,9 +132,10 @@ func (s *status) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// serveHealth serves /health on cfg.HTTPListener or cfg.HTTPAddr (none when
-// both are empty) and returns the function that stops it.
-func serveHealth(cfg Config, st *status, log *zap.Logger) (stop func(), err error) {
+// serveHTTP serves /health and /metrics on cfg.HTTPListener or
+// cfg.HTTPAddr (none when both are empty) and returns the function that
+// stops it.
+func serveHTTP(cfg Config, st *status, m *metrics, log *zap.Logger) (stop func(), err error) {
 	ln := cfg.HTTPListener
 	if ln == nil {
 		if cfg.HTTPAddr == "" {
@@ -124,15 +148,16 @@ func serveHealth(cfg Config, st *status, log *zap.Logger) (stop func(), err erro
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/health", st)
+	mux.Handle("/metrics", m.handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("health endpoint stopped", zap.Error(err))
+			log.Error("health and metrics endpoints stopped", zap.Error(err))
 		}
 	}()
-	log.Info("health endpoint listening", zap.String("addr", ln.Addr().String()))
+	log.Info("health and metrics endpoints listening", zap.String("addr", ln.Addr().String()))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
 
@@ -43,6 +44,13 @@ func TestHealthTransitions(t *testing.T) {
 	code, r := get(http.MethodGet)
 	if code != http.StatusOK || r.LastError != "" || r.CursorBlock != 9 || r.HeadBlock != 11 || r.CursorHash != common.HexToHash("0x09").Hex() {
 		t.Errorf("recovered: %d %+v", code, r)
+	}
+	st.setRangeSize(250)
+	st.setEndpoints(func() []rpcpool.EndpointHealth {
+		return []rpcpool.EndpointHealth{{Name: "1:a.example", Current: true, Up: true, Score: 0.9}, {Name: "2:b.example", Errors: 3}}
+	})
+	if _, r := get(http.MethodGet); r.BlockRange != 250 || len(r.Endpoints) != 2 || !r.Endpoints[0].Current || r.Endpoints[1].Errors != 3 {
+		t.Errorf("range and endpoints: %+v", r)
 	}
 	if code, _ := get(http.MethodPost); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", code)

@@ -65,7 +65,14 @@ func EnsureStream(ctx context.Context, js StreamManager, cfg StreamConfig) (*jet
 		Name:        cfg.Name,
 		Description: "Payment contract logs and epoch updates, published by chain-watcher",
 		Subjects:    []string{Subjects},
+		// Kept until limits say otherwise, and there are none: validators
+		// rebuild their payment index from the whole stream. Stated
+		// explicitly so that a limit set by hand on the stream is undone
+		// at the next start rather than silently dropping payments.
 		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      0,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
 		Discard:     jetstream.DiscardOld,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,

@@ -46,9 +46,22 @@ func TestEnsureStreamIsIdempotent(t *testing.T) {
 		}
 		c := info.Config
 		if c.Storage != jetstream.FileStorage || c.Duplicates != time.Hour || len(c.Subjects) != 1 || c.Subjects[0] != "chain.>" ||
-			c.MaxAge != 0 || c.PersistMode == jetstream.AsyncPersistMode {
+			c.MaxAge != 0 || c.MaxMsgs != -1 || c.MaxBytes != -1 || c.Retention != jetstream.LimitsPolicy || c.PersistMode == jetstream.AsyncPersistMode {
 			t.Fatalf("declaration %d: config %+v", i, c)
 		}
+	}
+	// A limit set by hand is undone by the next declaration.
+	s, err := js.Stream(ctx, "CHAIN_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := s.CachedInfo().Config
+	limited.MaxMsgs, limited.Discard = 10, jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, limited); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := publish.EnsureStream(ctx, js, cfg); err != nil || info.Config.MaxMsgs != -1 || info.Config.Discard != jetstream.DiscardOld {
+		t.Fatalf("after a limit set by hand: %+v, %v", info, err)
 	}
 	// A changed window is applied to the existing stream.
 	cfg.DuplicateWindow = 2 * time.Hour

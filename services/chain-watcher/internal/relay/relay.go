@@ -57,6 +57,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/checkpoint"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
@@ -117,6 +118,9 @@ type Config struct {
 	// OnProgress, if set, is called with the cursor and the head seen
 	// whenever the state moved.
 	OnProgress func(cursor watch.Cursor, head uint64)
+	// Rand is the jitter's random source (numbers in [0, 1)) for the waits
+	// after errors; nil means math/rand/v2.
+	Rand func() float64
 }
 
 // Relay moves payments from the chain to the stream. It is not safe for
@@ -159,7 +163,9 @@ func New(reader Reader, pub Publisher, store Store, cfg Config) (*Relay, error) 
 // watch.ErrMalformedLog, ErrReorgTooDeep and checkpoint.ErrCorrupt, which
 // retrying cannot mend.
 func (r *Relay) Run(ctx context.Context) error {
-	backoff := r.cfg.PollInterval
+	// Jitter: several watchers (a hot standby) that failed on the same
+	// outage do not retry in lockstep.
+	retry := backoff.New(backoff.Policy{Initial: r.cfg.PollInterval, Max: maxBackoff, Jitter: 0.2}, r.cfg.Rand)
 	for ctx.Err() == nil {
 		more, err := r.Step(ctx)
 		if ctx.Err() != nil {
@@ -175,14 +181,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			if errors.Is(err, checkpoint.ErrConflict) {
 				r.loaded = false // another watcher moved the state: take it over
 			}
-			r.log.Warn("chain watch step failed; retrying", zap.Duration("backoff", backoff), zap.Error(err))
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, maxBackoff)
+			wait := retry.Next()
+			r.log.Warn("chain watch step failed; retrying", zap.Duration("backoff", wait), zap.Error(err))
+			_ = backoff.Sleep(ctx, wait)
 			continue
 		}
-		backoff = r.cfg.PollInterval
+		retry.Reset()
 		if !more {
-			sleep(ctx, r.cfg.PollInterval)
+			_ = backoff.Sleep(ctx, r.cfg.PollInterval)
 		}
 	}
 	return nil
@@ -580,14 +586,5 @@ func (r *Relay) dropJournals(ctx context.Context, blocks []checkpoint.Block) {
 		if err := r.store.DropJournal(ctx, e.Number, e.Hash); err != nil {
 			r.log.Warn("purging a journal failed", zap.Uint64("block", e.Number), zap.String("hash", e.Hash.Hex()), zap.Error(err))
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

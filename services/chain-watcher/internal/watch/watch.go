@@ -13,6 +13,7 @@
 package watch
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/paycontract"
 	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcerr"
 )
 
 // Chain is what the watcher reads from an Ethereum JSON-RPC endpoint.
@@ -114,8 +116,16 @@ type Config struct {
 	// that does not answer the tag falls back to Confirmations alone.
 	Finalized bool
 	// MaxRange is the most blocks per FilterLogs call; 0 means
-	// DefaultMaxRange.
+	// DefaultMaxRange. Ranges start there, halve when the provider
+	// refuses one as too large (rpcerr.IsRangeError) and grow back after
+	// GrowAfter full ranges passed (Span).
 	MaxRange uint64
+	// GrowAfter is how many full ranges in a row must pass before the
+	// range doubles again; 0 means DefaultGrowAfter.
+	GrowAfter int
+	// OnRangeSize, if set, is called with the range size at start and
+	// whenever it changes (metrics).
+	OnRangeSize func(blocks uint64)
 	// AnchorDepth places an anchor this many blocks below the end of a
 	// range that reaches so far (Batch.Anchors); 0 places none.
 	AnchorDepth uint64
@@ -130,6 +140,7 @@ type Watcher struct {
 	cfg     Config
 	decoder paycontract.Decoder
 	log     *zap.Logger
+	span    *Span
 	// noFinalized is set once the endpoint failed to answer the finalized
 	// tag, so that the fallback is logged once, not at every step.
 	noFinalized bool
@@ -150,12 +161,28 @@ func New(chain Chain, cfg Config) (*Watcher, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Watcher{
+	if cfg.GrowAfter <= 0 {
+		cfg.GrowAfter = DefaultGrowAfter
+	}
+	w := &Watcher{
 		chain:   chain,
 		cfg:     cfg,
 		decoder: paycontract.Decoder{ChainID: cfg.ChainID, Contract: cfg.Contract},
 		log:     log,
-	}, nil
+		span:    NewSpan(cfg.MaxRange, cfg.GrowAfter),
+	}
+	w.rangeSizeChanged()
+	return w, nil
+}
+
+// RangeSize is the number of blocks the next eth_getLogs query asks for
+// at most.
+func (w *Watcher) RangeSize() uint64 { return w.span.Size() }
+
+func (w *Watcher) rangeSizeChanged() {
+	if w.cfg.OnRangeSize != nil {
+		w.cfg.OnRangeSize(w.span.Size())
+	}
 }
 
 // CanonicalHash returns the hash of the canonical block at number; found is
@@ -232,42 +259,95 @@ func (w *Watcher) finalized(ctx context.Context, head uint64) uint64 {
 // refused (ErrInconsistentChain) rather than pairing logs of one branch with
 // the cursor of another, which would lose the other branch's logs. A reorg
 // that replaced the caller's cursor block answers ErrParentMismatch.
+//
+// Range: at most RangeSize blocks. When the provider refuses the query as
+// too large, the range is halved and the whole read is done again for the
+// shorter range (its last block is another block), down to one block; a
+// single block the provider still refuses is returned as the error.
 func (w *Watcher) Next(ctx context.Context, next uint64, parent common.Hash) (b Batch, ok bool, err error) {
 	head, safe, finalized, ok, err := w.Head(ctx)
 	if err != nil || !ok || next > safe {
 		return Batch{}, false, err
 	}
-	to := safe
-	if safe-next >= w.cfg.MaxRange {
-		to = next + w.cfg.MaxRange - 1
+	for {
+		to := safe
+		if safe-next >= w.span.Size() {
+			to = next + w.span.Size() - 1
+		}
+		b, err := w.read(ctx, next, to, parent)
+		asked := to - next + 1
+		var refused *rangeRefused
+		if errors.As(err, &refused) {
+			shrunk := w.span.Refused(asked)
+			w.rangeSizeChanged()
+			if !shrunk {
+				return Batch{}, false, fmt.Errorf("watch: the provider refuses the logs of block %d alone: %w", next, refused.err)
+			}
+			w.log.Info("eth_getLogs range refused as too large; halving it",
+				zap.Uint64("from", next), zap.Uint64("blocks", asked), zap.Uint64("next_blocks", w.span.Size()), zap.Error(refused.err))
+			if ctx.Err() != nil {
+				return Batch{}, false, ctx.Err()
+			}
+			continue
+		}
+		if err != nil {
+			return Batch{}, false, err
+		}
+		if w.span.Passed(asked) {
+			w.rangeSizeChanged()
+		}
+		b.Head, b.Safe, b.Finalized = head, safe, finalized
+		for i := range b.Payments {
+			b.Payments[i].Confirmations = head - b.Payments[i].BlockNumber
+		}
+		for i := range b.Debts {
+			b.Debts[i].Confirmations = head - b.Debts[i].BlockNumber
+		}
+		return b, true, nil
 	}
+}
+
+// rangeRefused wraps a provider's refusal of an eth_getLogs range as too
+// large, so that Next shrinks the range instead of failing.
+type rangeRefused struct{ err error }
+
+func (r *rangeRefused) Error() string { return r.err.Error() }
+func (r *rangeRefused) Unwrap() error { return r.err }
+
+// read reads blocks next..to as one consistent batch (see Next), without
+// the head figures and confirmations.
+func (w *Watcher) read(ctx context.Context, next, to uint64, parent common.Hash) (Batch, error) {
 	last, found, err := w.CanonicalHash(ctx, to)
 	if err != nil {
-		return Batch{}, false, err
+		return Batch{}, err
 	}
 	if !found {
-		return Batch{}, false, fmt.Errorf("%w: block %d below head %d is missing", ErrInconsistentChain, to, head)
+		return Batch{}, fmt.Errorf("%w: block %d below the safe block is missing", ErrInconsistentChain, to)
 	}
 	anchors, err := w.anchors(ctx, next, to, parent)
 	if err != nil {
-		return Batch{}, false, err
+		return Batch{}, err
 	}
-	payments, debts, err := w.logs(ctx, next, to, head)
+	known := map[uint64]common.Hash{to: last}
+	for _, a := range anchors {
+		known[a.Block] = a.Hash
+	}
+	payments, debts, err := w.logs(ctx, next, to, known)
 	if err != nil {
-		return Batch{}, false, err
+		return Batch{}, err
 	}
 	again, found, err := w.CanonicalHash(ctx, to)
 	if err != nil {
-		return Batch{}, false, err
+		return Batch{}, err
 	}
 	if !found || again != last {
-		return Batch{}, false, fmt.Errorf("%w: block %d changed from %s to %s while its range was read", ErrInconsistentChain, to, last.Hex(), again.Hex())
+		return Batch{}, fmt.Errorf("%w: block %d changed from %s to %s while its range was read", ErrInconsistentChain, to, last.Hex(), again.Hex())
 	}
 	cursor := Cursor{Block: to, Hash: last}
 	return Batch{
-		From: next, To: to, Head: head, Safe: safe, Finalized: finalized, Payments: payments, Debts: debts,
+		From: next, To: to, Payments: payments, Debts: debts,
 		Cursor: cursor, Anchors: append(anchors, cursor),
-	}, true, nil
+	}, nil
 }
 
 // anchors reads the first block of the range (checking its parent) and the
@@ -300,8 +380,10 @@ func (w *Watcher) anchors(ctx context.Context, next, to uint64, parent common.Ha
 	return out, nil
 }
 
-// logs reads and decodes the contract's logs of blocks next..to.
-func (w *Watcher) logs(ctx context.Context, next, to, head uint64) ([]payment.ProposalPaid, []payment.DebtPaid, error) {
+// logs reads and decodes the contract's logs of blocks next..to. known
+// holds the hashes of blocks of the range read with it: a log of one of
+// those blocks must carry the same hash.
+func (w *Watcher) logs(ctx context.Context, next, to uint64, known map[uint64]common.Hash) ([]payment.ProposalPaid, []payment.DebtPaid, error) {
 	// One query for both events (topic0 either signature): one round trip,
 	// and a range is handed on whole or not at all.
 	logs, err := w.chain.FilterLogs(ctx, ethereum.FilterQuery{
@@ -311,13 +393,15 @@ func (w *Watcher) logs(ctx context.Context, next, to, head uint64) ([]payment.Pr
 		Topics:    [][]common.Hash{{paycontract.ProposalPaidTopic(), paycontract.DebtPaidTopic()}},
 	})
 	if err != nil {
+		if rpcerr.IsRangeError(err) && ctx.Err() == nil {
+			return nil, nil, &rangeRefused{err: fmt.Errorf("watch: logs of blocks %d-%d: %w", next, to, err)}
+		}
 		return nil, nil, fmt.Errorf("watch: logs of blocks %d-%d: %w", next, to, err)
 	}
-	// eth_getLogs returns chain order, but nothing in the API contract
-	// promises it; consumers rely on it, so make it so.
-	slices.SortFunc(logs, func(a, b types.Log) int {
-		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.Index, b.Index))
-	})
+	logs, err = chainOrder(logs)
+	if err != nil {
+		return nil, nil, err
+	}
 	var (
 		payments []payment.ProposalPaid
 		debts    []payment.DebtPaid
@@ -325,6 +409,9 @@ func (w *Watcher) logs(ctx context.Context, next, to, head uint64) ([]payment.Pr
 	for _, l := range logs {
 		if l.BlockNumber < next || l.BlockNumber > to {
 			return nil, nil, fmt.Errorf("%w: log of block %d in a query for %d-%d", ErrInconsistentChain, l.BlockNumber, next, to)
+		}
+		if h, ok := known[l.BlockNumber]; ok && l.BlockHash != h {
+			return nil, nil, fmt.Errorf("%w: log of block %d has block hash %s, the block is %s", ErrInconsistentChain, l.BlockNumber, l.BlockHash.Hex(), h.Hex())
 		}
 		if l.Removed {
 			// eth_getLogs never returns removed logs; a subscription
@@ -336,13 +423,11 @@ func (w *Watcher) logs(ctx context.Context, next, to, head uint64) ([]payment.Pr
 		case len(l.Topics) > 0 && l.Topics[0] == paycontract.ProposalPaidTopic():
 			var p payment.ProposalPaid
 			if p, err = w.decoder.ProposalPaid(l); err == nil {
-				p.Confirmations = head - p.BlockNumber
 				payments = append(payments, p)
 			}
 		case len(l.Topics) > 0 && l.Topics[0] == paycontract.DebtPaidTopic():
 			var d payment.DebtPaid
 			if d, err = w.decoder.DebtPaid(l); err == nil {
-				d.Confirmations = head - d.BlockNumber
 				debts = append(debts, d)
 			}
 		default:
@@ -353,4 +438,38 @@ func (w *Watcher) logs(ctx context.Context, next, to, head uint64) ([]payment.Pr
 		}
 	}
 	return payments, debts, nil
+}
+
+// chainOrder sorts logs by (block, log index) and drops repeats of the same
+// log. eth_getLogs returns chain order once each, but nothing in the API
+// contract promises it and providers behind load balancers or caches have
+// answered otherwise; consumers rely on the order and on each log once, so
+// make it so. Two different logs at the same position, or one block under
+// two hashes, are logs of different branches in one answer: refused.
+func chainOrder(logs []types.Log) ([]types.Log, error) {
+	slices.SortStableFunc(logs, func(a, b types.Log) int {
+		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.Index, b.Index))
+	})
+	out := logs[:0]
+	for i, l := range logs {
+		if i > 0 {
+			prev := out[len(out)-1]
+			if l.BlockNumber == prev.BlockNumber && l.BlockHash != prev.BlockHash {
+				return nil, fmt.Errorf("%w: block %d answered under hashes %s and %s", ErrInconsistentChain, l.BlockNumber, prev.BlockHash.Hex(), l.BlockHash.Hex())
+			}
+			if l.BlockNumber == prev.BlockNumber && l.Index == prev.Index {
+				if !sameLog(l, prev) {
+					return nil, fmt.Errorf("%w: two different logs at block %d index %d", ErrInconsistentChain, l.BlockNumber, l.Index)
+				}
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func sameLog(a, b types.Log) bool {
+	return a.Address == b.Address && a.TxHash == b.TxHash && a.TxIndex == b.TxIndex && a.Removed == b.Removed &&
+		slices.Equal(a.Topics, b.Topics) && bytes.Equal(a.Data, b.Data)
 }

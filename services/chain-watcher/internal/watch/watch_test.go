@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
 	"slices"
 	"testing"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -433,4 +435,123 @@ func newWatcherOn(t *testing.T, chain *devchain.Chain, c watch.Chain, cfg watch.
 		t.Fatal(err)
 	}
 	return w
+}
+
+// limitErr is a provider's JSON-RPC answer to a query over its limit.
+type limitErr struct{}
+
+func (limitErr) Error() string  { return "query returned more than 10000 results" }
+func (limitErr) ErrorCode() int { return -32005 }
+
+// picky refuses eth_getLogs ranges over limit blocks, as providers do, and
+// answers the others with every log twice and in reverse order; with
+// conflicting set, the repeat of the first log carries other data.
+type picky struct {
+	watch.Chain
+	limit       uint64
+	conflicting bool
+	asked       []uint64
+}
+
+func (c *picky) FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
+	n := q.ToBlock.Uint64() - q.FromBlock.Uint64() + 1
+	c.asked = append(c.asked, n)
+	if n > c.limit {
+		return nil, limitErr{}
+	}
+	logs, err := c.Chain.FilterLogs(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := append(slices.Clone(logs), logs...)
+	if c.conflicting && len(logs) > 0 {
+		out[len(logs)].Data = append([]byte{1}, out[len(logs)].Data...)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// TestNextShrinksRefusedRangesAndGrowsBack: a provider that refuses ranges
+// over 3 blocks and repeats and reorders its logs: the watcher halves the
+// range until it passes, grows it back after passes, and hands over every
+// payment once, in chain order.
+func TestNextShrinksRefusedRangesAndGrowsBack(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	var want []common.Hash
+	for blk := range 12 {
+		for i := range 2 {
+			want = append(want, pay(t, ctx, chain, 1+i, fmt.Sprintf("span-%d-%d", blk, i), payment.Standard))
+		}
+		commit(t, chain, 1)
+	}
+	commit(t, chain, 20) // empty blocks where the range may grow
+
+	p := &picky{Chain: chain.Client(), limit: 3}
+	var sizes []uint64
+	w := newWatcherOn(t, chain, p, watch.Config{MaxRange: 16, GrowAfter: 2, OnRangeSize: func(n uint64) { sizes = append(sizes, n) }})
+	var got []common.Hash
+	next, parent := chain.DeployBlock, common.Hash{}
+	for range 200 {
+		b, ok, err := w.Next(ctx, next, parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if n := b.To - b.From + 1; n > 3 {
+			t.Fatalf("batch %d-%d larger than the provider allows", b.From, b.To)
+		}
+		for i, pm := range b.Payments {
+			if i > 0 && !(pm.BlockNumber > b.Payments[i-1].BlockNumber || pm.BlockNumber == b.Payments[i-1].BlockNumber && pm.LogIndex > b.Payments[i-1].LogIndex) {
+				t.Fatalf("payments out of order in batch %d-%d", b.From, b.To)
+			}
+			got = append(got, pm.TxHash)
+		}
+		next, parent = b.To+1, b.Cursor.Hash
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d payments, want %d once each in order", len(got), len(want))
+	}
+	// 16 and 8 and 4 refused, 2 passes twice, grows to 4 (refused again).
+	if len(p.asked) < 4 || !slices.Equal(p.asked[:4], []uint64{16, 8, 4, 2}) {
+		t.Fatalf("sizes asked %v, want 16, 8, 4, 2 first", p.asked)
+	}
+	if sizes[0] != 16 || !slices.Contains(sizes, 2) || !slices.Contains(sizes[slices.Index(sizes, 2):], 4) {
+		t.Fatalf("range sizes reported %v: want 16, shrinking to 2, growing to 4", sizes)
+	}
+	if w.RangeSize() > 4 {
+		t.Fatalf("range size %d after refusals of 4", w.RangeSize())
+	}
+}
+
+// TestNextSingleBlockRefused: a provider that refuses even one block
+// answers an error the caller retries, after halving down to one block.
+func TestNextSingleBlockRefused(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	commit(t, chain, 20)
+	p := &picky{Chain: chain.Client(), limit: 0}
+	w := newWatcherOn(t, chain, p, watch.Config{MaxRange: 8})
+	_, ok, err := w.Next(ctx, 1, common.Hash{})
+	if ok || err == nil || !errors.As(err, new(limitErr)) {
+		t.Fatalf("Next = %v, %v; want the provider's refusal", ok, err)
+	}
+	if !slices.Equal(p.asked, []uint64{8, 4, 2, 1}) {
+		t.Fatalf("sizes asked %v", p.asked)
+	}
+}
+
+// TestNextRefusesConflictingRepeats: the same log position answered with
+// two different logs is an inconsistent answer, not a duplicate to drop.
+func TestNextRefusesConflictingRepeats(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	pay(t, ctx, chain, 1, "conflict", payment.Standard)
+	commit(t, chain, 1)
+	w := newWatcherOn(t, chain, &picky{Chain: chain.Client(), limit: 100, conflicting: true}, watch.Config{})
+	if _, _, err := w.Next(ctx, chain.DeployBlock, common.Hash{}); !errors.Is(err, watch.ErrInconsistentChain) {
+		t.Fatalf("Next = %v, want ErrInconsistentChain", err)
+	}
 }

@@ -1,0 +1,175 @@
+package app
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
+)
+
+// metrics are the watcher's Prometheus series, in a registry of its own
+// (one per Run: several watchers can live in one test process).
+type metrics struct {
+	reg         *prometheus.Registry
+	blocksRead  prometheus.Counter
+	published   *prometheus.CounterVec
+	retractions *prometheus.CounterVec
+	rangeSize   prometheus.Gauge
+	head        prometheus.Gauge
+	cursor      prometheus.Gauge
+	lag         prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		blocksRead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chainwatcher_blocks_read_total",
+			Help: "Blocks covered by the eth_getLogs ranges handed to the relay (a range read again after a failure counts again).",
+		}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainwatcher_logs_published_total",
+			Help: "Payment contract logs acknowledged by the stream, by event and by whether the stream stored them or already held their message id.",
+		}, []string{"event", "result"}),
+		retractions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainwatcher_retractions_published_total",
+			Help: "Retractions (removed = true) of logs a reorg dropped, acknowledged by the stream, by event and result.",
+		}, []string{"event", "result"}),
+		rangeSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_block_range_size",
+			Help: "Blocks the next eth_getLogs range asks for at most (shrinks on the provider's range errors).",
+		}),
+		head: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_head_block",
+			Help: "Chain head block number last seen.",
+		}),
+		cursor: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_cursor_block",
+			Help: "Last block whose logs are all in the stream (the checkpoint).",
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_lag_blocks",
+			Help: "Head minus cursor, in blocks; at least the confirmations when caught up.",
+		}),
+	}
+	m.reg.MustRegister(m.blocksRead, m.published, m.retractions, m.rangeSize, m.head, m.cursor, m.lag,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// progress records the cursor and, when known (non-zero), the head.
+func (m *metrics) progress(c watch.Cursor, head uint64) {
+	m.cursor.Set(float64(c.Block))
+	if head > 0 {
+		m.head.Set(float64(head))
+		m.lag.Set(float64(head - min(head, c.Block)))
+	}
+}
+
+func (m *metrics) acked(event string, removed bool, res publish.Result) {
+	result := "stored"
+	if res.Duplicate {
+		result = "duplicate"
+	}
+	if removed {
+		m.retractions.WithLabelValues(event, result).Inc()
+		return
+	}
+	m.published.WithLabelValues(event, result).Inc()
+}
+
+// countingPublisher counts what the stream acknowledged.
+type countingPublisher struct {
+	next relay.Publisher
+	m    *metrics
+}
+
+func (p countingPublisher) Publish(ctx context.Context, pay payment.ProposalPaid) (publish.Result, error) {
+	res, err := p.next.Publish(ctx, pay)
+	if err == nil {
+		p.m.acked("proposal_paid", pay.Removed, res)
+	}
+	return res, err
+}
+
+func (p countingPublisher) PublishDebt(ctx context.Context, d payment.DebtPaid) (publish.Result, error) {
+	res, err := p.next.PublishDebt(ctx, d)
+	if err == nil {
+		p.m.acked("debt_paid", d.Removed, res)
+	}
+	return res, err
+}
+
+// countingReader counts the blocks of the ranges read.
+type countingReader struct {
+	relay.Reader
+	m *metrics
+}
+
+func (r countingReader) Next(ctx context.Context, next uint64, parent common.Hash) (watch.Batch, bool, error) {
+	b, ok, err := r.Reader.Next(ctx, next, parent)
+	if err == nil && ok {
+		r.m.blocksRead.Add(float64(b.To - b.From + 1))
+		r.m.head.Set(float64(b.Head))
+	}
+	return b, ok, err
+}
+
+// endpointCollector reports the RPC endpoints' records at every scrape.
+type endpointCollector struct {
+	health                                  func() []rpcpool.EndpointHealth
+	calls, errors, up, score, currentlyUsed *prometheus.Desc
+}
+
+func newEndpointCollector(health func() []rpcpool.EndpointHealth) *endpointCollector {
+	label := []string{"endpoint"}
+	return &endpointCollector{
+		health: health,
+		calls: prometheus.NewDesc("chainwatcher_rpc_endpoint_calls_total",
+			"JSON-RPC calls made to the endpoint.", label, nil),
+		errors: prometheus.NewDesc("chainwatcher_rpc_endpoint_errors_total",
+			"JSON-RPC calls to the endpoint that failed through its fault (transport, HTTP, timeout, server errors).", label, nil),
+		up: prometheus.NewDesc("chainwatcher_rpc_endpoint_up",
+			"1 when the endpoint is not passed over after failures and serves the watcher's chain.", label, nil),
+		score: prometheus.NewDesc("chainwatcher_rpc_endpoint_score",
+			"Health score from 0 to 1 that orders the endpoints (recent errors and latency).", label, nil),
+		currentlyUsed: prometheus.NewDesc("chainwatcher_rpc_endpoint_current",
+			"1 for the endpoint calls go to first.", label, nil),
+	}
+}
+
+func (c *endpointCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.calls, c.errors, c.up, c.score, c.currentlyUsed} {
+		ch <- d
+	}
+}
+
+func (c *endpointCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, h := range c.health() {
+		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(h.Calls), h.Name)
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(h.Errors), h.Name)
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, boolValue(h.Up), h.Name)
+		ch <- prometheus.MustNewConstMetric(c.score, prometheus.GaugeValue, h.Score, h.Name)
+		ch <- prometheus.MustNewConstMetric(c.currentlyUsed, prometheus.GaugeValue, boolValue(h.Current), h.Name)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
