@@ -182,6 +182,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		gc.debts = index
 	}
 	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
+	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
+		startedAt: cluster.startedAt, now: now}
+	ops.register(e)
+	newConfigViews(cfg).register(e)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

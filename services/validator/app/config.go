@@ -49,7 +49,7 @@ type Config struct {
 	PeerTLSCert string `envconfig:"PEER_TLS_CERT" desc:"PEM certificate this validator presents to its raft peers"`
 	PeerTLSKey  string `envconfig:"PEER_TLS_KEY" desc:"PEM private key of PEER_TLS_CERT"`
 	PeerTLSCA   string `envconfig:"PEER_TLS_CA" desc:"PEM CA that signs every validator's peer certificate"`
-	AuthToken   string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health*; unset: none"`
+	AuthToken   string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health* and /v1/ops/snapshots/{health,runtime,storage}; unset: none"`
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`

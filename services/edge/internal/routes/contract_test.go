@@ -151,6 +151,8 @@ func TestLiveAnswersMatchTheDocument(t *testing.T) {
 	check("/ops/v1/fragmentation/metrics/{walletAddress}", open.URL+"/ops/v1/fragmentation/metrics/0x12")
 	check("/ops/v1/events/recent", open.URL+"/ops/v1/events/recent?limit=51")
 	check("/ops/v1/fragmentation/top", open.URL+"/ops/v1/fragmentation/top?limit=0")
+	check("/ops/v1/fragmentation/top", open.URL+"/ops/v1/fragmentation/top?limit=1")
+	check("/ops/v1/fragmentation/metrics/{walletAddress}", open.URL+"/ops/v1/fragmentation/metrics/0x"+strings.Repeat("3", 40))
 }
 
 // validate checks one answer against the document: its status is listed

@@ -162,6 +162,9 @@ func (f *fake) body(r *http.Request) (int, any) {
 	gc := api.GcAccount{ContractVersion: api.GcAccountVersion, Wallet: knownWallet, PendingDebt: "0.00", ExecutedDebt: "0.00",
 		Limit: "100.00", LimitMicros: 100_000_000, Paid: "0.00"}
 	committed := epoch.Add(time.Minute)
+	computed := api.FragmentationComputed{NodeID: f.id, AppliedIndex: 12, ComputedAt: epoch}
+	frag := api.WalletFragmentation{Wallet: knownWallet, BytesWritten: 600, LiveBytes: 400, DeadBytes: 200, FragmentationScore: 1.0 / 3,
+		LiveNodes: 2, NodeWrites: 3, NodeDeletes: 1, TarFilesTouched: 1}
 
 	switch p := r.URL.Path; {
 	case p == "/health":
@@ -259,6 +262,85 @@ func (f *fake) body(r *http.Request) (int, any) {
 				ProposalID: knownID, Revision: 1, CommitIndex: 7, UpdatedAt: &committed}}}
 	case p == "/v1/finality":
 		return http.StatusOK, finality
+	case p == "/v1/gc/status":
+		return http.StatusOK, api.GcStatus{ContractVersion: api.GcStatusVersion, NodeID: f.id, AppliedIndex: 12,
+			Debt: api.GcDebt{Accounts: 2, PendingDebt: "0.10", ExecutedDebt: "0.20", Paid: "0.00", PendingDebtMicros: 100_000,
+				ExecutedDebtMicros: 200_000, Deletes: 3, DeletedBytes: 3000, BlockedWallets: []string{},
+				DefaultLimit: "100.00", DefaultLimitMicros: 100_000_000, LastJobEpoch: 999},
+			Generations: api.GcGenerations{Current: 0, Retained: 2, Present: []uint32{0}},
+			Gaps:        []api.Gap{{Field: "lastRun", Reason: "no GC run applied"}}}
+	case p == "/v1/gc/estimate":
+		return http.StatusOK, api.GcEstimate{ContractVersion: api.GcEstimateVersion, NodeID: f.id, AppliedIndex: 12, ComputedAt: epoch,
+			SegmentBytes: 900, WrittenBytes: 600, LiveBytes: 400, ReclaimableBytes: 500,
+			ByTar: []api.TarEstimate{{Name: "data00000a.tar", Segments: 4, Bytes: 900, WrittenBytes: 600, LiveBytes: 400, ReclaimableBytes: 500}}}
+	case p == "/v1/compaction/proposals":
+		return http.StatusOK, api.CompactionProposals{ContractVersion: api.CompactionProposalsVersion, NodeID: f.id, AppliedIndex: 12,
+			Proposals: []api.CompactionProposal{}, Gaps: []api.Gap{{Field: "proposals", Reason: "no GC proposal lifecycle"}}}
+	case p == "/v1/fragmentation/metrics":
+		return http.StatusOK, api.FragmentationMetrics{ContractVersion: api.FragmentationMetricsVersion, FragmentationComputed: computed,
+			Totals:  api.FragmentationTotals{Wallets: 1, BytesWritten: 600, LiveBytes: 400, DeadBytes: 200, FragmentationScore: 1.0 / 3, TarFiles: 1},
+			Wallets: []api.WalletFragmentation{frag}}
+	case strings.HasPrefix(p, "/v1/fragmentation/metrics/"):
+		if strings.TrimPrefix(p, "/v1/fragmentation/metrics/") != knownWallet {
+			return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "wrote nothing")}
+		}
+		return http.StatusOK, api.FragmentationWallet{ContractVersion: api.FragmentationWalletVersion, FragmentationComputed: computed,
+			WalletFragmentation: frag}
+	case p == "/v1/fragmentation/top":
+		limit := api.DefaultFragmentationTop
+		if l := r.URL.Query().Get("limit"); l != "" {
+			limit, _ = strconv.Atoi(l)
+		}
+		return http.StatusOK, api.FragmentationTop{ContractVersion: api.FragmentationTopVersion, FragmentationComputed: computed,
+			Limit: limit, Wallets: []api.WalletFragmentation{frag}[:min(limit, 1)]}
+	case p == "/v1/ops/snapshots/storage":
+		sn := api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, NodeID: f.id, AppliedIndex: 12, At: epoch,
+			Disk: &api.DiskUsage{Path: "/data", TotalBytes: 1000, FreeBytes: 500, UsedBytes: 500, UsedRatio: float64(50+f.id) / 100},
+			Pebble: api.PebbleMetrics{DiskSpaceUsageBytes: 4096, L0Files: 2, ReadAmp: 2,
+				Levels: []api.PebbleLevel{{Level: 0, Tables: 2, Bytes: 2048}}},
+			Raft: api.RaftStorage{FirstIndex: 1, LastIndex: 12},
+			Segments: api.SegmentSummary{Count: 4, Bytes: 900, FirstIndex: 3, LastIndex: 12, NodeWrites: 5, NodeDeletes: 1, HeadHash: "0xbb",
+				ChainVerified: true, Generations: []uint32{0}},
+			Tars: api.TarSummary{Count: 1, Bytes: 900, TargetBytes: 256 << 20, Newest: "data00000a.tar"},
+			Gaps: []api.Gap{{Field: "pebble.writeStalls", Reason: "not reported"}, {Field: "tars.packingEfficiency", Reason: "none closed"}}}
+		p50, p99 := 0.5, 2.0
+		sn.Pebble.Fsync.Count, sn.Pebble.Fsync.P50Ms, sn.Pebble.Fsync.P99Ms = 40, &p50, &p99
+		if r.URL.Query().Get("detail") == "tars" {
+			sn.TarFiles = []api.TarFile{{Name: "data00000a.tar", FirstIndex: 3, LastIndex: 12, Segments: 4, Bytes: 900, Fill: 900.0 / (256 << 20),
+				PrevHash: "0x00", HeadHash: "0xbb", ChainOK: true}}
+		}
+		return http.StatusOK, sn
+	case p == "/v1/config/osgi":
+		return http.StatusOK, api.ConfigValues{ContractVersion: api.ConfigValuesVersion, NodeID: f.id, ReloadMode: "restart",
+			Components: map[string]map[string]any{"node": {"SVC_VALIDATOR_NODE_ID": f.id, "SVC_VALIDATOR_MODE": "TESTNET"},
+				"api": {"SVC_VALIDATOR_AUTH_TOKEN": "<redacted>"}}}
+	case p == "/v1/config/osgi/schema":
+		return http.StatusOK, api.ConfigSchema{ContractVersion: api.ConfigSchemaVersion, NodeID: f.id, Entries: []api.ConfigEntry{
+			{Key: "SVC_VALIDATOR_MODE", Component: "node", Type: "string", Enum: []string{"MOCK", "TESTNET", "MAINNET"}, ReloadMode: "restart",
+				Risk: "high", Description: "MOCK, TESTNET or MAINNET; required"},
+			{Key: "SVC_VALIDATOR_MAX_BATCH", Component: "pipeline", Type: "integer", Default: "512", ReloadMode: "restart", Risk: "medium",
+				Description: "proposals per raft entry"}}}
+	case p == "/v1/config/osgi/sources":
+		return http.StatusOK, api.ConfigSources{ContractVersion: api.ConfigSourcesVersion, NodeID: f.id,
+			Sources: []api.ConfigSource{{Key: "SVC_VALIDATOR_MODE", Source: "env", EnvSet: true}, {Key: "SVC_VALIDATOR_MAX_BATCH", Source: "default"}},
+			Gaps:    []api.Gap{{Field: "file", Reason: "no configuration file"}}}
+	case p == "/v1/config/osgi/coverage":
+		return http.StatusOK, api.ConfigCoverage{ContractVersion: api.ConfigCoverageVersion, NodeID: f.id, Settings: 2, Configurable: 1,
+			NotImplemented: 1, Tunables: []api.Tunable{{Name: "max_pending_messages", Origin: "contract", Status: "configurable",
+				Key: "SVC_VALIDATOR_MAX_PENDING_MESSAGES"}, {Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC"}},
+			Gaps: []api.Gap{{Field: "tunables.retryCount", Reason: "no GC"}}}
+	case p == "/v1/config/osgi/delta":
+		return http.StatusOK, api.ConfigDelta{ContractVersion: api.ConfigDeltaVersion, NodeID: f.id, Changed: []api.ConfigChange{
+			{Key: "SVC_VALIDATOR_NODE_ID", Component: "node", Current: f.id, Default: uint64(1), Source: "env"}}[:min(int(f.id)-1, 1)]}
+	case p == "/v1/ops/snapshots/runtime":
+		rss, fds, cpu := uint64(50<<20), 12, 1.5
+		rt := api.RuntimeSnapshot{ContractVersion: api.RuntimeSnapshotVersion, NodeID: f.id, At: epoch, StartedAt: epoch.Add(-time.Hour),
+			UptimeMs: 3_600_000, Process: api.Process{PID: 100 + int(f.id), RSSBytes: &rss, OpenFDs: &fds, CPUSeconds: &cpu},
+			Blobstore: api.Blobstore{CidMappings: 2, AppliedIndex: 12, ComputedAt: epoch},
+			Gaps:      []api.Gap{{Field: "blobstore.gatewayUrl", Reason: "no gateway"}, {Field: "blobstore.lastCheck", Reason: "never checked"}}}
+		rt.Go.Version, rt.Go.GOMAXPROCS, rt.Go.NumCPU, rt.Go.Goroutines = "go1.26", 2, 2, 80
+		rt.Go.Heap.ObjectsBytes, rt.Go.GC.Cycles = 8<<20, 10
+		return http.StatusOK, rt
 	case p == "/v1/blockchain/config":
 		return http.StatusOK, api.BlockchainConfig{ContractVersion: "blockchain.config.v1", Mode: "TESTNET", ChainID: 11155111,
 			ContractAddress: "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512", PaymentsVerified: true, RequiredConfirmations: 2,

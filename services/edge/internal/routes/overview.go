@@ -18,19 +18,27 @@ type gap struct {
 
 // Reasons shared by several views.
 const (
-	noChainSource   = "no validator route publishes the chain head or the watcher's position yet"
-	noStorageSource = "no validator route publishes storage figures yet"
-	storageSource   = "/v1/ops/snapshots/storage"
+	noChainSource = "no validator route publishes the chain head or the watcher's position yet"
 )
 
 // pulse is what the overview and the signals derive from: the cluster as a
-// validator sees it, and the leader's queue and replication.
+// validator sees it, the leader's queue and replication, every validator's
+// disk, and the wallets GC debt blocks.
 type pulse struct {
 	cluster api.ClusterHealth
 	queue   api.QueueStats
 	repl    api.ReplicationLag
+	// diskUse is the highest disk use among the validators that report
+	// it, blocked the wallets whose writes GC debt blocks; nil when no
+	// validator told, and gaps say why.
+	diskUse, blocked *float64
+	gaps             []gap
 }
 
+// readPulse fails when a figure every signal needs is missing. The disk and
+// GC debt figures are read too, but only their own signals go unknown
+// without them: a validator that cannot tell them leaves the rest of the
+// view intact.
 func readPulse(r *reader) (pulse, error) {
 	var p pulse
 	if _, err := r.read(at(srcClusterHealth), &p.cluster); err != nil {
@@ -41,6 +49,28 @@ func readPulse(r *reader) (pulse, error) {
 	}
 	if _, err := r.readLeader(at(srcReplication), &p.repl); err != nil {
 		return p, err
+	}
+	var gc api.GcStatus
+	if _, err := r.read(at(srcGcStatus), &gc); err != nil {
+		p.gaps = append(p.gaps, gap{Field: "signals.gcDebtBlocks", Reason: "no validator answered " + srcGcStatus, SourceRoute: srcGcStatus})
+	} else {
+		p.blocked = num(float64(gc.Debt.WalletsBlocked))
+	}
+	disks := make([]*float64, len(r.s.up.URLs()))
+	r.s.eachValidator(func(i int, base string) {
+		var sn api.StorageSnapshot
+		if _, err := r.readFrom(base, at(srcStorage), &sn); err == nil && sn.Disk != nil {
+			disks[i] = num(sn.Disk.UsedRatio)
+		}
+	})
+	for _, d := range disks {
+		if d != nil && (p.diskUse == nil || *d > *p.diskUse) {
+			p.diskUse = d
+		}
+	}
+	if p.diskUse == nil {
+		p.gaps = append(p.gaps, gap{Field: "signals.diskUse", Reason: "no validator reported the use of its data directory's disk",
+			SourceRoute: srcStorage})
 	}
 	return p, nil
 }
@@ -167,18 +197,29 @@ func (s *server) durability(c echo.Context) error {
 	if _, err := r.read(at(srcClusterHealth), &ch); err != nil {
 		return err
 	}
+	gaps := []gap{{Field: "lastCommitAt", Reason: "no validator route publishes the time of its last commit yet"}}
+	// The leader's WAL fsyncs are the ones acknowledgements wait for; a
+	// missing snapshot leaves only these figures unknown.
+	fsync := map[string]any{"p50Ms": nil, "p99Ms": nil}
+	var sn api.StorageSnapshot
+	switch _, err := r.readLeader(at(srcStorage), &sn); {
+	case err != nil:
+		gaps = append(gaps, gap{Field: "fsync", Reason: "no validator answered " + srcStorage, SourceRoute: srcStorage})
+	case sn.Pebble.Fsync.P50Ms == nil:
+		gaps = append(gaps, gap{Field: "fsync", Reason: "the validator measured no WAL fsync yet", SourceRoute: srcStorage})
+	default:
+		fsync = map[string]any{"p50Ms": sn.Pebble.Fsync.P50Ms, "p99Ms": sn.Pebble.Fsync.P99Ms, "count": sn.Pebble.Fsync.Count,
+			"nodeId": api.NodeName(sn.NodeID)}
+	}
 	return s.envelope(c, map[string]any{
 		"committedUnfinalized":   fin.CommittedUnfinalized,
 		"oldestUnfinalizedAgeMs": fin.OldestUnfinalizedAgeMs,
 		"pendingAcks":            q.BackpressurePendingRawCount,
 		"lastCommitAt":           nil,
-		"fsync":                  map[string]any{"p50Ms": nil, "p99Ms": nil},
+		"fsync":                  fsync,
 		"stateHashAgreement":     ch.StateHashAgreement,
-		"gaps": []gap{
-			{Field: "lastCommitAt", Reason: "no validator route publishes the time of its last commit yet", SourceRoute: storageSource},
-			{Field: "fsync", Reason: "no validator route publishes fsync latencies yet", SourceRoute: storageSource},
-		},
-		"sources": r.attempts(),
+		"gaps":                   gaps,
+		"sources":                r.attempts(),
 	})
 }
 

@@ -21,13 +21,9 @@ func TestLimitIsCheckedFirst(t *testing.T) {
 		{"/ops/v1/events/recent", []string{"", "?limit=1", "?limit=50", "?limit=07", "?other=x"},
 			[]string{"?limit=0", "?limit=51", "?limit=-1", "?limit=abc", "?limit=1.5", "?limit=", "?limit=1e1", "?limit=5&limit=6",
 				"?limit=99999999999999999999"}},
-		{"/ops/v1/fragmentation/top", []string{"", "?limit=1", "?limit=100000"},
-			[]string{"?limit=0", "?limit=-3", "?limit=x", "?limit=", "?limit=2.0"}},
+		{"/ops/v1/fragmentation/top", []string{"", "?limit=1", "?limit=07", "?limit=100000"},
+			[]string{"?limit=0", "?limit=-3", "?limit=x", "?limit=", "?limit=2.0", "?limit=1&limit=2"}},
 	} {
-		for _, q := range c.good {
-			status, body := get(t, srv.URL+c.route+q, "")
-			assertError(t, status, http.StatusBadGateway, body, CodeSourceMissing, false)
-		}
 		for _, q := range c.bad {
 			status, body := get(t, srv.URL+c.route+q, "")
 			if e := assertError(t, status, http.StatusBadRequest, body, CodeInvalidParameter, false); e["parameter"] != "limit" ||
@@ -35,9 +31,21 @@ func TestLimitIsCheckedFirst(t *testing.T) {
 				t.Errorf("%s%s: the error does not name limit: %v", c.route, q, e)
 			}
 		}
-	}
-	if fc.hits() != 0 {
-		t.Errorf("parameter checks asked the validators %d times", fc.hits())
+		if fc.hits() != 0 {
+			t.Errorf("%s: parameter checks asked the validators %d times", c.route, fc.hits())
+		}
+		for _, q := range c.good {
+			status, body := get(t, srv.URL+c.route+q, "")
+			if c.route == "/ops/v1/events/recent" {
+				assertError(t, status, http.StatusBadGateway, body, CodeSourceMissing, false)
+				continue
+			}
+			// The limit reaches the validator, written canonically.
+			want := map[string]float64{"": 10, "?limit=1": 1, "?limit=07": 7, "?limit=100000": 100000}[q]
+			if data := assertEnvelope(t, status, body); data["limit"] != want {
+				t.Errorf("%s%s: limit %v, want %v", c.route, q, data["limit"], want)
+			}
+		}
 	}
 }
 
@@ -276,13 +284,53 @@ func TestOverviewAndSignals(t *testing.T) {
 		t.Fatalf("overview %v", data)
 	}
 	data = getData(t, srv.URL+"/ops/v1/signals")
-	if data["status"] != "ok" || len(data["gaps"].([]any)) != 3 {
+	if data["status"] != "ok" || len(data["gaps"].([]any)) != 1 {
 		t.Fatalf("signals %v", data)
 	}
+	signals := map[string]map[string]any{}
 	for _, s := range data["signals"].([]any) {
 		s := s.(map[string]any)
 		if unknown := s["value"] == nil; unknown != (s["severity"] == "unknown") {
 			t.Errorf("signal %v", s)
+		}
+		signals[s["id"].(string)] = s
+	}
+	// The disk of the fullest validator; the wallets GC debt blocks.
+	if d := signals["diskUse"]; d["value"] != 0.53 || d["severity"] != "ok" || d["source"] != srcStorage {
+		t.Errorf("disk use %v", d)
+	}
+	if g := signals["gcDebtBlocks"]; g["value"] != float64(0) || g["severity"] != "ok" || g["source"] != srcGcStatus {
+		t.Errorf("GC debt blocks %v", g)
+	}
+
+	// A blocked wallet warns, a disk past 90 % is critical; a validator
+	// without the storage routes leaves those signals unknown, and only
+	// them.
+	fc.nodes[1].answer(srcGcStatus, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(api.GcStatus{ContractVersion: api.GcStatusVersion, Debt: api.GcDebt{WalletsBlocked: 2}})
+	})
+	one := edge(t, auth.Lanes{}, fc.nodes[1].srv.URL)
+	if d := getData(t, one.URL+"/ops/v1/signals"); d["status"] != "warn" {
+		t.Fatalf("a blocked wallet: %v", d)
+	}
+	fc.nodes[1].answer(srcStorage, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, Disk: &api.DiskUsage{UsedRatio: 0.95},
+			Tars: api.TarSummary{TargetBytes: 256 << 20}})
+	})
+	if d := getData(t, one.URL+"/ops/v1/overview"); d["status"] != "critical" {
+		t.Fatalf("a full disk: %v", d)
+	}
+	for _, route := range []string{srcGcStatus, srcStorage} {
+		fc.nodes[1].answer(route, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) })
+	}
+	d := getData(t, one.URL+"/ops/v1/signals")
+	if d["status"] != "ok" || len(d["gaps"].([]any)) != 3 {
+		t.Fatalf("no storage routes: %v", d)
+	}
+	for _, s := range d["signals"].([]any) {
+		s := s.(map[string]any)
+		if id := s["id"]; (id == "diskUse" || id == "gcDebtBlocks" || id == "watcherLag") != (s["severity"] == "unknown") {
+			t.Errorf("no storage routes: signal %v", s)
 		}
 	}
 
@@ -317,6 +365,11 @@ func TestGapsAreSaid(t *testing.T) {
 		"/ops/v1/runtime/msgbus":       {"nats"},
 		"/ops/v1/runtime/media-driver": {},
 		"/ops/v1/network":              {},
+		"/ops/v1/runtime/blobstore":    {"gatewayUrl", "lastCheck"},
+		"/ops/v1/runtime/storage":      {},
+		"/ops/v1/tarmk":                {"packingEfficiency"},
+		"/ops/v1/gc/status":            {"lastRun"},
+		"/ops/v1/compaction/proposals": {},
 	} {
 		data := getData(t, srv.URL+route)
 		for _, k := range nulls {
@@ -355,5 +408,113 @@ func TestDocumentsAreServed(t *testing.T) {
 		if status != http.StatusOK || string(raw) != string(want) || header.Get("Content-Type") != "application/yaml" {
 			t.Errorf("%s: %d %s", path, status, header.Get("Content-Type"))
 		}
+	}
+}
+
+// TestStorageViews: the storage, GC, fragmentation and runtime views, from
+// the source routes of the same name.
+func TestStorageViews(t *testing.T) {
+	fc := newCluster(t, 3)
+	srv := edge(t, auth.Lanes{}, fc.nodes[1].srv.URL, fc.nodes[0].srv.URL, deadURL(t))
+
+	data := getData(t, srv.URL+"/ops/v1/runtime/storage")
+	vs := data["validators"].([]any)
+	if len(vs) != 3 || vs[2].(map[string]any)["reachable"] != false || vs[2].(map[string]any)["error"] == "" {
+		t.Fatalf("storage validators %v", vs)
+	}
+	v := vs[1].(map[string]any)
+	if v["nodeId"] != "validator-1" || v["diskUse"] != 0.51 || v["l0Files"] != float64(2) || v["writeStalls"] != nil ||
+		v["segmentCount"] != float64(4) || v["generationCount"] != float64(1) || v["pebble"].(map[string]any)["fsync"] == nil {
+		t.Fatalf("storage of validator-1: %v", v)
+	}
+	if gaps := data["gaps"].([]any); len(gaps) != 2 || gaps[0].(map[string]any)["field"] != "validators[].pebble.writeStalls" {
+		t.Fatalf("storage gaps said once per field: %v", gaps)
+	}
+
+	data = getData(t, srv.URL+"/ops/v1/runtime/metrics")
+	vs = data["validators"].([]any)
+	if v := vs[0].(map[string]any); len(vs) != 3 || v["nodeId"] != "validator-2" || v["goroutines"] != float64(80) ||
+		v["process"].(map[string]any)["rssBytes"] != float64(50<<20) || len(data["gaps"].([]any)) != 0 {
+		t.Fatalf("runtime metrics %v", data)
+	}
+
+	// The leader's views, although a follower is asked first.
+	data = getData(t, srv.URL+"/ops/v1/runtime/blobstore")
+	if data["nodeId"] != "validator-1" || data["cidMappings"] != float64(2) || data["gatewayUrl"] != nil || len(data["gaps"].([]any)) != 2 {
+		t.Fatalf("blobstore %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/tarmk")
+	if data["nodeId"] != "validator-1" || data["tarFiles"] != float64(1) || data["segments"] != float64(4) || data["packingEfficiency"] != nil ||
+		data["chainVerified"] != true || data["newest"] != "data00000a.tar" {
+		t.Fatalf("tarmk %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/tar-chain")
+	if tars := data["tars"].([]any); len(tars) != 1 || tars[0].(map[string]any)["headHash"] != data["headHash"] || data["chainVerified"] != true {
+		t.Fatalf("tar chain %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/gc/status")
+	if data["contractVersion"] != api.GcStatusVersion || data["nodeId"] != float64(1) || data["lastRun"] != nil ||
+		data["debt"].(map[string]any)["pendingDebt"] != "0.10" {
+		t.Fatalf("gc status %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/gc/estimate")
+	if data["contractVersion"] != api.GcEstimateVersion || data["reclaimableBytes"] != float64(500) || len(data["byTar"].([]any)) != 1 {
+		t.Fatalf("gc estimate %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/compaction/proposals")
+	if data["contractVersion"] != api.CompactionProposalsVersion || len(data["proposals"].([]any)) != 0 || len(data["gaps"].([]any)) != 1 {
+		t.Fatalf("compaction proposals %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/fragmentation/metrics")
+	if data["totals"].(map[string]any)["deadBytes"] != float64(200) || len(data["wallets"].([]any)) != 1 || data["nodeId"] != float64(1) {
+		t.Fatalf("fragmentation %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/fragmentation/metrics/0x"+strings.ToUpper(knownWallet[2:]))
+	if data["wallet"] != knownWallet || data["deadBytes"] != float64(200) || data["contractVersion"] != api.FragmentationWalletVersion {
+		t.Fatalf("one wallet %v", data)
+	}
+	status, body := get(t, srv.URL+"/ops/v1/fragmentation/metrics/0x"+strings.Repeat("3", 40), "")
+	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
+
+	// The leader's fsync figures fill the durability view.
+	data = getData(t, srv.URL+"/ops/v1/durability")
+	if f := data["fsync"].(map[string]any); f["p50Ms"] != 0.5 || f["p99Ms"] != 2.0 || f["nodeId"] != "validator-1" || len(data["gaps"].([]any)) != 1 {
+		t.Fatalf("durability %v", data)
+	}
+}
+
+// TestConfigViews: values, sources and delta side by side for every
+// validator (settings differ by validator); schema and coverage from the
+// leader.
+func TestConfigViews(t *testing.T) {
+	fc := newCluster(t, 2)
+	srv := edge(t, auth.Lanes{}, fc.nodes[1].srv.URL, fc.nodes[0].srv.URL, deadURL(t))
+	data := getData(t, srv.URL+"/ops/v1/config/osgi")
+	vs := data["validators"].([]any)
+	if len(vs) != 3 || vs[2].(map[string]any)["reachable"] != false {
+		t.Fatalf("validators %v", vs)
+	}
+	v := vs[0].(map[string]any)
+	if v["nodeId"] != "validator-2" || v["reloadMode"] != "restart" ||
+		v["components"].(map[string]any)["node"].(map[string]any)["SVC_VALIDATOR_NODE_ID"] != float64(2) {
+		t.Fatalf("values of validator-2: %v", v)
+	}
+	data = getData(t, srv.URL+"/ops/v1/config/osgi/delta")
+	vs = data["validators"].([]any)
+	if len(vs[0].(map[string]any)["changed"].([]any)) != 1 || len(vs[1].(map[string]any)["changed"].([]any)) != 0 {
+		t.Fatalf("delta %v", vs)
+	}
+	data = getData(t, srv.URL+"/ops/v1/config/osgi/sources")
+	if gaps := data["gaps"].([]any); len(gaps) != 1 || gaps[0].(map[string]any)["field"] != "validators[].file" ||
+		len(data["validators"].([]any)[1].(map[string]any)["sources"].([]any)) != 2 {
+		t.Fatalf("sources %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/config/osgi/schema")
+	if data["nodeId"] != float64(1) || len(data["entries"].([]any)) != 2 || data["contractVersion"] != api.ConfigSchemaVersion {
+		t.Fatalf("schema %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/config/osgi/coverage")
+	if data["nodeId"] != float64(1) || data["notImplemented"] != float64(1) || len(data["gaps"].([]any)) != 1 {
+		t.Fatalf("coverage %v", data)
 	}
 }

@@ -97,10 +97,10 @@ func deriveSignals(p pulse) ([]signal, string) {
 			Thresholds: above(num(logLagWarn), num(logLagCritical)), Source: srcClusterHealth},
 		{ID: "watcherLag", Label: "Chain watcher lag", Unit: "blocks",
 			Thresholds: above(num(watcherLagWarn), num(watcherLagCritical))},
-		{ID: "diskUse", Label: "Disk use", Unit: "ratio",
-			Thresholds: above(num(diskUseWarn), num(diskUseCritical)), Source: storageSource},
-		{ID: "gcDebtBlocks", Label: "Wallets blocked by GC debt", Unit: "wallets",
-			Thresholds: above(num(1), nil), Source: "/v1/gc/status"},
+		{ID: "diskUse", Label: "Disk use", Value: p.diskUse, Unit: "ratio",
+			Thresholds: above(num(diskUseWarn), num(diskUseCritical)), Source: srcStorage},
+		{ID: "gcDebtBlocks", Label: "Wallets blocked by GC debt", Value: p.blocked, Unit: "wallets",
+			Thresholds: above(num(1), nil), Source: srcGcStatus},
 		{ID: "stateHashDisagreement", Label: "State hashes disagree", Value: boolNum(!p.cluster.StateHashAgreement), Unit: "bool",
 			Thresholds: above(nil, num(1)), Source: srcClusterHealth},
 	}
@@ -126,11 +126,7 @@ func (s *server) signals(c echo.Context) error {
 	return s.envelope(c, map[string]any{
 		"status":  status,
 		"signals": sigs,
-		"gaps": []gap{
-			{Field: "signals.watcherLag", Reason: noChainSource},
-			{Field: "signals.diskUse", Reason: noStorageSource, SourceRoute: storageSource},
-			{Field: "signals.gcDebtBlocks", Reason: "no validator route counts wallets blocked by GC debt yet", SourceRoute: "/v1/gc/status"},
-		},
+		"gaps":    append([]gap{{Field: "signals.watcherLag", Reason: noChainSource}}, p.gaps...),
 		"sources": r.attempts(),
 	})
 }

@@ -38,6 +38,19 @@ const (
 	srcExplorerWallet   = "/v1/explorer/wallets/{walletAddress}"
 	srcFinality         = "/v1/finality"
 	srcBlockchain       = "/v1/blockchain/config"
+	srcGcStatus         = "/v1/gc/status"
+	srcGcEstimate       = "/v1/gc/estimate"
+	srcCompaction       = "/v1/compaction/proposals"
+	srcFragmentation    = "/v1/fragmentation/metrics"
+	srcFragWallet       = "/v1/fragmentation/metrics/{walletAddress}"
+	srcFragTop          = "/v1/fragmentation/top"
+	srcStorage          = "/v1/ops/snapshots/storage"
+	srcRuntime          = "/v1/ops/snapshots/runtime"
+	srcConfig           = "/v1/config/osgi"
+	srcConfigSchema     = "/v1/config/osgi/schema"
+	srcConfigSources    = "/v1/config/osgi/sources"
+	srcConfigCoverage   = "/v1/config/osgi/coverage"
+	srcConfigDelta      = "/v1/config/osgi/delta"
 )
 
 // consumedSources lists the routes above; a test holds it equal to the
@@ -45,7 +58,9 @@ const (
 func consumedSources() []string {
 	return []string{srcHealth, srcClusterHealth, srcLeader, srcStatus, srcStateHash, srcPeers, srcRaftMetrics,
 		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,
-		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain}
+		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain, srcGcStatus, srcGcEstimate,
+		srcCompaction, srcFragmentation, srcFragWallet, srcFragTop, srcStorage, srcRuntime, srcConfig, srcConfigSchema,
+		srcConfigSources, srcConfigCoverage, srcConfigDelta}
 }
 
 // call is one request to a source route: the route's template in the

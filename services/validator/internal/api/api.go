@@ -62,7 +62,7 @@ type Health interface {
 // Config is what the API needs besides its collaborators.
 type Config struct {
 	// AuthToken, when set, is required as a bearer token on every route but
-	// /health* (SVC_VALIDATOR_AUTH_TOKEN).
+	// /health* and the open snapshots (SVC_VALIDATOR_AUTH_TOKEN).
 	AuthToken string
 	// Form is how proposal forms are parsed.
 	Form proposal.Options
@@ -168,11 +168,13 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	return e
 }
 
-// authenticate enforces SVC_VALIDATOR_AUTH_TOKEN. /health* always passes, so
-// that load balancers and orchestrators need no secret.
+// authenticate enforces SVC_VALIDATOR_AUTH_TOKEN. /health* and the
+// contract's /v1/ops/snapshots/{health,runtime,storage} always pass, so
+// that load balancers, orchestrators and monitoring need no secret.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.cfg.AuthToken == "" || strings.HasPrefix(c.Request().URL.Path, "/health") {
+		path := c.Request().URL.Path
+		if s.cfg.AuthToken == "" || strings.HasPrefix(path, "/health") || openSnapshot(path) {
 			return next(c)
 		}
 		auth := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -186,6 +188,16 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// openSnapshot reports the snapshot routes the contract exempts from the
+// token.
+func openSnapshot(path string) bool {
+	switch path {
+	case "/v1/ops/snapshots/health", "/v1/ops/snapshots/runtime", "/v1/ops/snapshots/storage":
+		return true
+	}
+	return false
 }
 
 // handleError writes every error as the D5 body.

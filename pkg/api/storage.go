@@ -1,0 +1,418 @@
+package api
+
+import "time"
+
+// Contract version markers of the storage, GC, fragmentation and runtime
+// source routes. gc.estimate.v1 is the contract's own.
+const (
+	GcStatusVersion             = "gc.status.v1"
+	GcEstimateVersion           = "gc.estimate.v1"
+	CompactionProposalsVersion  = "compaction.proposals.v1"
+	FragmentationMetricsVersion = "fragmentation.metrics.v1"
+	FragmentationWalletVersion  = "fragmentation.wallet.v1"
+	FragmentationTopVersion     = "fragmentation.top.v1"
+	StorageSnapshotVersion      = "ops.snapshot.storage.v1"
+	RuntimeSnapshotVersion      = "ops.snapshot.runtime.v1"
+)
+
+// Gap is a figure a validator cannot give: its field is null, and the gap
+// says why, so that a missing figure is never taken for a zero.
+type Gap struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+// Bounds of the lists of the storage routes.
+const (
+	// MaxBlockedWallets bounds GcStatus.Debt.BlockedWallets.
+	MaxBlockedWallets = 50
+	// MaxFragmentationWallets bounds FragmentationMetrics.Wallets.
+	MaxFragmentationWallets = 1000
+	// DefaultFragmentationTop is the limit of /v1/fragmentation/top when
+	// none is given.
+	DefaultFragmentationTop = 10
+)
+
+// GcStatus is the body of GET /v1/gc/status: the GC debt accounts
+// (DECISIONS D9) summed over every wallet, the segment generations, and the
+// last GC run.
+type GcStatus struct {
+	ContractVersion string        `json:"contractVersion"`
+	NodeID          uint64        `json:"nodeId"`
+	AppliedIndex    uint64        `json:"appliedIndex"`
+	Debt            GcDebt        `json:"debt"`
+	Generations     GcGenerations `json:"generations"`
+	// LastRun is null while no GC (COMPACT) run has been applied; Gaps says
+	// why.
+	LastRun *GcRun `json:"lastRun"`
+	Gaps    []Gap  `json:"gaps"`
+}
+
+// GcDebt is every GC debt account added up.
+type GcDebt struct {
+	Accounts           int    `json:"accounts"`
+	PendingDebt        string `json:"pendingDebt"`
+	ExecutedDebt       string `json:"executedDebt"`
+	Paid               string `json:"paid"`
+	PendingDebtMicros  uint64 `json:"pendingDebtMicros"`
+	ExecutedDebtMicros uint64 `json:"executedDebtMicros"`
+	PaidMicros         uint64 `json:"paidMicros"`
+	Deletes            uint64 `json:"deletes"`
+	DeletedBytes       uint64 `json:"deletedBytes"`
+	// WalletsBlocked counts the wallets whose writes are blocked (executed
+	// debt at or above their limit); BlockedWallets names the first
+	// MaxBlockedWallets of them in address order.
+	WalletsBlocked          int      `json:"walletsBlocked"`
+	BlockedWallets          []string `json:"blockedWallets"`
+	BlockedWalletsTruncated bool     `json:"blockedWalletsTruncated"`
+	DefaultLimit            string   `json:"defaultLimit"`
+	DefaultLimitMicros      uint64   `json:"defaultLimitMicros"`
+	// LastJobEpoch is the epoch of the last per-epoch debt job, 0 before
+	// the first.
+	LastJobEpoch uint64 `json:"lastJobEpoch"`
+}
+
+// GcGenerations are the segment generations applied state holds.
+type GcGenerations struct {
+	Current uint32 `json:"current"`
+	// Retained is how many generations GC keeps: 2, fixed by the contract.
+	Retained int `json:"retained"`
+	// Present are the generations of the segments held, ascending.
+	Present []uint32 `json:"present"`
+}
+
+// GcRun is one applied GC run.
+type GcRun struct {
+	At             time.Time `json:"at"`
+	Generation     uint32    `json:"generation"`
+	ReclaimedBytes uint64    `json:"reclaimedBytes"`
+	DurationMs     int64     `json:"durationMs"`
+}
+
+// GcEstimate is the body of GET /v1/gc/estimate: what GC could reclaim, by
+// TAR file. Without a wallet, a TAR file's reclaimable bytes are its stored
+// segment bytes less the content it carries that is still live (a
+// compaction rewrites that into a new generation, after which cleanup drops
+// the whole file). With ?wallet=, the figures are that wallet's content:
+// written less live.
+type GcEstimate struct {
+	ContractVersion string `json:"contractVersion"`
+	NodeID          uint64 `json:"nodeId"`
+	// AppliedIndex is the state the estimate was computed from, at
+	// ComputedAt: it is recomputed at most every few seconds.
+	AppliedIndex     uint64        `json:"appliedIndex"`
+	ComputedAt       time.Time     `json:"computedAt"`
+	Wallet           string        `json:"wallet,omitempty"`
+	SegmentBytes     uint64        `json:"segmentBytes"`
+	WrittenBytes     uint64        `json:"writtenBytes"`
+	LiveBytes        uint64        `json:"liveBytes"`
+	ReclaimableBytes uint64        `json:"reclaimableBytes"`
+	ByTar            []TarEstimate `json:"byTar"`
+}
+
+// TarEstimate is one TAR file in a GC estimate.
+type TarEstimate struct {
+	Name             string `json:"name"`
+	Generation       uint32 `json:"generation"`
+	Segments         int    `json:"segments"`
+	Bytes            uint64 `json:"bytes"`
+	WrittenBytes     uint64 `json:"writtenBytes"`
+	LiveBytes        uint64 `json:"liveBytes"`
+	ReclaimableBytes uint64 `json:"reclaimableBytes"`
+}
+
+// CompactionProposals is the body of GET /v1/compaction/proposals: the GC
+// (COMPACT) proposals applied state holds, with their state.
+type CompactionProposals struct {
+	ContractVersion string               `json:"contractVersion"`
+	NodeID          uint64               `json:"nodeId"`
+	AppliedIndex    uint64               `json:"appliedIndex"`
+	Proposals       []CompactionProposal `json:"proposals"`
+	Gaps            []Gap                `json:"gaps"`
+}
+
+// CompactionProposal is one GC proposal.
+type CompactionProposal struct {
+	ProposalID  string `json:"proposalId"`
+	State       string `json:"state"`
+	Epoch       uint64 `json:"epoch"`
+	Generation  uint32 `json:"generation"`
+	CommitIndex uint64 `json:"commitIndex"`
+}
+
+// WalletFragmentation is one wallet's content as its segments wrote it
+// against what is live now. Bytes are stored node bytes (the encoded
+// node, as a segment carries it).
+type WalletFragmentation struct {
+	Wallet       string `json:"wallet"`
+	BytesWritten uint64 `json:"bytesWritten"`
+	LiveBytes    uint64 `json:"liveBytes"`
+	DeadBytes    uint64 `json:"deadBytes"`
+	// FragmentationScore is DeadBytes / BytesWritten, from 0 (every byte
+	// written is live) to 1 (none is); 0 for a wallet that wrote nothing.
+	FragmentationScore float64 `json:"fragmentationScore"`
+	LiveNodes          uint64  `json:"liveNodes"`
+	NodeWrites         uint64  `json:"nodeWrites"`
+	NodeDeletes        uint64  `json:"nodeDeletes"`
+	TarFilesTouched    int     `json:"tarFilesTouched"`
+}
+
+// FragmentationComputed says which state fragmentation figures are of: they
+// are recomputed at most every few seconds.
+type FragmentationComputed struct {
+	NodeID       uint64    `json:"nodeId"`
+	AppliedIndex uint64    `json:"appliedIndex"`
+	ComputedAt   time.Time `json:"computedAt"`
+}
+
+// FragmentationTotals are the figures of every wallet added up.
+type FragmentationTotals struct {
+	Wallets            int     `json:"wallets"`
+	BytesWritten       uint64  `json:"bytesWritten"`
+	LiveBytes          uint64  `json:"liveBytes"`
+	DeadBytes          uint64  `json:"deadBytes"`
+	FragmentationScore float64 `json:"fragmentationScore"`
+	TarFiles           int     `json:"tarFiles"`
+}
+
+// FragmentationMetrics is the body of GET /v1/fragmentation/metrics: the
+// totals, and the first MaxFragmentationWallets wallets in address order.
+type FragmentationMetrics struct {
+	ContractVersion string `json:"contractVersion"`
+	FragmentationComputed
+	Totals           FragmentationTotals   `json:"totals"`
+	Wallets          []WalletFragmentation `json:"wallets"`
+	WalletsTruncated bool                  `json:"walletsTruncated"`
+}
+
+// FragmentationWallet is the body of GET
+// /v1/fragmentation/metrics/{walletAddress}.
+type FragmentationWallet struct {
+	ContractVersion string `json:"contractVersion"`
+	FragmentationComputed
+	WalletFragmentation
+}
+
+// FragmentationTop is the body of GET /v1/fragmentation/top?limit=: the
+// wallets with the highest fragmentation score (then the most dead bytes,
+// then by address), at most limit of them.
+type FragmentationTop struct {
+	ContractVersion string `json:"contractVersion"`
+	FragmentationComputed
+	Limit   int                   `json:"limit"`
+	Wallets []WalletFragmentation `json:"wallets"`
+}
+
+// StorageSnapshot is the body of GET /v1/ops/snapshots/storage: this
+// validator's Pebble database, disk, raft log and snapshot, and the
+// segments and TAR files of applied state.
+type StorageSnapshot struct {
+	ContractVersion string    `json:"contractVersion"`
+	NodeID          uint64    `json:"nodeId"`
+	AppliedIndex    uint64    `json:"appliedIndex"`
+	At              time.Time `json:"at"`
+	// Disk is the file system of the data directory; null where the
+	// platform does not report it.
+	Disk     *DiskUsage     `json:"disk"`
+	Pebble   PebbleMetrics  `json:"pebble"`
+	Raft     RaftStorage    `json:"raft"`
+	Segments SegmentSummary `json:"segments"`
+	Tars     TarSummary     `json:"tars"`
+	// TarFiles lists every TAR file, oldest first, with ?detail=tars only.
+	TarFiles []TarFile `json:"tarFiles,omitempty"`
+	Gaps     []Gap     `json:"gaps"`
+}
+
+// DiskUsage is the file system holding the data directory.
+type DiskUsage struct {
+	Path       string  `json:"path"`
+	TotalBytes uint64  `json:"totalBytes"`
+	FreeBytes  uint64  `json:"freeBytes"` // available to the validator
+	UsedBytes  uint64  `json:"usedBytes"`
+	UsedRatio  float64 `json:"usedRatio"` // UsedBytes / TotalBytes
+}
+
+// PebbleMetrics are the database's own figures since it was opened.
+type PebbleMetrics struct {
+	DiskSpaceUsageBytes uint64        `json:"diskSpaceUsageBytes"`
+	Levels              []PebbleLevel `json:"levels"`
+	L0Files             int64         `json:"l0Files"`
+	L0Sublevels         int32         `json:"l0Sublevels"`
+	ReadAmp             int           `json:"readAmp"`
+	Compactions         struct {
+		Count              int64  `json:"count"`
+		DefaultCount       int64  `json:"defaultCount"`
+		MoveCount          int64  `json:"moveCount"`
+		DeleteOnlyCount    int64  `json:"deleteOnlyCount"`
+		ElisionOnlyCount   int64  `json:"elisionOnlyCount"`
+		ReadCount          int64  `json:"readCount"`
+		RewriteCount       int64  `json:"rewriteCount"`
+		MultiLevelCount    int64  `json:"multiLevelCount"`
+		InProgress         int64  `json:"inProgress"`
+		Failed             int64  `json:"failed"`
+		Cancelled          int64  `json:"cancelled"`
+		EstimatedDebtBytes uint64 `json:"estimatedDebtBytes"`
+		DurationMs         int64  `json:"durationMs"`
+	} `json:"compactions"`
+	Flushes  int64 `json:"flushes"`
+	MemTable struct {
+		SizeBytes uint64 `json:"sizeBytes"`
+		Count     int64  `json:"count"`
+	} `json:"memTable"`
+	WAL struct {
+		Files             int64  `json:"files"`
+		SizeBytes         uint64 `json:"sizeBytes"`
+		PhysicalSizeBytes uint64 `json:"physicalSizeBytes"`
+		BytesIn           uint64 `json:"bytesIn"`
+		BytesWritten      uint64 `json:"bytesWritten"`
+	} `json:"wal"`
+	// Fsync is the WAL's fsync latency since the database was opened;
+	// the quantiles are the upper bounds of the histogram buckets holding
+	// them, null before the first fsync.
+	Fsync struct {
+		Count uint64   `json:"count"`
+		P50Ms *float64 `json:"p50Ms"`
+		P99Ms *float64 `json:"p99Ms"`
+	} `json:"fsync"`
+	// WriteStalls is null: Pebble reports stalls to an event listener only.
+	WriteStalls *uint64 `json:"writeStalls"`
+	BlockCache  struct {
+		SizeBytes int64 `json:"sizeBytes"`
+		Hits      int64 `json:"hits"`
+		Misses    int64 `json:"misses"`
+	} `json:"blockCache"`
+	Tombstones uint64 `json:"tombstones"`
+}
+
+// PebbleLevel is one level of the LSM tree.
+type PebbleLevel struct {
+	Level     int     `json:"level"`
+	Tables    int64   `json:"tables"`
+	Bytes     int64   `json:"bytes"`
+	Sublevels int32   `json:"sublevels"`
+	Score     float64 `json:"score"`
+}
+
+// RaftStorage is the raft log and newest snapshot this validator keeps.
+type RaftStorage struct {
+	FirstIndex    uint64 `json:"firstIndex"`
+	LastIndex     uint64 `json:"lastIndex"`
+	SnapshotIndex uint64 `json:"snapshotIndex"`
+	SnapshotTerm  uint64 `json:"snapshotTerm"`
+	// SnapshotFiles and SnapshotBytes are the files in the snapshot
+	// directory.
+	SnapshotFiles int    `json:"snapshotFiles"`
+	SnapshotBytes uint64 `json:"snapshotBytes"`
+}
+
+// SegmentSummary is the segment chain of applied state.
+type SegmentSummary struct {
+	Count       uint64 `json:"count"`
+	Bytes       uint64 `json:"bytes"`
+	FirstIndex  uint64 `json:"firstIndex"`
+	LastIndex   uint64 `json:"lastIndex"`
+	NodeWrites  uint64 `json:"nodeWrites"`
+	NodeDeletes uint64 `json:"nodeDeletes"`
+	// HeadHash is the hash of the newest segment.
+	HeadHash string `json:"headHash"`
+	// ChainVerified is true when every segment names the hash of the one
+	// before it; ChainBreaks counts those that do not.
+	ChainVerified     bool     `json:"chainVerified"`
+	ChainBreaks       uint64   `json:"chainBreaks"`
+	Generations       []uint32 `json:"generations"`
+	CurrentGeneration uint32   `json:"currentGeneration"`
+}
+
+// TarSummary rolls up the TAR files: contiguous runs of segments of one
+// generation up to TargetBytes each (ARCHITECTURE: storage model), grouped
+// in segment order, so every validator groups them alike.
+type TarSummary struct {
+	Count       int    `json:"count"`
+	Closed      int    `json:"closed"`
+	Bytes       uint64 `json:"bytes"`
+	TargetBytes uint64 `json:"targetBytes"`
+	// PackingEfficiency is the fill of the closed TAR files (bytes over
+	// count × TargetBytes); null while none is closed.
+	PackingEfficiency *float64 `json:"packingEfficiency"`
+	Newest            string   `json:"newest"`
+}
+
+// TarFile is one TAR file and its link in the chain: PrevHash is the head
+// hash of the TAR file before it (zeros for the first), HeadHash the hash of
+// its newest segment.
+type TarFile struct {
+	Name       string  `json:"name"`
+	Number     int     `json:"number"`
+	Generation uint32  `json:"generation"`
+	FirstIndex uint64  `json:"firstIndex"`
+	LastIndex  uint64  `json:"lastIndex"`
+	Segments   int     `json:"segments"`
+	Bytes      uint64  `json:"bytes"`
+	Fill       float64 `json:"fill"`
+	Closed     bool    `json:"closed"`
+	PrevHash   string  `json:"prevHash"`
+	HeadHash   string  `json:"headHash"`
+	// ChainOK is true when its segments chain, the first to PrevHash.
+	ChainOK bool `json:"chainOk"`
+}
+
+// RuntimeSnapshot is the body of GET /v1/ops/snapshots/runtime: this
+// validator's Go runtime and process, and its view of the blob store.
+type RuntimeSnapshot struct {
+	ContractVersion string    `json:"contractVersion"`
+	NodeID          uint64    `json:"nodeId"`
+	At              time.Time `json:"at"`
+	StartedAt       time.Time `json:"startedAt"`
+	UptimeMs        int64     `json:"uptimeMs"`
+	Go              GoRuntime `json:"go"`
+	Process         Process   `json:"process"`
+	Blobstore       Blobstore `json:"blobstore"`
+	Gaps            []Gap     `json:"gaps"`
+}
+
+// GoRuntime are the Go runtime's figures (runtime/metrics).
+type GoRuntime struct {
+	Version    string `json:"version"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"numCpu"`
+	Goroutines uint64 `json:"goroutines"`
+	Heap       struct {
+		ObjectsBytes uint64 `json:"objectsBytes"`
+		Objects      uint64 `json:"objects"`
+		GoalBytes    uint64 `json:"goalBytes"`
+		// TotalBytes is all memory the Go runtime mapped.
+		TotalBytes uint64 `json:"totalBytes"`
+	} `json:"heap"`
+	GC struct {
+		Cycles uint64 `json:"cycles"`
+		// Pauses since the process started: count, and the upper bounds
+		// of the histogram buckets holding the quantiles.
+		Pauses uint64   `json:"pauses"`
+		P50Ms  *float64 `json:"pauseP50Ms"`
+		P99Ms  *float64 `json:"pauseP99Ms"`
+		MaxMs  *float64 `json:"pauseMaxMs"`
+	} `json:"gc"`
+}
+
+// Process are the operating system's figures of the validator process;
+// each is null where the platform does not report it.
+type Process struct {
+	PID        int      `json:"pid"`
+	RSSBytes   *uint64  `json:"rssBytes"`
+	OpenFDs    *int     `json:"openFds"`
+	CPUSeconds *float64 `json:"cpuSeconds"`
+}
+
+// Blobstore is what the validator knows of binaries: it stores their CIDs
+// only (never the binaries), in the ledger:cid property of nodes.
+type Blobstore struct {
+	// CidMappings counts the live nodes carrying a CID, at AppliedIndex as
+	// computed at ComputedAt.
+	CidMappings  uint64    `json:"cidMappings"`
+	AppliedIndex uint64    `json:"appliedIndex"`
+	ComputedAt   time.Time `json:"computedAt"`
+	// GatewayURL and LastCheck are null: validators hold no gateway and
+	// never contact one.
+	GatewayURL *string    `json:"gatewayUrl"`
+	LastCheck  *time.Time `json:"lastCheck"`
+}

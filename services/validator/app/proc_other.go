@@ -1,0 +1,9 @@
+//go:build !linux
+
+package app
+
+// residentBytes is not reported on this platform.
+func residentBytes() (*uint64, bool) { return nil, false }
+
+// openFDs is not reported on this platform.
+func openFDs() (*int, bool) { return nil, false }

@@ -1,0 +1,404 @@
+package app
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+)
+
+const testCID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
+
+// pageID is a proposal id whose default path (its first hex digits) no
+// other pageID shares.
+func pageID(b byte) common.Hash {
+	var id common.Hash
+	id[0], id[31] = b, 1
+	return id
+}
+
+// formAt builds a signed write of message at the page path sub below the
+// author's default organization, so that a second write can replace the
+// first.
+func (a author) formAt(t *testing.T, id common.Hash, sub, message string) url.Values {
+	t.Helper()
+	path := proposal.ContentPath("ledger", a.wallet, "default", sub)
+	sig, err := signing.Sign(signing.Domain{ChainID: 1337, VerifyingContract: testContract}, signing.Proposal{
+		Action: "write", ProposalID: id, Wallet: a.wallet, Path: path, Organization: "default",
+		ContentType: "page", PaymentTier: "standard", MessageHash: signing.MessageHash([]byte(message)),
+	}, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url.Values{
+		"proposalId": {id.Hex()}, "walletAddress": {a.wallet.Hex()}, "message": {message}, "path": {sub},
+		"signature": {hexutil.Encode(sig)}, "contentType": {"page"}, "paymentTier": {"standard"},
+	}
+}
+
+// commit submits form and waits until it is committed; it returns the
+// commit index.
+func commit(t *testing.T, base string, form url.Values) uint64 {
+	t.Helper()
+	var receipt map[string]any
+	u := base + "/v1/propose-write"
+	if form.Get("message") == "" {
+		u = base + "/v1/propose-delete"
+	}
+	if code := request(t, http.MethodPost, u, form, &receipt); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, receipt)
+	}
+	s := waitCommitted(t, base, common.HexToHash(form.Get("proposalId")))
+	if s.Status != api.StatusCommitted {
+		t.Fatalf("not committed: %+v", s)
+	}
+	return s.CommitIndex
+}
+
+// getAt polls u until its answer is of applied state at or past index:
+// fragmentation figures are recomputed at most every second or so.
+func getAt(t *testing.T, u string, index uint64, out interface{ applied() uint64 }) {
+	t.Helper()
+	waitFor(t, func() bool {
+		if code := getJSON(t, u, out); code != http.StatusOK {
+			t.Fatalf("GET %s: %d", u, code)
+		}
+		return out.applied() >= index
+	})
+}
+
+type estimateAnswer struct{ api.GcEstimate }
+
+func (e *estimateAnswer) applied() uint64 { return e.AppliedIndex }
+
+type metricsAnswer struct{ api.FragmentationMetrics }
+
+func (m *metricsAnswer) applied() uint64 { return m.AppliedIndex }
+
+type runtimeAnswer struct{ api.RuntimeSnapshot }
+
+func (r *runtimeAnswer) applied() uint64 { return r.Blobstore.AppliedIndex }
+
+func hasGap(gaps []api.Gap, field string) bool {
+	for _, g := range gaps {
+		if g.Field == field && g.Reason != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStorageSnapshot(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	commit(t, base, a.form(t, pageID(0xa1), `{"title":"one","jcr:content":{"text":"x"}}`, a.key))
+	last := commit(t, base, a.form(t, pageID(0xa2), `{"title":"two"}`, a.key))
+
+	var s api.StorageSnapshot
+	if code := getJSON(t, base+"/v1/ops/snapshots/storage", &s); code != http.StatusOK || s.ContractVersion != api.StorageSnapshotVersion ||
+		s.NodeID != 1 || s.AppliedIndex < last {
+		t.Fatalf("storage snapshot: %d %+v", code, s)
+	}
+	if s.Segments.Count < 2 || s.Segments.LastIndex < last || s.Segments.NodeWrites != 3 || s.Segments.NodeDeletes != 0 ||
+		!s.Segments.ChainVerified || s.Segments.ChainBreaks != 0 || len(s.Segments.Generations) != 1 || s.Segments.CurrentGeneration != 0 {
+		t.Fatalf("segments %+v", s.Segments)
+	}
+	if s.Tars.Count != 1 || s.Tars.Closed != 0 || s.Tars.Newest != "data00000a.tar" || s.Tars.Bytes != s.Segments.Bytes ||
+		s.Tars.TargetBytes != tarTargetBytes || s.Tars.PackingEfficiency != nil || !hasGap(s.Gaps, "tars.packingEfficiency") {
+		t.Fatalf("tars %+v, gaps %+v", s.Tars, s.Gaps)
+	}
+	if s.TarFiles != nil {
+		t.Fatalf("TAR files without ?detail=tars: %+v", s.TarFiles)
+	}
+	if len(s.Pebble.Levels) != 7 || s.Pebble.DiskSpaceUsageBytes == 0 || s.Pebble.WAL.Files == 0 || s.Pebble.WAL.BytesWritten == 0 ||
+		s.Pebble.WriteStalls != nil || !hasGap(s.Gaps, "pebble.writeStalls") {
+		t.Fatalf("pebble %+v", s.Pebble)
+	}
+	// Raft's log and hard state are synced: the WAL has been.
+	if s.Pebble.Fsync.Count == 0 || s.Pebble.Fsync.P50Ms == nil || *s.Pebble.Fsync.P99Ms < *s.Pebble.Fsync.P50Ms {
+		t.Fatalf("fsync %+v", s.Pebble.Fsync)
+	}
+	if s.Raft.LastIndex < last || s.Raft.FirstIndex == 0 {
+		t.Fatalf("raft %+v", s.Raft)
+	}
+	if runtime.GOOS == "linux" {
+		if d := s.Disk; d == nil || d.TotalBytes == 0 || d.UsedRatio <= 0 || d.UsedRatio > 1 || d.UsedBytes > d.TotalBytes || d.Path == "" {
+			t.Fatalf("disk %+v", s.Disk)
+		}
+	}
+
+	var d api.StorageSnapshot
+	getJSON(t, base+"/v1/ops/snapshots/storage?detail=tars", &d)
+	if len(d.TarFiles) != 1 {
+		t.Fatalf("TAR files %+v", d.TarFiles)
+	}
+	f := d.TarFiles[0]
+	if f.Name != "data00000a.tar" || f.Number != 0 || f.Closed || !f.ChainOK || f.PrevHash != hexHash([32]byte{}) ||
+		f.HeadHash != d.Segments.HeadHash || f.Segments != int(d.Segments.Count) || f.FirstIndex != d.Segments.FirstIndex ||
+		f.Bytes != d.Segments.Bytes || f.Fill <= 0 || f.Fill >= 1 {
+		t.Fatalf("TAR file %+v, segments %+v", f, d.Segments)
+	}
+	var e apierror.Body
+	if code := getJSON(t, base+"/v1/ops/snapshots/storage?detail=all", &e); code != http.StatusBadRequest || e.Error.Details["field"] != "detail" {
+		t.Fatalf("?detail=all: %d %+v", code, e.Error)
+	}
+}
+
+func TestRuntimeSnapshot(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	last := commit(t, base, a.form(t, pageID(0xb1), `{"title":"asset","ledger:cid":"`+testCID+`"}`, a.key))
+	commit(t, base, a.form(t, pageID(0xb2), `{"title":"plain"}`, a.key))
+
+	var r runtimeAnswer
+	getAt(t, base+"/v1/ops/snapshots/runtime", last, &r)
+	if r.ContractVersion != api.RuntimeSnapshotVersion || r.NodeID != 1 || r.UptimeMs <= 0 || r.StartedAt.After(r.At) {
+		t.Fatalf("runtime snapshot %+v", r.RuntimeSnapshot)
+	}
+	g := r.Go
+	if g.Version != runtime.Version() || g.Goroutines == 0 || g.Heap.ObjectsBytes == 0 || g.Heap.TotalBytes < g.Heap.ObjectsBytes ||
+		g.NumCPU != runtime.NumCPU() || g.GOMAXPROCS == 0 {
+		t.Fatalf("go %+v", g)
+	}
+	if (g.GC.Pauses == 0) != (g.GC.P50Ms == nil) || g.GC.P50Ms != nil && *g.GC.MaxMs < *g.GC.P50Ms {
+		t.Fatalf("gc %+v", g.GC)
+	}
+	if runtime.GOOS == "linux" && (r.Process.RSSBytes == nil || *r.Process.RSSBytes == 0 || r.Process.OpenFDs == nil ||
+		r.Process.CPUSeconds == nil || r.Process.PID == 0) {
+		t.Fatalf("process %+v", r.Process)
+	}
+	// One live node carries a CID; the gateway is no figure of a validator.
+	if b := r.Blobstore; b.CidMappings != 1 || b.GatewayURL != nil || b.LastCheck != nil ||
+		!hasGap(r.Gaps, "blobstore.gatewayUrl") || !hasGap(r.Gaps, "blobstore.lastCheck") {
+		t.Fatalf("blobstore %+v, gaps %+v", b, r.Gaps)
+	}
+}
+
+// TestSnapshotsTakeNoToken: the contract exempts the snapshot routes from
+// SVC_VALIDATOR_AUTH_TOKEN; the other new routes require it.
+func TestSnapshotsTakeNoToken(t *testing.T) {
+	base := startMockWith(t, func(c *Config) { c.AuthToken = "s3cret" })
+	for _, path := range []string{"/v1/ops/snapshots/storage", "/v1/ops/snapshots/runtime"} {
+		var body map[string]any
+		if code := getJSON(t, base+path, &body); code != http.StatusOK || body["contractVersion"] == nil {
+			t.Errorf("%s without a token: %d %v", path, code, body)
+		}
+	}
+	for _, path := range []string{"/v1/gc/status", "/v1/gc/estimate", "/v1/compaction/proposals", "/v1/fragmentation/metrics",
+		"/v1/fragmentation/top", "/v1/fragmentation/metrics/0x70997970c51812dc3a010c7d01b50e0d17dc79c8"} {
+		var e apierror.Body
+		if code := getJSON(t, base+path, &e); code != http.StatusUnauthorized || e.Error == nil || e.Error.Code != apierror.Unauthorized {
+			t.Errorf("%s without a token: %d %+v", path, code, e.Error)
+		}
+	}
+}
+
+func TestGcStatusAndCompactionProposals(t *testing.T) {
+	base := startMock(t)
+	a := newAuthor(t)
+	wallet := strings.ToLower(a.wallet.Hex())
+	var st api.GcStatus
+	if code := getJSON(t, base+"/v1/gc/status", &st); code != http.StatusOK || st.ContractVersion != api.GcStatusVersion ||
+		st.Debt.Accounts != 0 || st.Debt.WalletsBlocked != 0 || st.Debt.DefaultLimit != "100.00" || st.LastRun != nil ||
+		!hasGap(st.Gaps, "lastRun") || st.Generations.Retained != 2 || len(st.Generations.Present) != 0 {
+		t.Fatalf("a fresh validator: %d %+v", code, st)
+	}
+
+	written := pageID(0xc1)
+	commit(t, base, a.form(t, written, `{"title":"to delete"}`, a.key))
+	commit(t, base, a.deleteForm(t, pageID(0xc2), written))
+	if getJSON(t, base+"/v1/gc/status", &st); st.Debt.Accounts != 1 || st.Debt.PendingDebt != "0.10" || st.Debt.ExecutedDebt != "0.00" ||
+		st.Debt.Deletes != 1 || st.Debt.DeletedBytes == 0 || st.Debt.WalletsBlocked != 0 || len(st.Debt.BlockedWallets) != 0 ||
+		len(st.Generations.Present) != 1 || st.Generations.Current != 0 {
+		t.Fatalf("after a delete: %+v", st)
+	}
+	accountURL := base + "/v1/gc/account/" + wallet
+	var acc api.GcAccount
+	if code := request(t, http.MethodPost, accountURL+"/execute-pending", nil, &acc); code != http.StatusOK {
+		t.Fatalf("execute-pending: %d", code)
+	}
+	if code := request(t, http.MethodPost, accountURL+"/set-limit?limit=0.10", nil, &acc); code != http.StatusOK || !acc.WritesBlocked {
+		t.Fatalf("set-limit: %d %+v", code, acc)
+	}
+	// The changes are applied when the routes answer.
+	if getJSON(t, base+"/v1/gc/status", &st); st.Debt.ExecutedDebtMicros != 100_000 || st.Debt.PendingDebtMicros != 0 ||
+		st.Debt.WalletsBlocked != 1 || len(st.Debt.BlockedWallets) != 1 || st.Debt.BlockedWallets[0] != wallet || st.Debt.BlockedWalletsTruncated {
+		t.Fatalf("a blocked wallet: %+v", st.Debt)
+	}
+	if code := request(t, http.MethodPost, accountURL+"/pay?amount=0.10", nil, &acc); code != http.StatusOK || acc.WritesBlocked {
+		t.Fatalf("pay: %d %+v", code, acc)
+	}
+	if getJSON(t, base+"/v1/gc/status", &st); st.Debt.WalletsBlocked != 0 || st.Debt.Paid != "0.10" || st.Debt.ExecutedDebt != "0.00" {
+		t.Fatalf("after paying: %+v", st.Debt)
+	}
+
+	var cp api.CompactionProposals
+	if code := getJSON(t, base+"/v1/compaction/proposals", &cp); code != http.StatusOK || cp.ContractVersion != api.CompactionProposalsVersion ||
+		cp.Proposals == nil || len(cp.Proposals) != 0 || !hasGap(cp.Gaps, "proposals") || cp.AppliedIndex == 0 {
+		t.Fatalf("compaction proposals: %d %+v", code, cp)
+	}
+}
+
+// TestFragmentationAndEstimate writes a page and replaces it (wallet a),
+// writes a page once (wallet b), and deletes a page (wallet c), then holds
+// the fragmentation and estimate routes to each other and to what was done.
+func TestFragmentationAndEstimate(t *testing.T) {
+	base := startMock(t)
+	a, b, c := newAuthor(t), newAuthor(t), newAuthor(t)
+	commit(t, base, a.formAt(t, pageID(0xd1), "page/home", `{"title":"first revision, somewhat longer"}`))
+	commit(t, base, a.formAt(t, pageID(0xd2), "page/home", `{"title":"second"}`))
+	commit(t, base, b.form(t, pageID(0xd3), `{"title":"only"}`, b.key))
+	written := pageID(0xd4)
+	commit(t, base, c.form(t, written, `{"title":"gone"}`, c.key))
+	last := commit(t, base, c.deleteForm(t, pageID(0xd5), written))
+
+	var m metricsAnswer
+	getAt(t, base+"/v1/fragmentation/metrics", last, &m)
+	if m.ContractVersion != api.FragmentationMetricsVersion || m.Totals.Wallets != 3 || len(m.Wallets) != 3 || m.WalletsTruncated ||
+		m.Totals.TarFiles != 1 || m.ComputedAt.IsZero() {
+		t.Fatalf("metrics %+v", m.FragmentationMetrics)
+	}
+	by := map[string]api.WalletFragmentation{}
+	var sum api.FragmentationTotals
+	for i, w := range m.Wallets {
+		if i > 0 && m.Wallets[i-1].Wallet >= w.Wallet {
+			t.Fatalf("wallets not in address order: %+v", m.Wallets)
+		}
+		if w.DeadBytes != w.BytesWritten-w.LiveBytes || w.TarFilesTouched != 1 {
+			t.Fatalf("wallet %+v", w)
+		}
+		by[w.Wallet] = w
+		sum.BytesWritten += w.BytesWritten
+		sum.LiveBytes += w.LiveBytes
+	}
+	wa, wb, wc := by[strings.ToLower(a.wallet.Hex())], by[strings.ToLower(b.wallet.Hex())], by[strings.ToLower(c.wallet.Hex())]
+	if wa.NodeWrites != 2 || wa.LiveNodes != 1 || wa.DeadBytes == 0 || wa.LiveBytes == 0 || wa.FragmentationScore <= 0 || wa.FragmentationScore >= 1 ||
+		wa.FragmentationScore != float64(wa.DeadBytes)/float64(wa.BytesWritten) {
+		t.Fatalf("a replaced its page: %+v", wa)
+	}
+	if wb.NodeWrites != 1 || wb.LiveNodes != 1 || wb.DeadBytes != 0 || wb.FragmentationScore != 0 {
+		t.Fatalf("b wrote once: %+v", wb)
+	}
+	if wc.NodeWrites != 1 || wc.NodeDeletes != 1 || wc.LiveNodes != 0 || wc.LiveBytes != 0 || wc.FragmentationScore != 1 {
+		t.Fatalf("c deleted its page: %+v", wc)
+	}
+	if sum.BytesWritten != m.Totals.BytesWritten || sum.LiveBytes != m.Totals.LiveBytes ||
+		m.Totals.DeadBytes != sum.BytesWritten-sum.LiveBytes {
+		t.Fatalf("totals %+v, wallets add up to %+v", m.Totals, sum)
+	}
+
+	var one api.FragmentationWallet
+	if code := getJSON(t, base+"/v1/fragmentation/metrics/"+wa.Wallet, &one); code != http.StatusOK ||
+		one.ContractVersion != api.FragmentationWalletVersion || one.WalletFragmentation != wa || one.AppliedIndex != m.AppliedIndex {
+		t.Fatalf("one wallet: %d %+v, want %+v", code, one, wa)
+	}
+	var e apierror.Body
+	if code := getJSON(t, base+"/v1/fragmentation/metrics/"+strings.ToLower(newAuthor(t).wallet.Hex()), &e); code != http.StatusNotFound ||
+		e.Error.Code != apierror.NotFound {
+		t.Fatalf("a wallet that wrote nothing: %d %+v", code, e.Error)
+	}
+	if code := getJSON(t, base+"/v1/fragmentation/metrics/0x12", &e); code != http.StatusBadRequest {
+		t.Fatalf("a malformed wallet: %d %+v", code, e.Error)
+	}
+
+	var top api.FragmentationTop
+	if code := getJSON(t, base+"/v1/fragmentation/top?limit=2", &top); code != http.StatusOK || top.ContractVersion != api.FragmentationTopVersion ||
+		top.Limit != 2 || len(top.Wallets) != 2 || top.Wallets[0] != wc || top.Wallets[1] != wa {
+		t.Fatalf("top 2: %d %+v", code, top)
+	}
+	if getJSON(t, base+"/v1/fragmentation/top", &top); top.Limit != api.DefaultFragmentationTop || len(top.Wallets) != 3 || top.Wallets[2] != wb {
+		t.Fatalf("top: %+v", top)
+	}
+	for _, q := range []string{"0", "-1", "x", "", "1.5"} {
+		if code := getJSON(t, base+"/v1/fragmentation/top?limit="+q, &e); code != http.StatusBadRequest || e.Error.Details["field"] != "limit" {
+			t.Errorf("limit=%q: %d %+v", q, code, e.Error)
+		}
+	}
+
+	var est estimateAnswer
+	getAt(t, base+"/v1/gc/estimate", m.AppliedIndex, &est)
+	if est.ContractVersion != api.GcEstimateVersion || len(est.ByTar) != 1 || est.ByTar[0].Name != "data00000a.tar" ||
+		est.WrittenBytes != m.Totals.BytesWritten || est.LiveBytes != m.Totals.LiveBytes || est.SegmentBytes <= est.WrittenBytes ||
+		est.ReclaimableBytes != est.SegmentBytes-est.LiveBytes || est.Wallet != "" {
+		t.Fatalf("estimate %+v, fragmentation totals %+v", est.GcEstimate, m.Totals)
+	}
+	getAt(t, base+"/v1/gc/estimate?wallet="+wa.Wallet, m.AppliedIndex, &est)
+	if est.Wallet != wa.Wallet || est.WrittenBytes != wa.BytesWritten || est.LiveBytes != wa.LiveBytes || est.ReclaimableBytes != wa.DeadBytes ||
+		len(est.ByTar) != 1 || est.ByTar[0].ReclaimableBytes != wa.DeadBytes {
+		t.Fatalf("estimate of %s: %+v, fragmentation %+v", wa.Wallet, est.GcEstimate, wa)
+	}
+	for _, q := range []string{"?wallet=", "?wallet=0x12"} {
+		if code := getJSON(t, base+"/v1/gc/estimate"+q, &e); code != http.StatusBadRequest || e.Error.Details["field"] != "wallet" {
+			t.Errorf("%s: %d %+v", q, code, e.Error)
+		}
+	}
+}
+
+// TestSegmentIndex groups hand-made segments into TAR files: a file closes
+// when the next segment would pass the target or starts another
+// generation; a segment that does not name its predecessor's hash breaks
+// the chain; deletes count for the wallet their path names.
+func TestSegmentIndex(t *testing.T) {
+	w := common.HexToAddress("0x70997970c51812dc3a010c7d01b50e0d17dc79c8")
+	path := proposal.ContentPath("ledger", w, "default", "page/x")
+	x := newSegmentIndex(400)
+	var prev [32]byte
+	add := func(index uint64, gen uint32, ops []*ledgerpb.SegmentOp, link bool) {
+		t.Helper()
+		seg := &ledgerpb.Segment{Index: index, Generation: gen, Ops: ops}
+		if link {
+			seg.PrevHash = prev[:]
+		}
+		raw, err := proto.Marshal(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = sha256.Sum256(raw)
+		x.add(index, raw, prev)
+	}
+	put := func(title string) []*ledgerpb.SegmentOp {
+		return []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_Put{Put: &ledgerpb.Node{Path: path, Wallet: w[:],
+			Properties: []*ledgerpb.Property{{Name: "title", ValueJson: `"` + strings.Repeat(title, 20) + `"`}}}}}}
+	}
+	add(3, 0, put("a"), true) // about 170 bytes each
+	add(5, 0, put("b"), true)
+	add(6, 0, put("c"), true) // passes 400: a new file
+	add(7, 0, []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}}}, false)
+	add(9, 1, put("d"), true) // another generation: a new file
+
+	if len(x.tars) != 3 || x.tars[0].first != 3 || x.tars[0].last != 5 || x.tars[1].first != 6 || x.tars[1].last != 7 ||
+		x.tars[2].generation != 1 {
+		t.Fatalf("TAR files %+v", x.tars)
+	}
+	if x.breaks != 1 || !x.tars[0].chainOK || x.tars[1].chainOK || !x.tars[2].chainOK || x.next != 10 {
+		t.Fatalf("chain: %d breaks, %+v", x.breaks, x.tars)
+	}
+	seg, tars := x.summary()
+	if seg.ChainVerified || seg.Count != 5 || seg.NodeWrites != 4 || seg.NodeDeletes != 1 || seg.CurrentGeneration != 1 ||
+		len(seg.Generations) != 2 || tars.Closed != 2 || tars.PackingEfficiency == nil || tars.Newest != "data00002b.tar" {
+		t.Fatalf("summary %+v %+v", seg, tars)
+	}
+	files := x.tarFiles()
+	if files[1].PrevHash != files[0].HeadHash || files[0].PrevHash != hexHash([32]byte{}) || files[2].Name != "data00002b.tar" {
+		t.Fatalf("TAR chain %+v", files)
+	}
+	ww := x.wallets[w]
+	if ww.writes != 4 || ww.deletes != 1 || ww.tars != 3 || len(ww.byTar) != 3 {
+		t.Fatalf("wallet %+v", ww)
+	}
+	if tarOf(x.tars, 4) != 0 || tarOf(x.tars, 7) != 1 || tarOf(x.tars, 8) != -1 || tarOf(x.tars, 2) != -1 {
+		t.Fatal("tarOf")
+	}
+}

@@ -1,0 +1,96 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// ReadView is applied state at one applied index, read from a Pebble
+// snapshot: a sequence of reads through it sees one state whatever is
+// applied or restored meanwhile. The ops views that add figures up over
+// several ranges (segments, nodes, accounts) read through one, so that their
+// totals agree with each other. Close it when done: it pins the versions it
+// sees.
+type ReadView struct {
+	snap    *pebble.Snapshot
+	applied uint64
+	gcEpoch uint64
+}
+
+// ReadView opens a view of the state as it is now.
+func (m *Machine) ReadView() (*ReadView, error) {
+	snap := m.db.Pebble().NewSnapshot()
+	applied, err := getUint64(snap, []byte(storage.AppliedIndexKey))
+	if err != nil {
+		_ = snap.Close()
+		return nil, err
+	}
+	gcEpoch, err := getUint64(snap, []byte(storage.GcEpochKey))
+	if err != nil {
+		_ = snap.Close()
+		return nil, err
+	}
+	return &ReadView{snap: snap, applied: applied, gcEpoch: gcEpoch}, nil
+}
+
+// AppliedIndex is the applied index the view holds.
+func (v *ReadView) AppliedIndex() uint64 { return v.applied }
+
+// GcEpoch is the epoch of the last per-epoch GC debt job the view holds (0:
+// none yet).
+func (v *ReadView) GcEpoch() uint64 { return v.gcEpoch }
+
+// Close releases the snapshot.
+func (v *ReadView) Close() error { return v.snap.Close() }
+
+// each calls fn with every key and value in [lower, upper) in key order,
+// until fn fails.
+func (v *ReadView) each(lower, upper []byte, fn func(key, value []byte) error) error {
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			return errors.Join(err, it.Close())
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}
+
+// SegmentsFrom calls fn with the raft index, the stored bytes and the hash
+// (hash.go) of each segment with index >= from, in index order, until fn
+// fails. raw is valid only during the call.
+func (v *ReadView) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, hash [32]byte) error) error {
+	_, upper := storage.SegmentBounds()
+	return v.each(storage.SegmentKey(from), upper, func(k, raw []byte) error {
+		idx, _ := storage.Uint64(k[len(k)-8:])
+		return fn(idx, raw, segmentHash(raw))
+	})
+}
+
+// Nodes calls fn with the stored bytes of every content node, in key order,
+// until fn fails. value is valid only during the call.
+func (v *ReadView) Nodes(fn func(value []byte) error) error {
+	lower, upper := storage.ChildrenBounds("/")
+	return v.each(lower, upper, func(_, value []byte) error { return fn(value) })
+}
+
+// Accounts calls fn with every GC debt account, in wallet order, until fn
+// fails.
+func (v *ReadView) Accounts(fn func(*ledgerpb.GcAccount) error) error {
+	lower, upper := storage.AccountBounds()
+	return v.each(lower, upper, func(k, value []byte) error {
+		acc := &ledgerpb.GcAccount{}
+		if err := proto.Unmarshal(value, acc); err != nil {
+			return fmt.Errorf("%w: GC account %x: %v", ErrCorruptState, k, err)
+		}
+		return fn(acc)
+	})
+}
