@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/ecdsa"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -32,9 +31,12 @@ import (
 //	load=saturated  BENCH_PIPELINE_CLIENTS closed-loop clients (default 256): proposals/s
 //	load=half       an open loop at half the saturated rate: p50/p99 latency at half load
 //
-// Both report the leader's peak RSS (VmHWM); BENCH_PROFILE profiles every
-// validator during the saturated run (see BenchmarkCluster). Run with a fixed count, e.g.
-// -bench BenchmarkPipeline -benchtime 20000x: every proposal is paid first.
+// Both report the leader's peak RSS (VmHWM); the saturated run also reports
+// where the CPU went, as BenchmarkCluster does (this process runs the dev
+// chain, NATS and the chain-watcher besides the clients). BENCH_PROFILE
+// profiles every validator during the saturated run (see BenchmarkCluster).
+// Run with a fixed count, e.g. -bench BenchmarkPipeline -benchtime 20000x:
+// every proposal is paid first.
 func BenchmarkPipeline(b *testing.B) {
 	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
 	chain := backing.Chain
@@ -55,10 +57,12 @@ func BenchmarkPipeline(b *testing.B) {
 	b.Run("load=saturated", func(b *testing.B) {
 		forms := c.prepaid(b, chain, b.N)
 		profiled := startProfile(b, c, clients)
+		meter := startCPUMeter(c.servers())
 		latencies, elapsed := c.drive(b, forms, clients, 0)
 		profiled()
 		saturated = float64(b.N) / elapsed.Seconds()
 		c.report(b, latencies, elapsed)
+		meter.report(b)
 	})
 	b.Run("load=half", func(b *testing.B) {
 		if saturated == 0 {
@@ -72,9 +76,9 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 // prepaid pays n proposals on the chain from the dev accounts, signs their
-// forms with one author key, and waits until the leader has observed every
-// payment; none of it is timed.
-func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []url.Values {
+// forms with one author key and encodes them, and waits until the leader has
+// observed every payment; none of it is timed.
+func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []string {
 	b.StopTimer()
 	defer b.StartTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -84,7 +88,7 @@ func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []ur
 	for i, a := range devchain.DevAccounts {
 		payers[i] = a.MustKey()
 	}
-	forms := make([]url.Values, n)
+	forms := make([]string, n)
 	// The pool holds a few thousand pending transactions: pay in rounds,
 	// each mined before the next.
 	const round = 2000
@@ -106,7 +110,7 @@ func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []ur
 						b.Error(err)
 						return
 					}
-					forms[i], txs[i-lo] = form, tx
+					forms[i], txs[i-lo] = form.Encode(), tx
 				}
 			})
 		}
@@ -149,7 +153,7 @@ func (c *ledgerCluster) paymentsIndexed(b *testing.B) int {
 
 // drive submits every form and waits for each to commit: from clients
 // closed-loop clients when rate is 0, else released at rate per second.
-func (c *ledgerCluster) drive(b *testing.B, forms []url.Values, clients int, rate float64) ([]time.Duration, time.Duration) {
+func (c *ledgerCluster) drive(b *testing.B, forms []string, clients int, rate float64) ([]time.Duration, time.Duration) {
 	latencies := make([]time.Duration, len(forms))
 	work := make(chan int, len(forms))
 	b.ResetTimer()
@@ -181,7 +185,7 @@ func (c *ledgerCluster) drive(b *testing.B, forms []url.Values, clients int, rat
 				}
 				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				sub, err := c.client.SubmitAndWait(ctx, proposal.Write, forms[i], 30*time.Second)
+				sub, err := c.client.SubmitEncodedAndWait(ctx, proposal.Write, forms[i], 30*time.Second)
 				cancel()
 				if err != nil || !api.Committed(sub.Receipt.Status) {
 					b.Errorf("proposal %d: %v %+v", i, err, sub.Receipt)
