@@ -139,13 +139,6 @@ func (c *Client) Submit(ctx context.Context, action proposal.Action, form url.Va
 // proposal is decided or wait passes: one request for a write and its
 // outcome. The receipt's status is the status when the answer was given.
 func (c *Client) SubmitAndWait(ctx context.Context, action proposal.Action, form url.Values, wait time.Duration) (Submitted, error) {
-	return c.SubmitEncodedAndWait(ctx, action, form.Encode(), wait)
-}
-
-// SubmitEncodedAndWait is SubmitAndWait with the form already encoded
-// (url.Values.Encode), for a load generator that prepares its requests
-// ahead.
-func (c *Client) SubmitEncodedAndWait(ctx context.Context, action proposal.Action, body string, wait time.Duration) (Submitted, error) {
 	route := "/v1/propose-write"
 	if action == proposal.Delete {
 		route = "/v1/propose-delete"
@@ -153,7 +146,7 @@ func (c *Client) SubmitEncodedAndWait(ctx context.Context, action proposal.Actio
 	if wait > 0 {
 		route += "?wait=" + wait.String()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+route, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+route, strings.NewReader(form.Encode()))
 	if err != nil {
 		return Submitted{}, err
 	}
