@@ -12,6 +12,7 @@
 //	ETCD_BIN=path               etcd (default: etcd on PATH, else apt-get install etcd-server)
 //	BENCH_PROFILE=dir           write a CPU profile of every validator, and of this process, per run into dir
 //	BENCH_PROFILE_SECONDS=n     length of each profile (default 3; keep it below the run's length)
+//	BENCH_PROFILE_TRACE=1       also an execution trace of the leader over the same window (go tool trace)
 //
 // Besides proposals/s and the latency percentiles from submission to
 // COMMITTED, each run reports proposals/entry (proposals per raft entry, from
@@ -140,8 +141,7 @@ func load(b *testing.B, sys system, clients int, series *series) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpu0, leader0, self0 := procsCPU(all), leader.cpu(), selfCPU()
-	busy0, total0 := machineCPU()
+	meter := startCPUMeter(leader, all)
 	counter, _ := sys.(interface{ requests() uint64 })
 	var requests0 uint64
 	if counter != nil {
@@ -158,11 +158,9 @@ func load(b *testing.B, sys system, clients int, series *series) {
 		return
 	}
 
-	cpu, leaderCPU, self := procsCPU(all)-cpu0, leader.cpu()-leader0, selfCPU()-self0
 	if counter != nil {
 		b.ReportMetric(float64(counter.requests()-requests0)/float64(b.N), "http-requests/op")
 	}
-	busy1, total1 := machineCPU()
 	index1, err := sys.commitIndex(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -171,7 +169,6 @@ func load(b *testing.B, sys system, clients int, series *series) {
 	pct := func(p float64) float64 {
 		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
 	}
-	perOp := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 	throughput := float64(b.N) / elapsed.Seconds()
 	series.add(b.N, throughput)
 
@@ -183,17 +180,7 @@ func load(b *testing.B, sys system, clients int, series *series) {
 		// load they are a rounding error.
 		b.ReportMetric(float64(b.N)/float64(index1-index0), "proposals/entry")
 	}
-	b.ReportMetric(perOp(cpu), "server-cpu-us/op") // all three server processes
-	b.ReportMetric(perOp(leaderCPU), "leader-cpu-us/op")
-	b.ReportMetric(perOp(self), "client-cpu-us/op") // this process: the clients
-	if total1 > total0 {
-		busy, total := time.Duration(busy1-busy0)*clockTick, time.Duration(total1-total0)*clockTick
-		b.ReportMetric(100*busy.Seconds()/total.Seconds(), "machine-cpu-%")
-		// The noise: CPU used meanwhile by processes other than the
-		// clients and this system's servers (the idle other cluster is a
-		// small part of it).
-		b.ReportMetric(max(0, 100*(busy-cpu-self).Seconds()/total.Seconds()), "other-cpu-%")
-	}
+	meter.report(b)
 }
 
 // profiler is a system whose servers can be profiled (BENCH_PROFILE).
@@ -252,6 +239,42 @@ func procsCPU(ps []*proc) time.Duration {
 		d += p.cpu()
 	}
 	return d
+}
+
+// cpuMeter measures where the CPU went during a run: the servers, the
+// leader among them, this process (the clients, and whatever backing it
+// runs in-process), and the whole machine, so that a figure shows how much
+// of the box the system used and how much other processes took (the noise).
+type cpuMeter struct {
+	leader              *proc
+	all                 []*proc
+	servers, lead, self time.Duration
+	busy, total         uint64
+}
+
+func startCPUMeter(leader *proc, all []*proc) cpuMeter {
+	m := cpuMeter{leader: leader, all: all, servers: procsCPU(all), lead: leader.cpu(), self: selfCPU()}
+	m.busy, m.total = machineCPU()
+	return m
+}
+
+// report adds server-cpu-us/op (all server processes), leader-cpu-us/op,
+// client-cpu-us/op (this process), machine-cpu-% and other-cpu-% over the
+// b.N operations since start.
+func (m cpuMeter) report(b *testing.B) {
+	servers, lead, self := procsCPU(m.all)-m.servers, m.leader.cpu()-m.lead, selfCPU()-m.self
+	busy1, total1 := machineCPU()
+	perOp := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+	b.ReportMetric(perOp(servers), "server-cpu-us/op")
+	b.ReportMetric(perOp(lead), "leader-cpu-us/op")
+	b.ReportMetric(perOp(self), "client-cpu-us/op")
+	if total1 > m.total {
+		busy, total := time.Duration(busy1-m.busy)*clockTick, time.Duration(total1-m.total)*clockTick
+		b.ReportMetric(100*busy.Seconds()/total.Seconds(), "machine-cpu-%")
+		// The noise: CPU used meanwhile by processes other than this
+		// process and the servers measured.
+		b.ReportMetric(max(0, 100*(busy-servers-self).Seconds()/total.Seconds()), "other-cpu-%")
+	}
 }
 
 // recorder keeps each sub-benchmark's throughputs for the ratio.

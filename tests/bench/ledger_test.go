@@ -257,14 +257,21 @@ func (c *ledgerCluster) profile(ctx context.Context, d time.Duration, prefix str
 		if n == c.leader {
 			file = prefix + "-leader.pprof"
 		}
-		wg.Go(func() { errs[i] = n.profile(ctx, d, file) })
+		wg.Go(func() { errs[i] = n.profile(ctx, "profile", d, file) })
+	}
+	// Where the leader waits rather than computes, which a CPU profile
+	// cannot show: its scheduler, blocking and syscall events.
+	var traceErr error
+	if os.Getenv("BENCH_PROFILE_TRACE") != "" {
+		wg.Go(func() { traceErr = c.leader.profile(ctx, "trace", d, prefix+"-leader.trace") })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, traceErr)...)
 }
 
-func (n *ledgerNode) profile(ctx context.Context, d time.Duration, file string) error {
-	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", n.debug, max(1, int(d.Seconds())))
+// profile fetches /debug/pprof/<kind> (profile or trace) over d into file.
+func (n *ledgerNode) profile(ctx context.Context, kind string, d time.Duration, file string) error {
+	u := fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", n.debug, kind, max(1, int(d.Seconds())))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err

@@ -398,13 +398,29 @@ func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *led
 
 // awaitAccepted waits up to CommitTimeout for id to have an applied record
 // (its acceptance, or its decision) and returns it.
+//
+// The proposal was sent a moment ago, so its record is not in state yet:
+// the first look is at the records recent applies wrote (where its apply
+// puts it), not a Pebble read of a key that is almost always absent. Later
+// looks, after a wake-up (its apply, or state replaced by a snapshot), and
+// the last one at the deadline read state too.
 func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb.ProposalRecord, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CommitTimeout)
 	defer cancel()
-	for {
-		changed, release := p.outcomes.watch(id)
+	lookup := func() (*ledgerpb.ProposalRecord, bool) {
 		rec, ok, err := p.record(id)
-		if err == nil && ok {
+		return rec, err == nil && ok
+	}
+	for first := true; ; first = false {
+		changed, release := p.outcomes.watch(id)
+		var rec *ledgerpb.ProposalRecord
+		var ok bool
+		if first {
+			rec, ok = p.outcomes.record(id)
+		} else {
+			rec, ok = lookup()
+		}
+		if ok {
 			release()
 			return rec, true
 		}
@@ -413,7 +429,7 @@ func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb
 			release()
 		case <-ctx.Done():
 			release()
-			return nil, false
+			return lookup()
 		}
 	}
 }

@@ -173,16 +173,26 @@ func (a *applier) applyBatch(ec entryContext) error {
 				reason = ReasonWriteBlocked
 			}
 		}
+		nested := false
 		if reason == "" {
 			switch p.GetAction() {
 			case ledgerpb.Action_ACTION_WRITE:
-				reason, err = a.write(ec, p, seg)
+				reason, nested, err = a.write(ec, p, seg)
 			case ledgerpb.Action_ACTION_DELETE:
 				err = a.delete(ec, p, seg)
 			}
 			if err != nil {
 				return err
 			}
+		}
+		if !nested {
+			// The decided record keeps the message only where a later
+			// write of the path needs it to find the nested children
+			// this one created (staleChildren); otherwise the message
+			// lives in the node and the segment, and a third copy would
+			// only add to every flush and compaction. The entry's
+			// proposal is this call's own decoded copy.
+			p.Message = nil
 		}
 		rec := &ledgerpb.ProposalRecord{Proposal: p, Payment: paid, CommitIndex: ec.index}
 		switch {
@@ -344,15 +354,15 @@ func splitPath(path string) ([]string, bool) {
 
 // write applies a WRITE. It returns a rejection reason when the message does
 // not expand (intake should have refused it), in which case nothing is
-// written.
-func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Segment) (string, error) {
+// written, and whether the message created nested child nodes.
+func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Segment) (reason string, nested bool, err error) {
 	specs, err := proposal.Nodes(p.GetPath(), p.GetMessage())
 	if err != nil || len(specs) == 0 {
-		return ReasonInvalidField, nil
+		return ReasonInvalidField, false, nil
 	}
 	for _, s := range specs {
 		if _, ok := splitPath(s.Path); !ok {
-			return ReasonInvalidField, nil
+			return ReasonInvalidField, false, nil
 		}
 	}
 	newPaths := make(map[string]bool, len(specs))
@@ -364,18 +374,18 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 	// new message no longer has go first.
 	old, err := getNode(a.b, p.GetPath())
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var created, removed uint64
 	if old != nil {
 		stale, err := a.staleChildren(old, newPaths)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		removed = uint64(len(stale))
 		for _, path := range stale {
 			if err := a.mut.delete(storage.NodeKey(path)); err != nil {
-				return "", err
+				return "", false, err
 			}
 			seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}})
 		}
@@ -385,7 +395,7 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 		prev := old // specs[0] is the node at the proposal's path, read above
 		if i > 0 || s.Path != p.GetPath() {
 			if prev, err = getNode(a.b, s.Path); err != nil {
-				return "", err
+				return "", false, err
 			}
 		}
 		rev := uint64(1)
@@ -411,28 +421,28 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 			UpdatedAtMs:  ec.batch.GetSealedAtMs(),
 		}
 		if err := a.put(storage.NodeKey(s.Path), node); err != nil {
-			return "", err
+			return "", false, err
 		}
 		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_Put{Put: node}})
 	}
 
 	if err := a.countWallet(p.GetWallet(), true, created, removed, ec.batch.GetSealedAtMs(), p.GetPath()); err != nil {
-		return "", err
+		return "", false, err
 	}
 	ev := a.event(ec, p, EventTypeContent, EventActionWrite)
 	ev.ContentHash = "0x" + hex.EncodeToString(keccak256(p.GetMessage()))
 	if err := a.emit(ev); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if cid, ok := cidOf(specs[0].Properties); ok {
 		bin := a.event(ec, p, EventTypeBinary, EventActionWrite)
 		bin.ContentHash = ev.ContentHash
 		bin.CasCid = cid
 		if err := a.emit(bin); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	return "", nil
+	return "", len(specs) > 1, nil
 }
 
 // staleChildren lists, parents first, the descendants of old that old's
