@@ -97,6 +97,8 @@ func StartBacking(t testing.TB, o Options) *Backing {
 			RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: b.NATSURL,
 			Confirmations: o.Confirmations, PollInterval: 50 * time.Millisecond, StartBlock: chain.DeployBlock,
 			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: time.Hour, Bucket: "CHAIN_WATCHER", Replicas: 1,
+			RangeGrowAfter: 4, RPCTimeout: 10 * time.Second, RPCAttempts: 3, RPCBackoff: 50 * time.Millisecond,
+			RPCBackoffMax: time.Second, RPCCooldown: time.Second, RPCCooldownMax: 10 * time.Second,
 		}, log.Named("watcher"))
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("chain-watcher stopped: %v", err)

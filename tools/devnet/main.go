@@ -124,6 +124,8 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			Confirmations: o.confirmations, PollInterval: 250 * time.Millisecond, StartBlock: chain.DeployBlock,
 			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: 24 * time.Hour, Bucket: "CHAIN_WATCHER",
 			Replicas: 1, HTTPAddr: watcherAddr,
+			RangeGrowAfter: 4, RPCTimeout: 30 * time.Second, RPCAttempts: 3, RPCBackoff: 250 * time.Millisecond,
+			RPCBackoffMax: 5 * time.Second, RPCCooldown: 5 * time.Second, RPCCooldownMax: 2 * time.Minute,
 		}, log.Named("watcher"))
 	})
 	urls := validatorURLs()
