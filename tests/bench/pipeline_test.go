@@ -41,7 +41,10 @@ import (
 // chain, NATS and the chain-watcher besides the clients). BENCH_PROFILE
 // profiles every validator during the saturated run (see BenchmarkCluster).
 // Run with a fixed count, e.g. -bench BenchmarkPipeline -benchtime 20000x:
-// every proposal is paid first.
+// every proposal is paid first. With -count N every sub-benchmark runs N
+// times on the same cluster, so each run starts on the state the earlier
+// ones wrote (a larger database, and a longer chain for the dev chain to
+// extend), which is slower: compare runs with the same position.
 func BenchmarkPipeline(b *testing.B) {
 	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
 	chain := backing.Chain
