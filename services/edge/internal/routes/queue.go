@@ -12,15 +12,28 @@ import (
 // passThrough serves a source route of the leader as it answers: every
 // field of the answer, its contractVersion included, plus the sources.
 func (s *server) passThrough(src call) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := s.reader(c.Request().Context())
-		data := map[string]any{}
-		if _, err := r.readLeader(src, &data); err != nil {
-			return err
-		}
-		data["sources"] = r.attempts()
-		return s.envelope(c, data)
+	return func(c echo.Context) error { return s.relay(c, src, true, "") }
+}
+
+// relay answers with src's answer as it is, plus the sources: the leader's
+// answer, or any validator's when fromLeader is false. With notFound set, a
+// 404 upstream is the edge's not_found with that text (routes with an id).
+func (s *server) relay(c echo.Context, src call, fromLeader bool, notFound string) error {
+	r := s.reader(c.Request().Context())
+	read := r.read
+	if fromLeader {
+		read = r.readLeader
 	}
+	data := map[string]any{}
+	status, err := read(src, &data)
+	if err != nil {
+		return err
+	}
+	if notFound != "" && status == http.StatusNotFound {
+		return newError(CodeNotFound, "%s", notFound)
+	}
+	data["sources"] = r.attempts()
+	return s.envelope(c, data)
 }
 
 // queue is /ops/v1/queue, the queue pressure summary: the leader's queue
@@ -82,17 +95,7 @@ func (s *server) proposals(c echo.Context) error {
 // (a follower asks the leader for a proposal it has not applied).
 func (s *server) explorerProposal(c echo.Context) error {
 	id := c.Param("proposalId")
-	r := s.reader(c.Request().Context())
-	data := map[string]any{}
-	status, err := r.read(at(srcExplorerProposal).with("proposalId", id), &data)
-	if err != nil {
-		return err
-	}
-	if status == http.StatusNotFound {
-		return newError(CodeNotFound, "no proposal %s", id)
-	}
-	data["sources"] = r.attempts()
-	return s.envelope(c, data)
+	return s.relay(c, at(srcExplorerProposal).with("proposalId", id), false, "no proposal "+id)
 }
 
 // explorerWallet is /ops/v1/explorer/wallets/{walletAddress}: the wallet's
@@ -100,11 +103,5 @@ func (s *server) explorerProposal(c echo.Context) error {
 // wallets in lowercase.
 func (s *server) explorerWallet(c echo.Context) error {
 	w := strings.ToLower(c.Param("walletAddress"))
-	r := s.reader(c.Request().Context())
-	data := map[string]any{}
-	if _, err := r.readLeader(at(srcExplorerWallet).with("walletAddress", w), &data); err != nil {
-		return err
-	}
-	data["sources"] = r.attempts()
-	return s.envelope(c, data)
+	return s.relay(c, at(srcExplorerWallet).with("walletAddress", w), true, "")
 }

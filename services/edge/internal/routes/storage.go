@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -185,17 +184,7 @@ func (s *server) tarChain(c echo.Context) error {
 // wallet that wrote nothing is 404. Validators name wallets in lowercase.
 func (s *server) fragmentationWallet(c echo.Context) error {
 	w := strings.ToLower(c.Param("walletAddress"))
-	r := s.reader(c.Request().Context())
-	data := map[string]any{}
-	status, err := r.readLeader(at(srcFragWallet).with("walletAddress", w), &data)
-	if err != nil {
-		return err
-	}
-	if status == http.StatusNotFound {
-		return newError(CodeNotFound, "wallet %s has written nothing", w)
-	}
-	data["sources"] = r.attempts()
-	return s.envelope(c, data)
+	return s.relay(c, at(srcFragWallet).with("walletAddress", w), true, "wallet "+w+" has written nothing")
 }
 
 // fragmentationTop is the most fragmented wallets, from the leader; limit
@@ -207,11 +196,5 @@ func (s *server) fragmentationTop(c echo.Context) error {
 		n, _ := strconv.Atoi(raw)
 		src.path += "?limit=" + strconv.Itoa(n)
 	}
-	r := s.reader(c.Request().Context())
-	data := map[string]any{}
-	if _, err := r.readLeader(src, &data); err != nil {
-		return err
-	}
-	data["sources"] = r.attempts()
-	return s.envelope(c, data)
+	return s.relay(c, src, true, "")
 }
