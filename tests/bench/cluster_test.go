@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -207,6 +208,14 @@ func startProfile(b *testing.B, sys system, clients int) (wait func()) {
 		seconds = n
 	}
 	prefix := filepath.Join(dir, fmt.Sprintf("clients=%d-n=%d", clients, b.N))
+	// -count N repeats a run with the same name: number the repeats rather
+	// than overwrite the first run's profiles.
+	for run := 2; ; run++ {
+		if _, err := os.Stat(prefix + "-bench.pprof"); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		prefix = filepath.Join(dir, fmt.Sprintf("clients=%d-n=%d-run%d", clients, b.N, run))
+	}
 	// The benchmark's own process (clients, and whatever backing it runs
 	// in-process) shares the machine with the servers: profile it over the
 	// same window, so that where the rest of the CPU goes is visible too.

@@ -27,6 +27,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/contentledger/contentledger/tests/harness"
 )
 
 var (
@@ -63,7 +65,7 @@ func BenchmarkEdge(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
-	addr, err := freeAddr()
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}

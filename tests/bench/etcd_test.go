@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contentledger/contentledger/tests/harness"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -92,8 +93,8 @@ func startEtcd(cleanup func(func()), dir string) (*etcdCluster, error) {
 	var us []urls
 	var initial []string
 	for i := 1; i <= 3; i++ {
-		c, err1 := freeAddr()
-		p, err2 := freeAddr()
+		c, err1 := harness.FreeAddr()
+		p, err2 := harness.FreeAddr()
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("free ports: %v %v", err1, err2)
 		}

@@ -124,8 +124,8 @@ func startLedger(cleanup func(func()), dir string, extraEnv ...string) (*ledgerC
 	var as []addrs
 	var initial []string
 	for i := 1; i <= 3; i++ {
-		h, err1 := freeAddr()
-		p, err2 := freeAddr()
+		h, err1 := harness.FreeAddr()
+		p, err2 := harness.FreeAddr()
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("free ports: %v %v", err1, err2)
 		}
@@ -143,7 +143,7 @@ func startLedger(cleanup func(func()), dir string, extraEnv ...string) (*ledgerC
 		)
 		var debug string
 		if profileDir() != "" {
-			if debug, err = freeAddr(); err != nil {
+			if debug, err = harness.FreeAddr(); err != nil {
 				return nil, err
 			}
 			env = append(env, "SVC_VALIDATOR_DEBUG_ADDR="+debug)

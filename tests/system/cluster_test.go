@@ -5,7 +5,6 @@ package system
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -61,15 +60,15 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// reserveAddr holds a free loopback port until release is called, so that
-// ports allocated meanwhile (other validators', fault proxies') differ from
-// it. Release it right before the process that binds it starts.
+// reserveAddr holds a free loopback port until release is called
+// (harness.ReserveAddr): release it right before the process that binds it
+// starts.
 func reserveAddr(t testing.TB) (string, func()) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, release, err := harness.ReserveAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ln.Addr().String(), func() { ln.Close() }
+	return addr, release
 }
 
 // cluster is a set of validator processes sharing one chain and NATS.
