@@ -38,6 +38,10 @@ const (
 	// index stay in the log, so that a follower slightly behind catches up
 	// from the log rather than by a snapshot.
 	DefaultCompactionMargin = 5_000
+	// DefaultTruncationInterval is how often a leader truncates the log
+	// behind its slowest member: well within a memtable's life at full
+	// load, so that truncated entries are never flushed (truncate.go).
+	DefaultTruncationInterval = 250 * time.Millisecond
 )
 
 // Config configures a Node. Zero fields take the defaults above; PreVote and
@@ -99,6 +103,13 @@ type Config struct {
 	// receive the snapshot. Default DefaultCompactionMargin.
 	CompactionMargin uint64
 
+	// TruncationInterval is how often the leader truncates the log up to
+	// the last entry every member holds (truncate.go), independently of
+	// snapshots; only for Snapshotter appliers. Default
+	// DefaultTruncationInterval; negative turns it off, leaving only the
+	// compaction behind snapshots.
+	TruncationInterval time.Duration
+
 	// Logger receives raft's and the node's log. Default zap.NewNop().
 	Logger *zap.Logger
 }
@@ -139,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactionMargin == 0 {
 		c.CompactionMargin = DefaultCompactionMargin
+	}
+	if c.TruncationInterval == 0 {
+		c.TruncationInterval = DefaultTruncationInterval
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

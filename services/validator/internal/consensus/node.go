@@ -340,6 +340,11 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 	n.wg.Add(2)
 	go n.readyLoop()
 	go n.applyLoop()
+	if n.snapshotter != nil && n.cfg.TruncationInterval > 0 {
+		// Truncating past the snapshots needs a snapshot on demand.
+		n.wg.Add(1)
+		go n.truncateLoop()
+	}
 	go func() {
 		<-n.stopc
 		n.wg.Wait()
@@ -522,10 +527,14 @@ func (n *Node) apply(job applyJob) error {
 			}
 			k = 1
 		}
-		if err := n.applier.Apply(ents[:k]); err != nil {
+		run, truncateTo := withoutTruncations(ents[:k])
+		if err := n.applier.Apply(run); err != nil {
 			return fmt.Errorf("%w: entries [%d, %d]: %w", ErrApplyFailed, ents[0].GetIndex(), ents[k-1].GetIndex(), err)
 		}
 		n.markApplied(ents[k-1].GetIndex())
+		if truncateTo > 0 {
+			n.truncate(truncateTo)
+		}
 		ents = ents[k:]
 	}
 	return nil
@@ -626,7 +635,7 @@ func (n *Node) LeaderChanged() <-chan struct{} {
 // change can still drop it. Callers wait for its applied result with a
 // deadline and, when it does not appear, propose again with the same
 // idempotent id. Errors: ErrNoLeader, ErrApplyBacklog, ErrProposalDropped,
-// ErrStopped, or ctx's error.
+// ErrStopped, ErrReservedData, or ctx's error.
 func (n *Node) Propose(ctx context.Context, data []byte) error {
 	select {
 	case <-n.stopc:
@@ -636,6 +645,9 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 	n.statusMu.Lock()
 	leader, commit := n.status.Leader, n.status.CommitIndex
 	n.statusMu.Unlock()
+	if len(data) > 0 && data[0] == truncationTag {
+		return ErrReservedData
+	}
 	if leader == raft.None {
 		// raft would hold the proposal until a leader appears or ctx ends.
 		return ErrNoLeader

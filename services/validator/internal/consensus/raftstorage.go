@@ -157,9 +157,9 @@ func OpenStorage(db *storage.DB) (*Storage, error) {
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	if md := s.snapshot.GetMetadata(); md.GetIndex() < s.truncIndex {
-		return nil, fmt.Errorf("%w: the log is truncated at %d, past the snapshot at %d", ErrCorruptLog, s.truncIndex, md.GetIndex())
-	}
+	// The truncation point may be past the newest snapshot: log truncation
+	// (truncate.go) removes what every member holds, and Snapshot makes a
+	// fresh snapshot when one is needed.
 	if err := s.openSnapshotDir(); err != nil {
 		return nil, err
 	}
@@ -328,13 +328,17 @@ func (s *Storage) FirstIndex() (uint64, error) {
 // ignores a snapshot whose ConfState does not include it (the leader would
 // send it again and again). raft is told to retry instead
 // (ErrSnapshotTemporarilyUnavailable; it does on a later heartbeat) and a
-// fresh snapshot is requested from the apply goroutine. An unreadable file
-// is treated the same way, after logging it: raft panics on any other
-// error. Before any snapshot exists it returns an empty one, which raft
-// never asks for: the log is only compacted behind a snapshot.
+// fresh snapshot is requested from the apply goroutine. So is a snapshot
+// behind the truncation point, which log truncation (truncate.go) moves
+// past the snapshots, and an unreadable file, after logging it: raft panics
+// on any other error. Before any snapshot exists and while the log is
+// whole it returns an empty one, which raft then never asks for.
 func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
 	s.mu.Lock()
-	stale := s.confIndex > s.snapshot.GetMetadata().GetIndex() && s.snapshot.GetMetadata().GetIndex() > 0
+	snapIndex := s.snapshot.GetMetadata().GetIndex()
+	// A snapshot behind the truncation point (truncate.go) would leave the
+	// member without the entries that follow it.
+	stale := (s.confIndex > snapIndex && snapIndex > 0) || snapIndex < s.truncIndex
 	s.mu.Unlock()
 	if stale {
 		s.requestSnapshot()
@@ -540,7 +544,12 @@ func (s *Storage) saveConfState(cs *raftpb.ConfState, index uint64) error {
 // a discarded entry then gets that snapshot instead. Nodes whose applier is
 // a Snapshotter compact by themselves (Config.SnapshotEntries,
 // Config.CompactionMargin); there is no need to call it.
-func (s *Storage) Compact(index uint64) error {
+func (s *Storage) Compact(index uint64) error { return s.compact(index, false) }
+
+// compact is Compact; pastSnapshot lifts the limit of the newest snapshot
+// for the log truncation of truncate.go, which keeps only what every member
+// holds: Snapshot then makes a fresh snapshot for a member that needs more.
+func (s *Storage) compact(index uint64, pastSnapshot bool) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -551,7 +560,7 @@ func (s *Storage) Compact(index uint64) error {
 		return raft.ErrCompacted
 	case index > last:
 		return fmt.Errorf("consensus: compact %d is beyond the last index %d", index, last)
-	case index > snapIndex:
+	case index > snapIndex && !pastSnapshot:
 		return fmt.Errorf("%w: compact %d, snapshot at %d", ErrCompactBeyondSnapshot, index, snapIndex)
 	}
 	term, err := s.Term(index)
@@ -574,8 +583,9 @@ func (s *Storage) Compact(index uint64) error {
 		return err
 	}
 	// Not synced: losing a compaction in a crash only keeps entries longer.
-	// It cannot survive without the snapshot it relies on, which was
-	// committed before it in the same write-ahead log.
+	// It cannot survive without what it relies on, which was committed
+	// before it in the same write-ahead log: the snapshot, or the applied
+	// state of the entries it removes.
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("consensus: compact: %w", err)
 	}

@@ -46,6 +46,8 @@ type cluster struct {
 	dbs   map[uint64]*storage.DB
 	apps  map[uint64]*kvApplier
 	nodes map[uint64]*Node
+	// tune, when set, adjusts every node's configuration.
+	tune func(*Config)
 }
 
 // newCluster prepares a network of ids and starts the nodes of peers (the
@@ -88,6 +90,9 @@ func (c *cluster) start(id uint64, join bool) {
 	c.nw.attach(id, nil, db)
 	cfg := snapConfig(c.t, id, c.peers...)
 	cfg.Join = join
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
 	n, err := Start(cfg, db, snapKVApplier{app}, c.nw.transport(id))
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)
@@ -206,8 +211,13 @@ func TestSnapshotConfig(t *testing.T) {
 // TestSnapshotCompactRestart: a single node snapshots every 50 entries,
 // compacts behind each snapshot, and restarts from snapshot + remaining log
 // without applying anything twice (kvApplier fails on a re-applied entry).
+// Log truncation is off: it would truncate past the snapshots
+// (TestTruncation covers that).
 func TestSnapshotCompactRestart(t *testing.T) {
-	c := newCluster(t, []uint64{1}, 1)
+	c := emptyCluster(t, []uint64{1}, 1)
+	c.tune = func(cfg *Config) { cfg.TruncationInterval = -1 }
+	c.dirs[1] = t.TempDir()
+	c.start(1, false)
 	c.propose("a", 130)
 	n := c.nodes[1]
 	waitFor(t, 10*time.Second, "a snapshot past 100 and a compacted log", func() bool {
