@@ -266,12 +266,19 @@ func (c *ledgerCluster) profile(ctx context.Context, d time.Duration, prefix str
 		wg.Go(func() { traceErr = c.leader.profile(ctx, "trace", d, prefix+"-leader.trace") })
 	}
 	wg.Wait()
-	return errors.Join(append(errs, traceErr)...)
+	// What the leader's Go heap holds at the end of the window: the
+	// garbage collector's work grows with it.
+	heapErr := c.leader.profile(ctx, "heap", 0, prefix+"-leader-heap.pprof")
+	return errors.Join(append(errs, traceErr, heapErr)...)
 }
 
-// profile fetches /debug/pprof/<kind> (profile or trace) over d into file.
+// profile fetches /debug/pprof/<kind> (profile or trace over d; heap now,
+// when d is 0) into file.
 func (n *ledgerNode) profile(ctx context.Context, kind string, d time.Duration, file string) error {
-	u := fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", n.debug, kind, max(1, int(d.Seconds())))
+	u := fmt.Sprintf("http://%s/debug/pprof/%s", n.debug, kind)
+	if d > 0 {
+		u += fmt.Sprintf("?seconds=%d", max(1, int(d.Seconds())))
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
