@@ -6,6 +6,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/contentledger/contentledger/pkg v0.0.0
 	github.com/ethereum/go-ethereum v1.17.10
+	github.com/getkin/kin-openapi v0.152.0
 )
 
 require (
