@@ -72,3 +72,38 @@ func BenchmarkSubmission(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNodes is the expansion apply does for every write, on messages of
+// about 1 KiB: plain text (the pipeline benchmark's) and a page as a JSON
+// object with scalars, an array and two nested objects. impl=reference is
+// the encoding/json expansion Nodes replaced.
+func BenchmarkNodes(b *testing.B) {
+	text := make([]byte, 1024)
+	for i := range text {
+		text[i] = 'a' + byte(i%26)
+	}
+	page := []byte(`{"jcr:primaryType":"cq:Page","title":"Hello, world","published":true,"rank":4.5,` +
+		`"views":12873,"summary":null,"tags":["news", "tech", "go", 2026],` +
+		`"jcr:content":{"jcr:primaryType":"nt:unstructured","text":"` + strings.Repeat("Hi. ", 190) + `","count":3},` +
+		`"meta":{"author":"Ada","lang":"en","revision":7}}`)
+	const path = "/ledger/aa/bb/cc/0xaabbcc/default/page/1"
+	for _, m := range []struct {
+		name    string
+		message []byte
+	}{{"object1KiB", page}, {"text1KiB", text}} {
+		for _, impl := range []struct {
+			name  string
+			nodes func(string, []byte) ([]NodeSpec, error)
+		}{{"reference", referenceNodes}, {"scanner", Nodes}} {
+			b.Run("message="+m.name+"/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(m.message)))
+				for b.Loop() {
+					if _, err := impl.nodes(path, m.message); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
