@@ -274,9 +274,15 @@ type PebbleMetrics struct {
 		P50Ms *float64 `json:"p50Ms"`
 		P99Ms *float64 `json:"p99Ms"`
 	} `json:"fsync"`
-	// WriteStalls is null: Pebble reports stalls to an event listener only.
+	// WriteStalls counts the times Pebble stalled writes because flushes
+	// or L0 compactions fell behind, since the database was opened; null
+	// from a validator that does not report it.
 	WriteStalls *uint64 `json:"writeStalls"`
-	BlockCache  struct {
+	// WriteStallMs is how long the finished stalls lasted together.
+	WriteStallMs float64 `json:"writeStallMs"`
+	// Stalled is true while a stall is in progress.
+	Stalled    bool `json:"stalled"`
+	BlockCache struct {
 		SizeBytes int64 `json:"sizeBytes"`
 		Hits      int64 `json:"hits"`
 		Misses    int64 `json:"misses"`

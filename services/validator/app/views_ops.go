@@ -58,8 +58,7 @@ func (v *opsViews) storageSnapshot(c echo.Context) error {
 	}
 	defer view.Close()
 	out := api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, NodeID: v.cfg.NodeID, AppliedIndex: view.AppliedIndex(),
-		At: v.now().UTC(), Pebble: pebbleMetrics(v.db), Gaps: []api.Gap{{Field: "pebble.writeStalls",
-			Reason: "Pebble reports write stalls only to an event listener, which the database is not opened with"}}}
+		At: v.now().UTC(), Pebble: pebbleMetrics(v.db), Gaps: []api.Gap{}}
 	if err := v.storage.withIndex(view, func(x *segmentIndex) {
 		out.Segments, out.Tars = x.summary()
 		if detail == "tars" {
@@ -139,6 +138,10 @@ func pebbleMetrics(db *storage.DB) api.PebbleMetrics {
 	out.WAL.BytesIn, out.WAL.BytesWritten = m.WAL.BytesIn, m.WAL.BytesWritten
 	out.BlockCache.SizeBytes, out.BlockCache.Hits, out.BlockCache.Misses = m.BlockCache.Size, m.BlockCache.Hits, m.BlockCache.Misses
 	out.Tombstones = m.Keys.TombstoneCount
+	stalls := db.WriteStalls()
+	out.WriteStalls = &stalls.Count
+	out.WriteStallMs = float64(stalls.Total.Microseconds()) / 1000
+	out.Stalled = !stalls.Since.IsZero()
 	if h := m.LogWriter.FsyncLatency; h != nil {
 		var pm dto.Metric
 		if h.Write(&pm) == nil && pm.GetHistogram() != nil {

@@ -123,7 +123,7 @@ func TestStorageSnapshot(t *testing.T) {
 		t.Fatalf("TAR files without ?detail=tars: %+v", s.TarFiles)
 	}
 	if len(s.Pebble.Levels) != 7 || s.Pebble.DiskSpaceUsageBytes == 0 || s.Pebble.WAL.Files == 0 || s.Pebble.WAL.BytesWritten == 0 ||
-		s.Pebble.WriteStalls != nil || !hasGap(s.Gaps, "pebble.writeStalls") {
+		s.Pebble.WriteStalls == nil || *s.Pebble.WriteStalls != 0 || s.Pebble.Stalled || hasGap(s.Gaps, "pebble.writeStalls") {
 		t.Fatalf("pebble %+v", s.Pebble)
 	}
 	// Raft's log and hard state are synced: the WAL has been.

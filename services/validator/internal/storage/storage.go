@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -112,6 +113,7 @@ type DB struct {
 	durable *pebble.WriteOptions
 	dir     string
 	fs      vfs.FS
+	stalls  *stallMeter
 }
 
 // Open opens (creating if needed) the database in opts.Dir.
@@ -123,11 +125,14 @@ func Open(opts Options) (*DB, error) {
 	cache := pebble.NewCache(opts.CacheSize)
 	// Pebble takes its own reference; ours goes when Open returns.
 	defer cache.Unref()
+	stalls := &stallMeter{log: opts.Logger.Named("pebble"), now: time.Now}
+	events := stalls.listener()
 	popts := &pebble.Options{
-		Cache:        cache,
-		MemTableSize: opts.MemTableSize,
-		Logger:       pebbleLogger{opts.Logger.Named("pebble").Sugar()},
-		FS:           opts.FS,
+		EventListener: &events,
+		Cache:         cache,
+		MemTableSize:  opts.MemTableSize,
+		Logger:        pebbleLogger{opts.Logger.Named("pebble").Sugar()},
+		FS:            opts.FS,
 		// New databases start at the newest stable format; existing ones
 		// are ratcheted up to it.
 		FormatMajorVersion: pebble.FormatNewest,
@@ -144,8 +149,11 @@ func Open(opts Options) (*DB, error) {
 	if opts.NoSync {
 		durable = pebble.NoSync
 	}
-	return &DB{pdb: pdb, durable: durable, dir: opts.Dir, fs: opts.FS}, nil
+	return &DB{pdb: pdb, durable: durable, dir: opts.Dir, fs: opts.FS, stalls: stalls}, nil
 }
+
+// WriteStalls returns the write stalls since the database was opened.
+func (d *DB) WriteStalls() WriteStalls { return d.stalls.snapshot() }
 
 // Pebble returns the underlying database. Writers use their own batches;
 // key layout is in keys.go.
