@@ -3,6 +3,7 @@ package payment
 import (
 	"errors"
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -53,6 +54,54 @@ func FuzzDebtPaidFromProto(f *testing.F) {
 		}
 		if d.Micros() > 0 && d.Amount.Sign() <= 0 {
 			t.Fatalf("%v wei converted to %d micros", d.Amount, d.Micros())
+		}
+	})
+}
+
+// FuzzDecodeEpochUpdate feeds arbitrary bytes, as a validator reads them
+// from chain.<chainId>.epochs, through the decoder. It must never panic;
+// what it accepts has a chain, a finalized epoch no later than the current
+// one and a message id fit for a NATS header, and survives Encode and back
+// unchanged.
+func FuzzDecodeEpochUpdate(f *testing.F) {
+	for _, u := range []EpochUpdate{
+		{ChainID: 1337, Current: 4_400_000, Finalized: 4_399_998, Source: EpochSourceBlockTimeLag, BlockNumber: 42, ObservedAtMs: 1_700_000_000_000},
+		{ChainID: 1, Current: 300_000, Finalized: 299_998, Source: EpochSourceBeacon, Slot: 9_600_031},
+	} {
+		b, err := u.Encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"chainId":1,"current":1,"finalized":2,"source":"beacon"}`))
+	f.Add([]byte(`{"chainId":1,"current":18446744073709551616,"finalized":0,"source":"x"}`))
+	f.Add([]byte(`{"chainId":1,"current":3,"finalized":1,"source":"a b\r\n"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := DecodeEpochUpdate(data)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedEpochUpdate) {
+				t.Fatalf("error %v does not wrap ErrMalformedEpochUpdate", err)
+			}
+			return
+		}
+		if u.ChainID == 0 || u.Finalized > u.Current {
+			t.Fatalf("accepted %+v", u)
+		}
+		if id := u.MsgID(); strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("message id %q is not fit for a header", id)
+		}
+		b, err := u.Encode()
+		if err != nil {
+			t.Fatalf("encoding an accepted update: %v", err)
+		}
+		back, err := DecodeEpochUpdate(b)
+		if err != nil {
+			t.Fatalf("re-decoding an accepted update: %v", err)
+		}
+		if back != u {
+			t.Fatalf("round trip\n got %+v\nwant %+v", back, u)
 		}
 	})
 }

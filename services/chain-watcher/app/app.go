@@ -4,6 +4,8 @@
 // NATS JetStream with a deduplicating message id, checkpoints its cursor in a
 // JetStream key-value bucket once the logs up to it are acknowledged, and
 // retracts what it published from blocks a reorg dropped (internal/relay).
+// Beside them it publishes the chain's current and finalized epoch when
+// they change (internal/epochs).
 // See DESIGN.md in the module for the reasoning.
 package app
 
@@ -19,8 +21,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/checkpoint"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
@@ -175,10 +179,48 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	source, err := epochSource(cfg, eth, log)
+	if err != nil {
+		return err
+	}
+	ep, err := epochs.New(epochs.Config{
+		ChainID:   chainID,
+		Source:    source,
+		Publisher: publish.NewPublisher(js, cfg.Stream),
+		Interval:  cfg.EpochInterval,
+		Logger:    log.Named("epochs"),
+		OnRead: func(err error) {
+			st.setEpochRead(err)
+			if err != nil {
+				m.epochErrors.Inc()
+			}
+		},
+		OnPublished: func(u payment.EpochUpdate, res publish.Result) {
+			st.setEpoch(u)
+			m.epochPublished(u, res)
+		},
+		OnBehind: func(payment.EpochUpdate) { m.epochBehind.Inc() },
+	})
+	if err != nil {
+		return err
+	}
 	log.Info("chain watcher starting", zap.Uint64("start_block", cfg.StartBlock),
 		zap.Uint64("confirmations", cfg.Confirmations), zap.Bool("finalized", cfg.Finalized),
-		zap.Uint64("reorg_depth", cfg.reorgDepth()), zap.String("stream", cfg.Stream))
+		zap.Uint64("reorg_depth", cfg.reorgDepth()), zap.String("stream", cfg.Stream),
+		zap.String("epoch_source", epochSourceName(cfg)))
 	st.setReady(chainID)
+	// Epochs go on beside the payments, on the same pool and stream; they
+	// stop with the relay (before NATS and the endpoints close).
+	epochCtx, stopEpochs := context.WithCancel(ctx)
+	epochsDone := make(chan struct{})
+	go func() {
+		defer close(epochsDone)
+		ep.Run(epochCtx)
+	}()
+	defer func() {
+		stopEpochs()
+		<-epochsDone
+	}()
 	// The relay loads the checkpoint itself, and a reorg that happened
 	// while the watcher was down is found by its first step.
 	if err := rl.Run(ctx); err != nil {
@@ -186,6 +228,23 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	}
 	log.Info("chain watcher stopped")
 	return nil
+}
+
+// epochSource is the beacon source when BEACON_URL is set, else the
+// block-time source reading through the RPC pool.
+func epochSource(cfg Config, eth *rpcpool.Pool, log *zap.Logger) (epochs.Source, error) {
+	if cfg.BeaconURL != "" {
+		return epochs.NewBeacon(cfg.BeaconURL, cfg.RPCTimeout)
+	}
+	return epochs.NewBlockTime(eth, cfg.epochLength(), log.Named("epochs"))
+}
+
+// epochSourceName names the epoch source for the start-up log.
+func epochSourceName(cfg Config) string {
+	if cfg.BeaconURL != "" {
+		return payment.EpochSourceBeacon
+	}
+	return fmt.Sprintf("%s (%s epochs)", payment.EpochSourceBlockTime, cfg.epochLength())
 }
 
 // permanent marks an error retry must not retry.

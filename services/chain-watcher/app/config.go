@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
 )
 
@@ -41,6 +42,9 @@ type Config struct {
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"24h" desc:"how long JetStream deduplicates a payment's message id"`
 	Bucket          string        `envconfig:"BUCKET" default:"CHAIN_WATCHER" desc:"JetStream key-value bucket of the checkpoint (key cursor-<chainId>)"`
 	Replicas        int           `envconfig:"REPLICAS" default:"1" desc:"replicas of the stream and the bucket in a NATS cluster"`
+	EpochLength     time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"epoch length of the block-time epoch source, whole seconds: epoch = block timestamp / this (DECISIONS D7); keep it equal to the validators' EPOCH_LENGTH (0: 384s)"`
+	EpochInterval   time.Duration `envconfig:"EPOCH_INTERVAL" default:"12s" desc:"how often the epoch source is read; an update is published on chain.<chainId>.epochs when the current or finalized epoch changed (0: 12s)"`
+	BeaconURL       string        `envconfig:"BEACON_URL" default:"" desc:"beacon node API base URL; when set, epochs come from it (head slot / 32, finalized checkpoint) instead of block timestamps"`
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health and /metrics endpoints; empty disables them"`
 
 	// HTTPListener, when set, serves /health and /metrics instead of listening on
@@ -135,6 +139,18 @@ func (c Config) Validate() error {
 	if c.Replicas < 1 || c.Replicas > 5 {
 		bad("REPLICAS %d must be 1 to 5", c.Replicas)
 	}
+	if c.EpochLength != 0 && (c.EpochLength < time.Second || c.EpochLength%time.Second != 0) {
+		bad("EPOCH_LENGTH %s must be a whole number of seconds", c.EpochLength)
+	}
+	if c.EpochInterval < 0 {
+		bad("EPOCH_INTERVAL %s must not be negative", c.EpochInterval)
+	}
+	if c.BeaconURL != "" {
+		if u, err := url.Parse(c.BeaconURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// Not quoted back: it may hold an API key.
+			bad("BEACON_URL is not an http(s) URL with a host")
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -190,6 +206,14 @@ func (c Config) reorgDepth() uint64 {
 		return relay.DefaultDepth
 	}
 	return c.ReorgDepth
+}
+
+// epochLength is EPOCH_LENGTH, 0 meaning the default.
+func (c Config) epochLength() time.Duration {
+	if c.EpochLength == 0 {
+		return epochs.DefaultLength
+	}
+	return c.EpochLength
 }
 
 // contract returns the parsed contract address; Validate has checked it.

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
@@ -29,6 +30,7 @@ type status struct {
 	rangeSize uint64
 	// endpoints reports the RPC endpoints' health; nil until they exist.
 	endpoints func() []rpcpool.EndpointHealth
+	epochs    epochReport
 }
 
 func newStatus() *status { return &status{} }
@@ -76,6 +78,45 @@ func (s *status) setStep(err error) {
 	s.lastErr, s.lastErrAt = err.Error(), time.Now()
 }
 
+// setEpoch records an update the stream acknowledged.
+func (s *status) setEpoch(u payment.EpochUpdate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epochs.Published = true
+	s.epochs.Current, s.epochs.Finalized, s.epochs.Source = u.Current, u.Finalized, u.Source
+	s.epochs.BlockNumber, s.epochs.Slot = u.BlockNumber, u.Slot
+	s.epochs.ObservedAt = time.UnixMilli(u.ObservedAtMs).UTC().Format(time.RFC3339Nano)
+}
+
+// setEpochRead records the outcome of the last epoch read. Unlike a watch
+// step's, an error does not fail /health: payments are still published,
+// and validators keep the last epochs they have.
+func (s *status) setEpochRead(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.epochs.LastError, s.epochs.LastErrorAt = "", ""
+		return
+	}
+	s.epochs.LastError, s.epochs.LastErrorAt = err.Error(), time.Now().UTC().Format(time.RFC3339Nano)
+}
+
+// epochReport is the epochs part of /health: the last update published
+// and the last error of the epoch source.
+type epochReport struct {
+	// Published is false until the first update was acknowledged; the
+	// figures are zero until then.
+	Published   bool   `json:"published"`
+	Current     uint64 `json:"current"`
+	Finalized   uint64 `json:"finalized"`
+	Source      string `json:"source,omitempty"`
+	BlockNumber uint64 `json:"blockNumber,omitempty"`
+	Slot        uint64 `json:"slot,omitempty"`
+	ObservedAt  string `json:"observedAt,omitempty"` // when its figures were read
+	LastError   string `json:"lastError,omitempty"`
+	LastErrorAt string `json:"lastErrorAt,omitempty"`
+}
+
 // healthReport is the JSON body of /health.
 type healthReport struct {
 	Status      string `json:"status"` // "ok", "starting" or "failing"
@@ -90,6 +131,8 @@ type healthReport struct {
 	BlockRange uint64 `json:"blockRange,omitempty"`
 	// Endpoints are the RPC endpoints' records, in the configured order.
 	Endpoints []rpcpool.EndpointHealth `json:"endpoints,omitempty"`
+	// Epochs are the epoch updates' state.
+	Epochs epochReport `json:"epochs"`
 }
 
 // report returns the body and the HTTP status: 200 when the watcher runs and
@@ -97,7 +140,7 @@ type healthReport struct {
 func (s *status) report() (healthReport, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := healthReport{Status: "ok", ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr, BlockRange: s.rangeSize}
+	r := healthReport{Status: "ok", ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr, BlockRange: s.rangeSize, Epochs: s.epochs}
 	if s.endpoints != nil {
 		r.Endpoints = s.endpoints()
 	}

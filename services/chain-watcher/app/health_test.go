@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
@@ -54,5 +55,40 @@ func TestHealthTransitions(t *testing.T) {
 	}
 	if code, _ := get(http.MethodPost); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", code)
+	}
+}
+
+// TestHealthEpochs: /health shows the last published epoch update and the
+// epoch source's last error, which does not fail the watcher's health.
+func TestHealthEpochs(t *testing.T) {
+	st := newStatus()
+	st.setReady(1337)
+	report := func() (healthReport, int) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		st.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
+		var r healthReport
+		if err := json.NewDecoder(rec.Body).Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r, rec.Code
+	}
+	if r, _ := report(); r.Epochs.Published {
+		t.Fatalf("epochs before any update: %+v", r.Epochs)
+	}
+	st.setEpoch(payment.EpochUpdate{ChainID: 1337, Current: 10, Finalized: 8, Source: payment.EpochSourceBlockTime, BlockNumber: 99, ObservedAtMs: 1_700_000_000_000})
+	st.setEpochRead(errors.New("beacon down"))
+	r, code := report()
+	if code != http.StatusOK || r.Status != "ok" {
+		t.Fatalf("an epoch error failed health: %d %+v", code, r)
+	}
+	e := r.Epochs
+	if !e.Published || e.Current != 10 || e.Finalized != 8 || e.BlockNumber != 99 || e.Source != payment.EpochSourceBlockTime ||
+		e.ObservedAt != "2023-11-14T22:13:20Z" || e.LastError != "beacon down" || e.LastErrorAt == "" {
+		t.Fatalf("epochs %+v", e)
+	}
+	st.setEpochRead(nil)
+	if r, _ := report(); r.Epochs.LastError != "" || r.Epochs.LastErrorAt != "" || r.Epochs.Current != 10 {
+		t.Fatalf("after a good read: %+v", r.Epochs)
 	}
 }

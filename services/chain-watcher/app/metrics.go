@@ -27,6 +27,10 @@ type metrics struct {
 	head        prometheus.Gauge
 	cursor      prometheus.Gauge
 	lag         prometheus.Gauge
+	// Epochs: the figures of the last update the stream acknowledged.
+	epochCurrent, epochFinalized prometheus.Gauge
+	epochUpdates                 *prometheus.CounterVec
+	epochErrors, epochBehind     prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -60,8 +64,29 @@ func newMetrics() *metrics {
 			Name: "chainwatcher_lag_blocks",
 			Help: "Head minus cursor, in blocks; at least the confirmations when caught up.",
 		}),
+		epochCurrent: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_epoch_current",
+			Help: "Current epoch of the last update published on chain.<chainId>.epochs.",
+		}),
+		epochFinalized: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_epoch_finalized",
+			Help: "Finalized epoch of the last update published on chain.<chainId>.epochs.",
+		}),
+		epochUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainwatcher_epoch_updates_published_total",
+			Help: "Epoch updates acknowledged by the stream, by whether it stored them or already held their message id.",
+		}, []string{"result"}),
+		epochErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chainwatcher_epoch_errors_total",
+			Help: "Epoch source reads or epoch publications that failed (retried after a backoff).",
+		}),
+		epochBehind: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chainwatcher_epoch_readings_behind_total",
+			Help: "Epoch readings with a figure below the published one (a lagging endpoint); that figure is not published.",
+		}),
 	}
 	m.reg.MustRegister(m.blocksRead, m.published, m.retractions, m.rangeSize, m.head, m.cursor, m.lag,
+		m.epochCurrent, m.epochFinalized, m.epochUpdates, m.epochErrors, m.epochBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,6 +114,17 @@ func (m *metrics) acked(event string, removed bool, res publish.Result) {
 		return
 	}
 	m.published.WithLabelValues(event, result).Inc()
+}
+
+// epochPublished records an acknowledged epoch update.
+func (m *metrics) epochPublished(u payment.EpochUpdate, res publish.Result) {
+	m.epochCurrent.Set(float64(u.Current))
+	m.epochFinalized.Set(float64(u.Finalized))
+	result := "stored"
+	if res.Duplicate {
+		result = "duplicate"
+	}
+	m.epochUpdates.WithLabelValues(result).Inc()
 }
 
 // countingPublisher counts what the stream acknowledged.

@@ -137,6 +137,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.Mode == Mock {
 		clock = epoch.NewMock(cfg.EpochLength, now)
 	}
+	if follower != nil {
+		follower.Epochs = clock // the chain-watcher's epoch updates replace the wall-clock estimate
+	}
 	contract := common.HexToAddress(cfg.ContractAddress)
 	domain := signing.Domain{ChainID: cfg.ChainID, VerifyingContract: contract}
 

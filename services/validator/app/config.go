@@ -65,7 +65,7 @@ type Config struct {
 
 	ContentRoot      string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
 	MaxMessageBytes  int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
-	EpochLength      time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"length of an epoch"`
+	EpochLength      time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"length of an epoch: MOCK mode's clock, and on a chain the wall-clock estimate (unix time / length) until the chain-watcher's first epoch update; keep it equal to the watcher's EPOCH_LENGTH"`
 	TickInterval     time.Duration `envconfig:"TICK_INTERVAL" default:"100ms" desc:"raft tick; 100ms or more in production"`
 	SnapshotEntries  uint64        `envconfig:"SNAPSHOT_ENTRIES" default:"10000" desc:"applied entries between raft snapshots"`
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`

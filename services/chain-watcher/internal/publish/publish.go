@@ -2,7 +2,8 @@
 // chain events stream and publishes each payment as a protobuf
 // ledgerpb.Payment on chain.<chainId>.payments, and each debt payment as a
 // ledgerpb.DebtPayment on chain.<chainId>.debts, with the log's
-// Nats-Msg-Id, waiting for the stream's acknowledgement.
+// Nats-Msg-Id, waiting for the stream's acknowledgement. Epoch updates go
+// on chain.<chainId>.epochs as JSON (payment.EpochUpdate), the same way.
 package publish
 
 import (
@@ -96,7 +97,8 @@ type Sender interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
-// Publisher publishes payments and debt payments to one stream.
+// Publisher publishes payments, debt payments and epoch updates to one
+// stream.
 type Publisher struct {
 	js     Sender
 	stream string
@@ -108,11 +110,11 @@ func NewPublisher(js Sender, stream string) *Publisher {
 	return &Publisher{js: js, stream: stream}
 }
 
-// Result is the stream's acknowledgement of one payment.
+// Result is the stream's acknowledgement of one message.
 type Result struct {
 	Sequence uint64
 	// Duplicate is true when the stream already held this message id: the
-	// payment was published before, by this watcher before a restart or
+	// message was published before, by this watcher before a restart or
 	// by another instance.
 	Duplicate bool
 }
@@ -130,11 +132,26 @@ func (p *Publisher) PublishDebt(ctx context.Context, d payment.DebtPaid) (Result
 	return p.publish(ctx, "debt payment", payment.DebtSubject(d.ChainID), d.MsgID(), d.Proto())
 }
 
+// PublishEpoch publishes an epoch update on payment.EpochSubject, like
+// Publish: with its message id (payment.EpochUpdate.MsgID), and only into
+// the expected stream.
+func (p *Publisher) PublishEpoch(ctx context.Context, u payment.EpochUpdate) (Result, error) {
+	data, err := u.Encode()
+	if err != nil {
+		return Result{}, fmt.Errorf("publish: encode epoch update %s: %w", u.MsgID(), err)
+	}
+	return p.send(ctx, "epoch update", payment.EpochSubject(u.ChainID), u.MsgID(), data)
+}
+
 func (p *Publisher) publish(ctx context.Context, what, subject, msgID string, m proto.Message) (Result, error) {
 	data, err := proto.Marshal(m)
 	if err != nil {
 		return Result{}, fmt.Errorf("publish: encode %s %s: %w", what, msgID, err)
 	}
+	return p.send(ctx, what, subject, msgID, data)
+}
+
+func (p *Publisher) send(ctx context.Context, what, subject, msgID string, data []byte) (Result, error) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	ack, err := p.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgID),

@@ -226,3 +226,41 @@ func TestPublishRefusesAnotherStream(t *testing.T) {
 // streamNotMatch is the server's JSStreamNotMatchErr code; nats.go has no
 // constant for it.
 const streamNotMatch jetstream.ErrorCode = 10060
+
+// TestPublishEpoch: an epoch update goes on the epochs subject as JSON with
+// its message id, once; an update that contradicts itself is not sent.
+func TestPublishEpoch(t *testing.T) {
+	ctx := testenv.Context(t)
+	js := testenv.JetStream(t, testenv.NATS(t))
+	if _, err := publish.EnsureStream(ctx, js, publish.StreamConfig{Name: "CHAIN_EVENTS", DuplicateWindow: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	pub := publish.NewPublisher(js, "CHAIN_EVENTS")
+	u := payment.EpochUpdate{ChainID: 1337, Current: 12, Finalized: 10, Source: payment.EpochSourceBlockTime, BlockNumber: 300, ObservedAtMs: 1}
+	if res, err := pub.PublishEpoch(ctx, u); err != nil || res.Duplicate || res.Sequence != 1 {
+		t.Fatalf("first publish: %+v, %v", res, err)
+	}
+	u.ObservedAtMs, u.BlockNumber = 2, 301 // the same figures seen later: the same id
+	if res, err := pub.PublishEpoch(ctx, u); err != nil || !res.Duplicate {
+		t.Fatalf("the same figures again: %+v, %v", res, err)
+	}
+	if _, err := pub.PublishEpoch(ctx, payment.EpochUpdate{ChainID: 1337, Current: 1, Finalized: 2, Source: payment.EpochSourceBeacon}); !errors.Is(err, payment.ErrMalformedEpochUpdate) {
+		t.Fatalf("an update with finalized after current: %v", err)
+	}
+	stream, err := js.Stream(ctx, "CHAIN_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := payment.DecodeEpochUpdate(msg.Data)
+	if msg.Subject != "chain.1337.epochs" || msg.Header.Get(jetstream.MsgIDHeader) != "1337:epochs:block-time:12:10" || err != nil ||
+		got.BlockNumber != 300 || got.Current != 12 || got.Finalized != 10 {
+		t.Fatalf("stored %s %q %s (%v)", msg.Subject, msg.Header.Get(jetstream.MsgIDHeader), msg.Data, err)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("stream holds %v messages (%v), want 1", info.State.Msgs, err)
+	}
+}

@@ -1,10 +1,20 @@
 // Package epoch tells the current and finalized epoch (DECISIONS D7).
 //
-// The clock here is derived from wall time: in MOCK mode it starts at epoch
-// 1000 when the validator starts; on chain-backed networks it is unix time
-// divided by the epoch length, which tracks a beacon chain's epochs closely
-// enough for grouping. Finality is current - 2 until a chain-driven source
-// (the watcher's epoch messages) replaces it.
+// A MOCK-mode clock (NewMock) keeps its own time: it starts at epoch 1000
+// when the validator starts, advances with wall time, and moves through the
+// /api/mock/* surfaces (Advance, SetOffset).
+//
+// On chain-backed networks (NewChain, TESTNET and MAINNET) the chain says:
+// the chain-watcher publishes the chain's current and finalized epoch on
+// chain.<chainId>.epochs, and every update fed to Observe is adopted. Until
+// the first one arrives the clock estimates from wall time: unix time
+// divided by the epoch length (the watcher's block-time numbering), with
+// finality current - 2. Once the chain has spoken its figures are used as
+// they are, and they never go backwards: an update with a lower current or
+// finalized epoch keeps the figure already adopted (counted in
+// ChainState.Regressions). Between updates the figures stay where the last
+// one left them, also when updates stop: the clock does not guess past the
+// chain.
 package epoch
 
 import (
@@ -18,26 +28,44 @@ const DefaultLength = 384 * time.Second
 // MockStart is the first epoch of a MOCK-mode clock.
 const MockStart = 1000
 
-// FinalityLag is how many epochs behind the current one finality trails.
+// FinalityLag is how many epochs behind the current one finality trails in
+// the wall-clock estimate.
 const FinalityLag = 2
 
-// Clock is a wall-clock epoch source. It is safe for concurrent use.
+// Clock is an epoch source: the chain's figures once observed, a wall-clock
+// estimate before. It is safe for concurrent use.
 type Clock struct {
 	length time.Duration
 	now    func() time.Time
+	mock   bool // keeps its own time: Observe changes nothing
 
 	mu     sync.Mutex
 	start  uint64    // epoch at origin before any shift
 	base   uint64    // epoch at origin, start shifted by the MOCK surfaces
 	origin time.Time // zero for the unix epoch
+	chain  ChainState
+}
+
+// ChainState is what a chain-backed clock has adopted from the chain.
+type ChainState struct {
+	// Adopted is false until the first update: the clock estimates until
+	// then, and Current and Finalized below are zero.
+	Adopted            bool
+	Current, Finalized uint64
+	// Updates counts the updates observed, Regressions those with a figure
+	// below the adopted one (that figure was kept).
+	Updates, Regressions uint64
+	// At is when the last update was observed.
+	At time.Time
 }
 
 // NewMock returns a clock at MockStart now.
 func NewMock(length time.Duration, now func() time.Time) *Clock {
-	return &Clock{length: length, now: now, start: MockStart, base: MockStart, origin: now()}
+	return &Clock{length: length, now: now, mock: true, start: MockStart, base: MockStart, origin: now()}
 }
 
-// NewChain returns a clock of unix time / length.
+// NewChain returns a clock that follows the chain's updates (Observe),
+// estimating unix time / length until the first.
 func NewChain(length time.Duration, now func() time.Time) *Clock {
 	return &Clock{length: length, now: now, origin: time.Unix(0, 0)}
 }
@@ -46,6 +74,13 @@ func NewChain(length time.Duration, now func() time.Time) *Clock {
 func (c *Clock) Current() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.current()
+}
+
+func (c *Clock) current() uint64 {
+	if c.chain.Adopted {
+		return c.chain.Current
+	}
 	elapsed := c.now().Sub(c.origin)
 	if elapsed < 0 {
 		elapsed = 0
@@ -55,11 +90,51 @@ func (c *Clock) Current() uint64 {
 
 // Finalized returns the newest final epoch.
 func (c *Clock) Finalized() uint64 {
-	cur := c.Current()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.chain.Adopted {
+		return c.chain.Finalized
+	}
+	cur := c.current()
 	if cur < FinalityLag {
 		return 0
 	}
 	return cur - FinalityLag
+}
+
+// Observe adopts the chain's current and finalized epoch, as the
+// chain-watcher published them. Each figure is taken only when it is not
+// below the adopted one; ok is false when one was below (a watcher reading
+// a lagging endpoint, a replayed message) and so kept, and the regression
+// is counted. A finalized epoch after the current one is taken as the
+// current one. A MOCK clock ignores updates and reports ok.
+func (c *Clock) Observe(current, finalized uint64) (ok bool) {
+	if c.mock {
+		return true
+	}
+	finalized = min(finalized, current)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &c.chain
+	s.Updates++
+	s.At = c.now()
+	if !s.Adopted {
+		s.Adopted, s.Current, s.Finalized = true, current, finalized
+		return true
+	}
+	ok = current >= s.Current && finalized >= s.Finalized
+	if !ok {
+		s.Regressions++
+	}
+	s.Current, s.Finalized = max(s.Current, current), max(s.Finalized, finalized)
+	return ok
+}
+
+// Chain returns what the clock has adopted from the chain.
+func (c *Clock) Chain() ChainState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chain
 }
 
 // Length returns the epoch length.
@@ -92,7 +167,9 @@ func (c *Clock) Offset() int64 {
 	return int64(c.base) - int64(c.start)
 }
 
-// NextIn is the time left until the next epoch starts.
+// NextIn is the time left until the next epoch starts, by wall time: on a
+// chain-backed clock, when the block-time numbering (unix time / length)
+// expects it.
 func (c *Clock) NextIn() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()

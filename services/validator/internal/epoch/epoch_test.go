@@ -34,3 +34,60 @@ func TestClock(t *testing.T) {
 		t.Fatalf("chain clock %d, want %d", c.Current(), want)
 	}
 }
+
+// TestChainClockAdoptsUpdates: a chain clock estimates from wall time until
+// the first update, then shows the chain's figures, never lower than it
+// showed: a regressing figure is kept and counted, a rising one taken.
+func TestChainClockAdoptsUpdates(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	c := NewChain(DefaultLength, clock)
+	estimate := uint64(now.Unix()) / 384
+	if c.Current() != estimate || c.Finalized() != estimate-FinalityLag || c.Chain().Adopted {
+		t.Fatalf("before any update: %d/%d %+v", c.Current(), c.Finalized(), c.Chain())
+	}
+
+	// The chain's figures replace the estimate, also when they are lower.
+	if !c.Observe(estimate-1, estimate-5) || c.Current() != estimate-1 || c.Finalized() != estimate-5 {
+		t.Fatalf("first update: %d/%d", c.Current(), c.Finalized())
+	}
+	// Wall time no longer moves the figures: the chain does.
+	now = now.Add(3 * DefaultLength)
+	if c.Current() != estimate-1 || c.Finalized() != estimate-5 {
+		t.Fatalf("after wall time passed: %d/%d", c.Current(), c.Finalized())
+	}
+	steps := []struct {
+		current, finalized     uint64
+		ok                     bool
+		wantCurrent, wantFinal uint64
+	}{
+		{estimate, estimate - 4, true, estimate, estimate - 4},          // both rise
+		{estimate, estimate - 4, true, estimate, estimate - 4},          // a repeat
+		{estimate - 2, estimate - 6, false, estimate, estimate - 4},     // both lower: ignored
+		{estimate + 1, estimate - 6, false, estimate + 1, estimate - 4}, // current rises, finalized lower: kept
+		{estimate + 1, estimate - 1, true, estimate + 1, estimate - 1},
+		{estimate + 2, estimate + 9, true, estimate + 2, estimate + 2}, // finalized capped at current
+	}
+	for i, s := range steps {
+		if ok := c.Observe(s.current, s.finalized); ok != s.ok || c.Current() != s.wantCurrent || c.Finalized() != s.wantFinal {
+			t.Fatalf("step %d: ok %v, %d/%d, want %v %d/%d", i, ok, c.Current(), c.Finalized(), s.ok, s.wantCurrent, s.wantFinal)
+		}
+	}
+	if st := c.Chain(); !st.Adopted || st.Updates != 7 || st.Regressions != 2 || !st.At.Equal(now) ||
+		st.Current != estimate+2 || st.Finalized != estimate+2 {
+		t.Fatalf("chain state %+v", st)
+	}
+}
+
+// TestMockClockIgnoresUpdates: MOCK mode keeps its own clock.
+func TestMockClockIgnoresUpdates(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	m := NewMock(DefaultLength, func() time.Time { return now })
+	if !m.Observe(5, 3) || m.Current() != MockStart || m.Finalized() != MockStart-FinalityLag || m.Chain().Updates != 0 {
+		t.Fatalf("a mock clock took an update: %d/%d %+v", m.Current(), m.Finalized(), m.Chain())
+	}
+	m.Advance(2)
+	if m.Current() != MockStart+2 {
+		t.Fatalf("after advance: %d", m.Current())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,44 +15,68 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// Follower feeds an Index from the payments and debts subjects of one chain.
+// EpochSink takes the chain's epochs; *epoch.Clock satisfies it. Observe
+// reports false when a figure was below the one it has (and was ignored).
+type EpochSink interface {
+	Observe(current, finalized uint64) (ok bool)
+}
+
+// Follower feeds an Index from the payments and debts subjects of one chain,
+// and an EpochSink from its epochs subject.
 type Follower struct {
 	JS      jetstream.JetStream
-	Stream  string // stream holding chain.<chainId>.payments and .debts, declared by the chain-watcher
+	Stream  string // stream holding chain.<chainId>.payments, .debts and .epochs, declared by the chain-watcher
 	ChainID uint64
 	Index   *Index
-	Log     *zap.Logger
+	// Epochs, when set, receives the chain's epoch updates.
+	Epochs EpochSink
+	Log    *zap.Logger
 	// Retry is the pause before re-subscribing after the stream was missing
 	// or the subscription failed.
 	Retry time.Duration
 }
 
-// Run reads the subjects from their first message until ctx ends. The index is
-// rebuilt from the stream on every start; the stream is the durable record.
-// The stream may not exist yet (the watcher declares it): Run waits for it.
+// Run reads the subjects until ctx ends. The index is rebuilt from the
+// stream on every start, from its first message; the stream is the durable
+// record. Epochs are read from the subject's last message on: only the
+// newest figures matter, and the watcher publishes no heartbeat, so the
+// stored last update is what tells a starting validator where the chain
+// is. The stream may not exist yet (the watcher declares it): Run waits for
+// it.
 func (f *Follower) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if f.Epochs != nil {
+		wg.Go(func() { f.resubscribe(ctx, "epoch", f.followEpochs) })
+	}
+	var lastSeq uint64
+	f.resubscribe(ctx, "payment", func(ctx context.Context) error { return f.follow(ctx, &lastSeq) })
+	wg.Wait()
+	return nil
+}
+
+// resubscribe runs follow until ctx ends, again after a pause whenever it
+// returns.
+func (f *Follower) resubscribe(ctx context.Context, what string, follow func(context.Context) error) {
 	retry := f.Retry
 	if retry <= 0 {
 		retry = time.Second
 	}
-	var lastSeq uint64
 	for ctx.Err() == nil {
-		err := f.follow(ctx, &lastSeq)
+		err := follow(ctx)
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			// Expected at start: the chain-watcher declares the stream.
-			f.Log.Info("payment stream not declared yet; waiting for the chain-watcher", zap.String("stream", f.Stream))
+			f.Log.Info(what+" stream not declared yet; waiting for the chain-watcher", zap.String("stream", f.Stream))
 		} else {
-			f.Log.Warn("payment subscription interrupted; resubscribing", zap.Error(err), zap.Duration("after", retry))
+			f.Log.Warn(what+" subscription interrupted; resubscribing", zap.Error(err), zap.Duration("after", retry))
 		}
 		select {
 		case <-time.After(retry):
 		case <-ctx.Done():
 		}
 	}
-	return nil
 }
 
 // follow consumes from after lastSeq, so a resubscription neither loses nor
@@ -66,6 +91,34 @@ func (f *Follower) follow(ctx context.Context, lastSeq *uint64) error {
 	if *lastSeq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *lastSeq+1
 	}
+	return f.consume(ctx, cfg, func(msg jetstream.Msg) {
+		if meta, err := msg.Metadata(); err == nil {
+			*lastSeq = meta.Sequence.Stream
+		}
+		f.dispatch(msg.Subject(), msg.Data(), *lastSeq)
+	})
+}
+
+// followEpochs consumes the epochs subject from its last message. A
+// resubscription starts there again: the last update may be one already
+// observed, which changes nothing.
+func (f *Follower) followEpochs(ctx context.Context) error {
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{payment.EpochSubject(f.ChainID)},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	}
+	return f.consume(ctx, cfg, func(msg jetstream.Msg) {
+		var seq uint64
+		if meta, err := msg.Metadata(); err == nil {
+			seq = meta.Sequence.Stream
+		}
+		f.dispatch(msg.Subject(), msg.Data(), seq)
+	})
+}
+
+// consume hands every message of an ordered consumer to handle until ctx
+// ends (nil) or the subscription fails.
+func (f *Follower) consume(ctx context.Context, cfg jetstream.OrderedConsumerConfig, handle func(jetstream.Msg)) error {
 	cons, err := f.JS.OrderedConsumer(ctx, f.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("ordered consumer on %s: %w", f.Stream, err)
@@ -85,22 +138,21 @@ func (f *Follower) follow(ctx context.Context, lastSeq *uint64) error {
 			}
 			return err
 		}
-		if meta, err := msg.Metadata(); err == nil {
-			*lastSeq = meta.Sequence.Stream
-		}
-		f.dispatch(msg.Subject(), msg.Data(), *lastSeq)
+		handle(msg)
 	}
 }
 
-// dispatch hands one message to the index by its subject. A message that
-// does not decode is logged and skipped: the stream is the watcher's, and
-// one bad message must not stop the index.
+// dispatch hands one message to the index, or the epoch sink, by its
+// subject. A message that does not decode is logged and skipped: the stream
+// is the watcher's, and one bad message must not stop the index.
 func (f *Follower) dispatch(subject string, data []byte, seq uint64) {
 	switch subject {
 	case payment.Subject(f.ChainID):
 		f.observePayment(data, seq)
 	case payment.DebtSubject(f.ChainID):
 		f.observeDebt(data, seq)
+	case payment.EpochSubject(f.ChainID):
+		f.observeEpoch(data, seq)
 	default: // the consumer's filter lets no other subject through
 		f.Log.Error("message on an unexpected subject; skipped", zap.String("subject", subject), zap.Uint64("seq", seq))
 	}
@@ -132,4 +184,23 @@ func (f *Follower) observeDebt(data []byte, seq uint64) {
 		return
 	}
 	f.Index.ObserveDebt(d)
+}
+
+func (f *Follower) observeEpoch(data []byte, seq uint64) {
+	u, err := payment.DecodeEpochUpdate(data)
+	if err != nil {
+		f.Log.Error("epoch message is malformed; skipped", zap.Uint64("seq", seq), zap.Error(err))
+		return
+	}
+	if u.ChainID != f.ChainID {
+		f.Log.Error("epoch message of another chain; skipped", zap.Uint64("seq", seq), zap.Uint64("chain_id", u.ChainID))
+		return
+	}
+	if f.Epochs == nil {
+		return
+	}
+	if !f.Epochs.Observe(u.Current, u.Finalized) {
+		f.Log.Warn("epoch update behind the adopted epochs; its lower figure is ignored", zap.Uint64("seq", seq),
+			zap.Uint64("current", u.Current), zap.Uint64("finalized", u.Finalized), zap.String("source", u.Source))
+	}
 }

@@ -4,7 +4,9 @@
 // chain.<chainId>.debts, by transaction hash and log index, which the leader
 // and the GC pay route turn into GcPay (DECISIONS D9). A retraction (a log a
 // reorg took back) removes the entry it names; a payment's retraction is
-// also remembered, for the verifiers and the leader's reorg handling.
+// also remembered, for the verifiers and the leader's reorg handling. The
+// Follower that feeds the index also feeds the chain's epoch updates
+// (chain.<chainId>.epochs) to the validator's epoch clock.
 package payments
 
 import (

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 )
 
 func TestIndexObserveAndRetract(t *testing.T) {
@@ -177,5 +178,42 @@ func TestIndexRemembersRetractions(t *testing.T) {
 	}
 	if s := ix.Stats(); s.Retracted != 2 || s.Indexed != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestFollowerDispatchesEpochs: an epoch message moves the epoch clock; a
+// lower one is ignored, and messages that do not decode, contradict
+// themselves or name another chain change nothing.
+func TestFollowerDispatchesEpochs(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := epoch.NewChain(epoch.DefaultLength, func() time.Time { return now })
+	f := &Follower{ChainID: 1337, Index: NewIndex(), Epochs: clock, Log: zap.NewNop()}
+	update := func(current, finalized uint64) []byte {
+		b, err := payment.EpochUpdate{ChainID: 1337, Current: current, Finalized: finalized, Source: payment.EpochSourceBlockTime}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	f.dispatch("chain.1337.epochs", update(500, 497), 1)
+	if clock.Current() != 500 || clock.Finalized() != 497 {
+		t.Fatalf("after the first update: %d/%d", clock.Current(), clock.Finalized())
+	}
+	f.dispatch("chain.1337.epochs", update(499, 496), 2) // behind: ignored
+	f.dispatch("chain.1337.epochs", []byte(`{"chainId":1337,"current":600,"finalized":601,"source":"beacon"}`), 3)
+	f.dispatch("chain.1337.epochs", []byte(`{"chainId":1,"current":600,"finalized":598,"source":"beacon"}`), 4)
+	f.dispatch("chain.1337.epochs", []byte{0xff}, 5)
+	if clock.Current() != 500 || clock.Finalized() != 497 {
+		t.Fatalf("after a lower and malformed updates: %d/%d", clock.Current(), clock.Finalized())
+	}
+	f.dispatch("chain.1337.epochs", update(501, 499), 6)
+	if clock.Current() != 501 || clock.Finalized() != 499 {
+		t.Fatalf("after a newer update: %d/%d", clock.Current(), clock.Finalized())
+	}
+	if st := clock.Chain(); st.Updates != 3 || st.Regressions != 1 {
+		t.Fatalf("clock state %+v", st)
+	}
+	if s := f.Index.Stats(); s.Observed != 0 {
+		t.Fatalf("epoch messages reached the payment index: %+v", s)
 	}
 }
