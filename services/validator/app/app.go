@@ -89,13 +89,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		}
 	}
 	node, err := consensus.Start(consensus.Config{
-		ID:               cfg.NodeID,
-		Peers:            peerIDs,
-		Join:             cfg.Join,
-		TickInterval:     cfg.TickInterval,
-		SnapshotEntries:  cfg.SnapshotEntries,
-		CompactionMargin: cfg.CompactionMargin,
-		Logger:           log.Named("raft"),
+		ID:                 cfg.NodeID,
+		Peers:              peerIDs,
+		Join:               cfg.Join,
+		TickInterval:       cfg.TickInterval,
+		SnapshotEntries:    cfg.SnapshotEntries,
+		CompactionMargin:   cfg.CompactionMargin,
+		TruncationInterval: cfg.LogTruncation,
+		Logger:             log.Named("raft"),
 	}, db, machine, peers)
 	if err != nil {
 		return err

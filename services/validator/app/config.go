@@ -69,6 +69,7 @@ type Config struct {
 	TickInterval     time.Duration `envconfig:"TICK_INTERVAL" default:"100ms" desc:"raft tick; 100ms or more in production"`
 	SnapshotEntries  uint64        `envconfig:"SNAPSHOT_ENTRIES" default:"10000" desc:"applied entries between raft snapshots"`
 	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
+	LogTruncation    time.Duration `envconfig:"LOG_TRUNCATION" default:"250ms" desc:"how often the leader truncates the raft log up to what every validator holds, past the snapshots; negative: only behind snapshots"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
 	MicroBatch       int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`

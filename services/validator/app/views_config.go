@@ -48,7 +48,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "api", "medium", true
 	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA":
 		return "raft", "high", true
-	case "TICK_INTERVAL", "SNAPSHOT_ENTRIES", "COMPACTION_MARGIN":
+	case "TICK_INTERVAL", "SNAPSHOT_ENTRIES", "COMPACTION_MARGIN", "LOG_TRUNCATION":
 		return "raft", "medium", true
 	case "CHAIN_ID", "CONTRACT_ADDRESS", "CONFIRMATIONS":
 		return "chain", "high", true
