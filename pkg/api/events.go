@@ -1,0 +1,50 @@
+package api
+
+import (
+	"strconv"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+// Event names of the replicated event log (DECISIONS D8): the SSE event
+// name, the type segment of the NATS subject ledger.events.<type>.<wallet>,
+// and Event.Type.
+const (
+	EventContent   = "content"
+	EventDelete    = "delete"
+	EventBinary    = "binary"
+	EventWallet    = "wallet"
+	EventConsensus = "consensus"
+)
+
+// Event is one event of the replicated log as the event stream's data line
+// and the LEDGER_EVENTS messages carry it. Every validator holds the same
+// events under the same ids: ID is the SSE id, the Nats-Msg-Id, and what
+// Last-Event-ID resumes after.
+type Event struct {
+	ID     string `json:"id"` // the sequence number, in decimal
+	Type   string `json:"type"`
+	Action string `json:"action"` // write, delete, ...
+	Path   string `json:"path"`
+	Wallet string `json:"wallet"` // 0x-prefixed, lowercase
+	// Organization is the wallet's organization the proposal named.
+	Organization string `json:"organization"`
+	// Timestamp is when the leader sealed the batch, in unix milliseconds:
+	// the same on every validator.
+	Timestamp int64 `json:"timestamp"`
+	// CasCID is the binary's CID, on binary events only.
+	CasCID      string `json:"casCid,omitempty"`
+	ProposalID  string `json:"proposalId,omitempty"`
+	CommitIndex uint64 `json:"commitIndex"`
+	// ContentHash is the keccak256 of the message written, 0x-prefixed.
+	ContentHash string `json:"contentHash,omitempty"`
+}
+
+// EventOf renders a stored event.
+func EventOf(ev *ledgerpb.Event) Event {
+	return Event{
+		ID: strconv.FormatUint(ev.GetId(), 10), Type: ev.GetType(), Action: ev.GetAction(), Path: ev.GetPath(),
+		Wallet: ev.GetWallet(), Organization: ev.GetOrganization(), Timestamp: ev.GetTimestamp(), CasCID: ev.GetCasCid(),
+		ProposalID: ev.GetProposalId(), CommitIndex: ev.GetCommitIndex(), ContentHash: ev.GetContentHash(),
+	}
+}
