@@ -8,7 +8,7 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-edge fuzz build tidy
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-edge bench-watcher fuzz build tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -43,7 +43,7 @@ lint:
 
 ## bench: every benchmark in Go's benchmark format: the package benchmarks, then the
 ## cluster and pipeline benchmarks below. BENCHCOUNT=6 and benchstat compare runs.
-bench: bench-packages bench-cluster bench-pipeline bench-edge
+bench: bench-packages bench-cluster bench-pipeline bench-edge bench-watcher
 
 ## bench-packages: the package benchmarks (storage, state, transport, signing, ...)
 bench-packages:
@@ -71,6 +71,15 @@ bench-pipeline:
 EDGE_BENCHTIME ?= 3s
 bench-edge:
 	$(GO) test -run '^$$' -bench BenchmarkEdge -benchtime $(EDGE_BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
+
+## bench-watcher: the chain-watcher on the dev chain: logs/s publishing WATCHER_BACKFILL_COUNT
+## payments already on the chain, and p50/p99 delay from a payment's block to its NATS message
+## with the watcher caught up (WATCHER_LAG_COUNT payments, one after the other).
+WATCHER_BACKFILL_COUNT ?= 100000
+WATCHER_LAG_COUNT ?= 300
+bench-watcher:
+	$(GO) test -run '^$$' -bench BenchmarkWatcherBackfill -benchtime $(WATCHER_BACKFILL_COUNT)x -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
+	$(GO) test -run '^$$' -bench BenchmarkWatcherLag -benchtime $(WATCHER_LAG_COUNT)x -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

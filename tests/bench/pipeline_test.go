@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,45 +93,31 @@ func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []st
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	before := c.paymentsIndexed(b)
-	payers := make([]*ecdsa.PrivateKey, len(devchain.DevAccounts))
-	for i, a := range devchain.DevAccounts {
-		payers[i] = a.MustKey()
+	proposals := make([]*ledgerclient.Proposal, n)
+	ids := make([]common.Hash, n)
+	for i := range proposals {
+		proposals[i] = &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: c.message, ContentType: "bench", Class: payment.Standard}
+		ids[i] = proposals[i].ID
 	}
+	txs := payProposals(ctx, b, chain, ids)
 	forms := make([]string, n)
-	// The pool holds a few thousand pending transactions: pay in rounds,
-	// each mined before the next.
-	const round = 2000
-	for lo := 0; lo < n; lo += round {
-		hi := min(n, lo+round)
-		txs := make([]common.Hash, hi-lo)
-		var wg sync.WaitGroup
-		for w, payer := range payers {
-			wg.Go(func() {
-				for i := lo + w; i < hi; i += len(payers) {
-					p := &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: c.message, ContentType: "bench", Class: payment.Standard}
-					tx, err := chain.PayForProposal(ctx, payer, p.ID, payment.Standard)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					form, _, err := ledgerclient.Form(c.cfg, c.key, p, tx)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					forms[i], txs[i-lo] = form.Encode(), tx
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				form, _, err := ledgerclient.Form(c.cfg, c.key, proposals[i], txs[i])
+				if err != nil {
+					b.Error(err)
+					return
 				}
-			})
-		}
-		wg.Wait()
-		if b.Failed() {
-			b.FailNow()
-		}
-		for _, tx := range txs {
-			if _, err := chain.WaitMined(ctx, tx); err != nil {
-				b.Fatal(err)
+				forms[i] = form.Encode()
 			}
-		}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
 	}
 	for c.paymentsIndexed(b) < before+n {
 		if ctx.Err() != nil {
@@ -139,6 +126,45 @@ func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []st
 		time.Sleep(50 * time.Millisecond) // polling the leader's payment index
 	}
 	return forms
+}
+
+// payProposals pays for every proposal id at the standard class from the
+// dev accounts and returns the transactions, once all are mined. The pool
+// holds a few thousand pending transactions: it pays in rounds, each mined
+// before the next.
+func payProposals(ctx context.Context, b *testing.B, chain *devchain.Chain, ids []common.Hash) []common.Hash {
+	payers := make([]*ecdsa.PrivateKey, len(devchain.DevAccounts))
+	for i, a := range devchain.DevAccounts {
+		payers[i] = a.MustKey()
+	}
+	txs := make([]common.Hash, len(ids))
+	const round = 2000
+	for lo := 0; lo < len(ids); lo += round {
+		hi := min(len(ids), lo+round)
+		var wg sync.WaitGroup
+		for w, payer := range payers {
+			wg.Go(func() {
+				for i := lo + w; i < hi; i += len(payers) {
+					tx, err := chain.PayForProposal(ctx, payer, ids[i], payment.Standard)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					txs[i] = tx
+				}
+			})
+		}
+		wg.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		for _, tx := range txs[lo:hi] {
+			if _, err := chain.WaitMined(ctx, tx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return txs
 }
 
 // paymentsIndexed reads how many payments the leader's index holds.

@@ -93,13 +93,7 @@ func StartBacking(t testing.TB, o Options) *Backing {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := watcher.Run(ctx, watcher.Config{
-			RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: b.NATSURL,
-			Confirmations: o.Confirmations, PollInterval: 50 * time.Millisecond, StartBlock: chain.DeployBlock,
-			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: time.Hour, Bucket: "CHAIN_WATCHER", Replicas: 1,
-			RangeGrowAfter: 4, RPCTimeout: 10 * time.Second, RPCAttempts: 3, RPCBackoff: 50 * time.Millisecond,
-			RPCBackoffMax: time.Second, RPCCooldown: time.Second, RPCCooldownMax: 10 * time.Second,
-		}, log.Named("watcher"))
+		err := watcher.Run(ctx, WatcherConfig(chain, b.NATSURL, o.Confirmations), log.Named("watcher"))
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("chain-watcher stopped: %v", err)
 		}
@@ -111,6 +105,19 @@ func StartBacking(t testing.TB, o Options) *Backing {
 		_ = chain.Close()
 	})
 	return b
+}
+
+// WatcherConfig is the chain-watcher configuration of a test network:
+// chain's contract from its deployment block, published on the
+// CHAIN_EVENTS stream of the NATS server at natsURL, polled every 50 ms.
+func WatcherConfig(chain *devchain.Chain, natsURL string, confirmations uint64) watcher.Config {
+	return watcher.Config{
+		RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: natsURL,
+		Confirmations: confirmations, PollInterval: 50 * time.Millisecond, StartBlock: chain.DeployBlock,
+		MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: time.Hour, Bucket: "CHAIN_WATCHER", Replicas: 1,
+		RangeGrowAfter: 4, RPCTimeout: 10 * time.Second, RPCAttempts: 3, RPCBackoff: 50 * time.Millisecond,
+		RPCBackoffMax: time.Second, RPCCooldown: time.Second, RPCCooldownMax: 10 * time.Second,
+	}
 }
 
 // Start starts a network and stops it when the test ends.
