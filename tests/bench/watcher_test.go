@@ -51,10 +51,21 @@ func BenchmarkWatcherBackfill(b *testing.B) {
 // appears (the dev chain mines a block every 50 ms; receipts are polled
 // every 10 ms, so the figure can be up to 10 ms short) to when the
 // consumer receives it. With one confirmation the block must wait for the
-// next before the watcher reads it. Reports p50-ms and p99-ms.
+// next before the watcher reads it. Reports p50-ms and p99-ms, for an HTTP
+// endpoint polled every 50 ms and for a WebSocket endpoint whose new-head
+// subscription wakes the watcher (polled every second only as a fallback).
 func BenchmarkWatcherLag(b *testing.B) {
+	b.Run("rpc=http", func(b *testing.B) { benchmarkWatcherLag(b, false) })
+	b.Run("rpc=ws", func(b *testing.B) { benchmarkWatcherLag(b, true) })
+}
+
+func benchmarkWatcherLag(b *testing.B, ws bool) {
 	w := startWatcherBench(b, 50*time.Millisecond)
-	w.startWatcher(b)
+	w.startWatcher(b, func(cfg *watcher.Config) {
+		if ws {
+			cfg.RPCURL, cfg.PollInterval = w.chain.WSURL, time.Second
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	payer := devchain.DevAccounts[0].MustKey()
@@ -112,9 +123,12 @@ func startWatcherBench(b *testing.B, blockInterval time.Duration) *watcherBench 
 
 // startWatcher runs a chain-watcher from the deployment block, and the
 // consumer once the watcher has declared its stream.
-func (w *watcherBench) startWatcher(b *testing.B) {
+func (w *watcherBench) startWatcher(b *testing.B, tune ...func(*watcher.Config)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := harness.WatcherConfig(w.chain, w.natsURL, 1)
+	for _, f := range tune {
+		f(&cfg)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -21,6 +21,7 @@ import (
 	"math/big"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,8 +77,9 @@ func DevAccountBalance() *big.Int {
 // Config configures a dev chain. The zero value is a valid configuration:
 // RPC on DefaultAddr, manual blocks, DefaultUSDCPerAccount, no node log.
 type Config struct {
-	// Addr is the host:port of the JSON-RPC HTTP server. Empty means
-	// DefaultAddr; port 0 picks a free port (tests), reported in Chain.URL.
+	// Addr is the host:port of the JSON-RPC server, HTTP and WebSocket on
+	// the same port. Empty means DefaultAddr; port 0 picks a free port
+	// (tests), reported in Chain.URL and Chain.WSURL.
 	Addr string
 	// BlockInterval seals a block every interval when positive. Zero means
 	// nothing is mined until Commit is called.
@@ -94,6 +96,9 @@ type Config struct {
 type Chain struct {
 	// URL is the JSON-RPC HTTP endpoint, e.g. "http://127.0.0.1:8545".
 	URL string
+	// WSURL is the same endpoint over WebSocket, e.g. "ws://127.0.0.1:8545",
+	// which also serves subscriptions (eth_subscribe newHeads, logs).
+	WSURL string
 	// ChainID is the chain id (always 1337).
 	ChainID uint64
 	// PaymentLedger is the address of the deployed payment contract.
@@ -170,6 +175,12 @@ func Start(cfg Config) (*Chain, error) {
 		// Open for containers (Host: devchain:8545) and browser wallets.
 		nc.HTTPVirtualHosts = []string{"*"}
 		nc.HTTPCors = []string{"*"}
+		// WebSocket on the same host and port: the node serves both
+		// from one listener.
+		nc.WSHost = host
+		nc.WSPort = port
+		nc.WSModules = nc.HTTPModules
+		nc.WSOrigins = []string{"*"}
 	})
 	if err != nil {
 		return nil, err
@@ -214,8 +225,11 @@ func (c *Chain) setup(ctx context.Context, endpoint string, port int, addr strin
 	default:
 		return errors.New("devchain: the RPC server's port is unknown (go-ethereum no longer logs it)")
 	}
-	if err := checkRPC(ctx, c.URL); err != nil {
-		return err
+	c.WSURL = "ws://" + strings.TrimPrefix(c.URL, "http://")
+	for _, u := range []string{c.URL, c.WSURL} {
+		if err := checkRPC(ctx, u); err != nil {
+			return err
+		}
 	}
 	if err := c.deploy(ctx, usdcPerAccount); err != nil {
 		return fmt.Errorf("devchain: deploy contracts: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 
@@ -264,5 +265,42 @@ func TestPayDebt(t *testing.T) {
 	}
 	if _, err := chain.PayDebt(ctx, payer.MustKey(), wallet, nil); err == nil {
 		t.Error("a payment of nothing was sent")
+	}
+}
+
+// TestWebSocketSubscriptions: the WebSocket endpoint serves newHeads
+// subscriptions, which a watcher uses to read a new block at once.
+func TestWebSocketSubscriptions(t *testing.T) {
+	chain, err := devchain.Start(devchain.Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ethclient.DialContext(ctx, chain.WSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	heads := make(chan *types.Header, 4)
+	sub, err := c.SubscribeNewHead(ctx, heads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	want, err := chain.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-heads:
+		if h.Hash() != want {
+			t.Fatalf("new head %s, want the committed block %s", h.Hash(), want)
+		}
+	case err := <-sub.Err():
+		t.Fatal(err)
+	case <-ctx.Done():
+		t.Fatal("no new head after a commit")
 	}
 }

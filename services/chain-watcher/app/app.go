@@ -25,6 +25,7 @@ import (
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/checkpoint"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/heads"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
@@ -62,6 +63,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	defer stopHTTP()
 
 	var endpoints []rpcpool.Endpoint
+	var subscribers []heads.Endpoint
 	for i, u := range cfg.RPCURLs() {
 		name := rpcpool.Name(i, u)
 		c, err := ethclient.DialContext(ctx, u)
@@ -71,6 +73,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		}
 		defer c.Close()
 		endpoints = append(endpoints, rpcpool.Endpoint{Name: name, URL: u, Client: c})
+		if strings.HasPrefix(u, "ws://") || strings.HasPrefix(u, "wss://") {
+			subscribers = append(subscribers, heads.Endpoint{Name: name, Client: c})
+		}
 	}
 	eth, err := rpcpool.New(endpoints, rpcpool.Config{
 		CallTimeout: cfg.RPCTimeout,
@@ -162,10 +167,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	// New heads from WebSocket endpoints wake the relay between polls.
+	wake := make(chan struct{}, 1)
 	rl, err := relay.New(countingReader{Reader: w, m: m}, countingPublisher{next: publish.NewPublisher(js, cfg.Stream), m: m}, store, relay.Config{
 		StartBlock:   cfg.StartBlock,
 		Depth:        cfg.reorgDepth(),
 		PollInterval: cfg.PollInterval,
+		Wake:         wake,
 		Logger:       log,
 		OnStep:       st.setStep,
 		OnProgress: func(c watch.Cursor, head uint64) {
@@ -220,6 +228,21 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	defer func() {
 		stopEpochs()
 		<-epochsDone
+	}()
+	headsCtx, stopHeads := context.WithCancel(ctx)
+	headsDone := make(chan struct{})
+	go func() {
+		defer close(headsDone)
+		heads.Run(headsCtx, heads.Config{
+			Endpoints: subscribers,
+			Retry:     backoff.Policy{Initial: cfg.RPCBackoff, Max: cfg.RPCBackoffMax, Jitter: 0.5},
+			Logger:    log.Named("heads"),
+			OnHead:    func(uint64) { m.heads.Inc() },
+		}, wake)
+	}()
+	defer func() {
+		stopHeads()
+		<-headsDone
 	}()
 	// The relay loads the checkpoint itself, and a reorg that happened
 	// while the watcher was down is found by its first step.

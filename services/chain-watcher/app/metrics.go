@@ -27,6 +27,7 @@ type metrics struct {
 	head        prometheus.Gauge
 	cursor      prometheus.Gauge
 	lag         prometheus.Gauge
+	heads       prometheus.Counter
 	// Epochs: the figures of the last update the stream acknowledged.
 	epochCurrent, epochFinalized prometheus.Gauge
 	epochUpdates                 *prometheus.CounterVec
@@ -44,6 +45,10 @@ func newMetrics() *metrics {
 			Name: "chainwatcher_logs_published_total",
 			Help: "Payment contract logs acknowledged by the stream, by event and by whether the stream stored them or already held their message id.",
 		}, []string{"event", "result"}),
+		heads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chainwatcher_new_heads_total",
+			Help: "New heads announced by WebSocket subscriptions; each wakes the relay before its next poll.",
+		}),
 		retractions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chainwatcher_retractions_published_total",
 			Help: "Retractions (removed = true) of logs a reorg dropped, acknowledged by the stream, by event and result.",
@@ -85,7 +90,7 @@ func newMetrics() *metrics {
 			Help: "Epoch readings with a figure below the published one (a lagging endpoint); that figure is not published.",
 		}),
 	}
-	m.reg.MustRegister(m.blocksRead, m.published, m.retractions, m.rangeSize, m.head, m.cursor, m.lag,
+	m.reg.MustRegister(m.blocksRead, m.heads, m.published, m.retractions, m.rangeSize, m.head, m.cursor, m.lag,
 		m.epochCurrent, m.epochFinalized, m.epochUpdates, m.epochErrors, m.epochBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

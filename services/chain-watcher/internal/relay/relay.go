@@ -110,6 +110,9 @@ type Config struct {
 	// PollInterval is the wait between looks at the head when caught up,
 	// and the first wait after an error.
 	PollInterval time.Duration
+	// Wake, if set, ends a wait between looks early: a new head announced
+	// by a subscription (internal/heads).
+	Wake <-chan struct{}
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 	// OnStep, if set, is called after every step with its error, nil when
@@ -188,10 +191,21 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		retry.Reset()
 		if !more {
-			_ = backoff.Sleep(ctx, r.cfg.PollInterval)
+			r.idle(ctx)
 		}
 	}
 	return nil
+}
+
+// idle waits PollInterval, or less when Wake signals.
+func (r *Relay) idle(ctx context.Context) {
+	t := time.NewTimer(r.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.cfg.Wake:
+	case <-ctx.Done():
+	}
 }
 
 // State returns the state as last loaded or saved.
