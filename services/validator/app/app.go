@@ -189,6 +189,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
 		startedAt: cluster.startedAt, now: now}
 	ops.register(e)
+	(&txViews{cfg: cfg, machine: machine, payments: index, now: now}).register(e)
 	newConfigViews(cfg).register(e)
 
 	// Requests take Run's context, so long polls end when the validator stops.

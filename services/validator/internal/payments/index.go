@@ -14,6 +14,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -34,14 +35,22 @@ type Index struct {
 	retracted map[common.Hash]payment.ProposalPaid
 	debts     map[common.Hash]map[uint]payment.DebtPaid // tx hash -> log index -> log
 	ndebts    int
-	changed   chan struct{} // closed and replaced on every change
-	seen      uint64
+	// byTx names the proposal ids each transaction paid (current or
+	// retracted), and observedAt/retractedAt when this validator saw a
+	// payment and its retraction (unix ms): the transaction views.
+	byTx        map[common.Hash][]common.Hash
+	observedAt  map[common.Hash]int64
+	retractedAt map[common.Hash]int64
+	changed     chan struct{} // closed and replaced on every change
+	seen        uint64
+	now         func() time.Time
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
 	return &Index{byID: map[common.Hash]payment.ProposalPaid{}, retracted: map[common.Hash]payment.ProposalPaid{},
-		debts: map[common.Hash]map[uint]payment.DebtPaid{}, changed: make(chan struct{})}
+		debts: map[common.Hash]map[uint]payment.DebtPaid{}, byTx: map[common.Hash][]common.Hash{},
+		observedAt: map[common.Hash]int64{}, retractedAt: map[common.Hash]int64{}, changed: make(chan struct{}), now: time.Now}
 }
 
 // Observe records a payment, or removes the one a retraction names and
@@ -52,15 +61,83 @@ func (ix *Index) Observe(p payment.ProposalPaid) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.seen++
+	now := ix.now().UnixMilli()
+	if ids := ix.byTx[p.TxHash]; !slices.Contains(ids, p.ProposalID) {
+		ix.byTx[p.TxHash] = append(ids, p.ProposalID)
+	}
 	if p.Removed {
 		if cur, ok := ix.byID[p.ProposalID]; ok && cur.BlockHash == p.BlockHash && cur.LogIndex == p.LogIndex {
 			delete(ix.byID, p.ProposalID)
 		}
 		ix.retracted[p.ProposalID] = p
+		ix.retractedAt[p.ProposalID] = now
 	} else {
+		if cur, ok := ix.byID[p.ProposalID]; !ok || cur.BlockHash != p.BlockHash || cur.LogIndex != p.LogIndex {
+			ix.observedAt[p.ProposalID] = now
+		}
 		ix.byID[p.ProposalID] = p
 	}
 	ix.signal()
+}
+
+// TxLog is one ProposalPaid log of a transaction as this validator knows
+// it: the current payment of its proposal id, or the last one a reorg took
+// back (Retracted) when no other replaced it.
+type TxLog struct {
+	Payment   payment.ProposalPaid
+	Retracted bool
+	// ObservedAt and RetractedAt are when this validator received the
+	// payment and its retraction, unix ms (0: not yet).
+	ObservedAt, RetractedAt int64
+}
+
+// Transaction returns the logs of transaction tx, in log order; none when
+// it paid no proposal this validator has seen.
+func (ix *Index) Transaction(tx common.Hash) []TxLog {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var out []TxLog
+	for _, id := range ix.byTx[tx] {
+		if l, ok := ix.txLog(id); ok && l.Payment.TxHash == tx {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b TxLog) int { return cmp.Compare(a.Payment.LogIndex, b.Payment.LogIndex) })
+	return out
+}
+
+// TxLogs calls fn with every payment's log: the current ones and the
+// retracted ones nothing replaced, in no particular order. fn runs without
+// the index's lock held on a copy, so it may be slow.
+func (ix *Index) TxLogs(fn func(TxLog)) {
+	ix.mu.Lock()
+	logs := make([]TxLog, 0, len(ix.byID)+len(ix.retracted))
+	for id := range ix.byID {
+		l, _ := ix.txLog(id)
+		logs = append(logs, l)
+	}
+	for id := range ix.retracted {
+		if _, current := ix.byID[id]; !current {
+			l, _ := ix.txLog(id)
+			logs = append(logs, l)
+		}
+	}
+	ix.mu.Unlock()
+	for _, l := range logs {
+		fn(l)
+	}
+}
+
+// txLog is the log of a proposal id; ix.mu is held.
+func (ix *Index) txLog(id common.Hash) (TxLog, bool) {
+	if p, ok := ix.byID[id]; ok {
+		return TxLog{Payment: p, ObservedAt: ix.observedAt[id]}, true
+	}
+	if p, ok := ix.retracted[id]; ok {
+		p.Removed = false
+		return TxLog{Payment: p, Retracted: true, ObservedAt: ix.observedAt[id], RetractedAt: ix.retractedAt[id]}, true
+	}
+	return TxLog{}, false
 }
 
 // ObserveDebt records a debt payment under its transaction hash and log
