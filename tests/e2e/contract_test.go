@@ -37,8 +37,6 @@ import (
 // edge's TestGapsAreDesignTable holds to its code. No other route may answer
 // a 5xx to a well-formed request.
 var contractGaps = map[string]string{
-	"/ops/v1/events/recent":                "/v1/events/recent",
-	"/ops/v1/events/stats":                 "/v1/events/stats",
 	"/ops/v1/transactions/summary":         "/v1/transactions/summary",
 	"/ops/v1/transactions/{transactionId}": "/v1/transactions/{transactionId}",
 }
@@ -166,6 +164,45 @@ func TestContract(t *testing.T) {
 			t.Run(template, func(t *testing.T) {
 				checkEdgeRoute(t, n.EdgeURL, docs, codes, template, values)
 			})
+		}
+	})
+
+	// The operational events: the validator's own leader change, through
+	// the edge's merge, and counted.
+	t.Run("events", func(t *testing.T) {
+		type event struct {
+			Validator string `json:"validator"`
+			api.OpsEvent
+		}
+		harness.Eventually(t, 10*time.Second, func() bool {
+			var recent struct {
+				Data struct {
+					Events []event `json:"events"`
+				} `json:"data"`
+			}
+			x := call(t, http.MethodGet, n.EdgeURL+"/ops/v1/events/recent?limit=50")
+			if x.status != http.StatusOK || json.Unmarshal(x.body, &recent) != nil {
+				t.Fatalf("events/recent: %s", x)
+			}
+			return slices.ContainsFunc(recent.Data.Events, func(e event) bool {
+				return e.Type == "leader.changed" && e.Validator == api.NodeName(1) && e.Attributes.Leader != nil && *e.Attributes.Leader == 1
+			})
+		})
+		var stats struct {
+			Data struct {
+				ByType            map[string]api.OpsEventTypeStats `json:"byType"`
+				ValidatorsCounted int                              `json:"validatorsCounted"`
+			} `json:"data"`
+		}
+		harness.Eventually(t, 10*time.Second, func() bool {
+			x := call(t, http.MethodGet, n.EdgeURL+"/ops/v1/events/stats")
+			if x.status != http.StatusOK || json.Unmarshal(x.body, &stats) != nil {
+				t.Fatalf("events/stats: %s", x)
+			}
+			return stats.Data.ByType["leader.changed"].Total >= 1
+		})
+		if stats.Data.ValidatorsCounted != 1 || stats.Data.ByType["leader.changed"].LastAt == nil {
+			t.Fatalf("events/stats: %+v", stats.Data)
 		}
 	})
 

@@ -72,6 +72,8 @@ func TestMarkers(t *testing.T) {
 		"/v1/config/osgi/sources":                   api.ConfigSourcesVersion,
 		"/v1/config/osgi/coverage":                  api.ConfigCoverageVersion,
 		"/v1/config/osgi/delta":                     api.ConfigDeltaVersion,
+		"/v1/events/recent":                         api.OpsEventsRecentVersion,
+		"/v1/events/stats":                          api.OpsEventStatsVersion,
 	}
 	routes := c.Routes()
 	if len(routes) != len(want) {

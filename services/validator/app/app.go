@@ -26,6 +26,7 @@ import (
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -144,7 +145,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	contract := common.HexToAddress(cfg.ContractAddress)
 	domain := signing.Domain{ChainID: cfg.ChainID, VerifyingContract: contract}
 
+	opsEvents := opsevents.New(opsevents.Options{Now: now})
 	pcfg := pipeline.DefaultConfig()
+	pcfg.Events = opsEvents
 	pcfg.VerifyPayments = cfg.VerifiesPayments()
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
 	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
@@ -165,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
-	leadership := newLeadershipLog(256)
+	leadership := newLeadershipLog(256, opsEvents)
 	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
 		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
@@ -191,6 +194,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops.register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, now: now}).register(e)
 	newConfigViews(cfg).register(e)
+	opsEventViews{nodeID: cfg.NodeID, rec: opsEvents}.register(e)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -205,6 +209,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Go(func() { proposals.ingress.run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
 	bg.Go(func() { proposals.commits.run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
+	bg.Go(func() { newOpsCounterWatch(opsEvents, peers.Stats, db.WriteStalls).run(ctx, time.Second) })
 	if follower != nil {
 		bg.Go(func() { errc <- follower.Run(ctx) })
 	}

@@ -17,9 +17,18 @@ type leadershipLog struct {
 	entries []api.LeadershipChange
 	max     int
 	changes uint64
+	events  leaderEvents // nil: none
 }
 
-func newLeadershipLog(max int) *leadershipLog { return &leadershipLog{max: max} }
+// leaderEvents is told of every change the log records (the operational
+// events, opsevents.Recorder).
+type leaderEvents interface {
+	LeaderChanged(term, leader uint64, role string)
+}
+
+func newLeadershipLog(max int, events leaderEvents) *leadershipLog {
+	return &leadershipLog{max: max, events: events}
+}
 
 // follow records a change each time the node's leader, role or term moves,
 // until ctx ends.
@@ -30,6 +39,9 @@ func (l *leadershipLog) follow(ctx context.Context, node *consensus.Node, now fu
 		st := node.Status()
 		if st.Leader != last.Leader || st.Role != last.Role || st.Term != last.Term {
 			l.record(api.LeadershipChange{Term: st.Term, Leader: st.Leader, Role: string(st.Role), At: now().UTC()})
+			if l.events != nil {
+				l.events.LeaderChanged(st.Term, st.Leader, string(st.Role))
+			}
 			last = st
 		}
 		select {

@@ -341,6 +341,26 @@ func (f *fake) body(r *http.Request) (int, any) {
 		rt.Go.Version, rt.Go.GOMAXPROCS, rt.Go.NumCPU, rt.Go.Goroutines = "go1.26", 2, 2, 80
 		rt.Go.Heap.ObjectsBytes, rt.Go.GC.Cycles = 8<<20, 10
 		return http.StatusOK, rt
+	case p == "/v1/events/recent":
+		limit := api.DefaultOpsEventsLimit
+		if l := r.URL.Query().Get("limit"); l != "" {
+			limit, _ = strconv.Atoi(l)
+		}
+		events := f.events(epoch)
+		return http.StatusOK, api.OpsEventsRecent{ContractVersion: api.OpsEventsRecentVersion, NodeID: f.id, Limit: limit, Capacity: 1000,
+			Recorded: uint64(len(events)), Events: events[:min(limit, len(events))]}
+	case p == "/v1/events/stats":
+		last := epoch.Add(time.Duration(10*fakeEvents+int(f.id)) * time.Second)
+		byType := map[string]api.OpsEventTypeStats{
+			"leader.changed":  {Total: 1, Last24h: 1, LastAt: &epoch, ByReason: map[string]uint64{}},
+			"intake.refused":  {Total: 10 * f.id, Last24h: f.id, LastAt: &last, ByReason: map[string]uint64{"invalid_signature": 10 * f.id}},
+			"snapshot.sent":   {Total: 0, Last24h: 0, ByReason: map[string]uint64{}},
+			"backpressure.on": {Total: 0, Last24h: 0, ByReason: map[string]uint64{}},
+		}
+		return http.StatusOK, api.OpsEventStats{ContractVersion: api.OpsEventStatsVersion, NodeID: f.id, Since: epoch.Add(-time.Hour), At: epoch,
+			Total: 1 + 10*f.id, Last24h: 1 + f.id, BySeverity: map[string]uint64{"info": 10 * f.id, "warn": 1, "critical": 0},
+			BySeverity24h: map[string]uint64{"info": f.id, "warn": 1, "critical": 0}, ByType: byType,
+			Capacity: 1000, Retained: int(1 + 10*f.id), Recorded: 1 + 10*f.id, Folded: 0}
 	case p == "/v1/blockchain/config":
 		return http.StatusOK, api.BlockchainConfig{ContractVersion: "blockchain.config.v1", Mode: "TESTNET", ChainID: 11155111,
 			ContractAddress: "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512", PaymentsVerified: true, RequiredConfirmations: 2,
@@ -349,6 +369,28 @@ func (f *fake) body(r *http.Request) (int, any) {
 			EpochLengthSeconds: 384, ContentRoot: "ledger", MaxMessageBytes: 1 << 20}
 	}
 	return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "no such route")}
+}
+
+// fakeEvents is how many events each fake validator keeps.
+const fakeEvents = 30
+
+// events are the fake validator's events, newest first: every validator
+// saw the first at the same time (a tie), and then one every 10 s, each
+// validator a second after the one before it.
+func (f *fake) events(epoch time.Time) []api.OpsEvent {
+	out := make([]api.OpsEvent, 0, fakeEvents)
+	for id := uint64(fakeEvents); id >= 1; id-- {
+		e := api.OpsEvent{ID: id, At: epoch.Add(time.Duration(10*int(id-1)+int(f.id)) * time.Second), Type: "intake.refused",
+			Severity: api.SeverityInfo, Message: "a proposal was refused at intake: invalid_signature", Count: 1,
+			Attributes: api.OpsEventAttributes{Reason: "invalid_signature", Wallet: knownWallet, ProposalID: knownID}}
+		if id == 1 {
+			term, leader := uint64(3), uint64(1)
+			e = api.OpsEvent{ID: 1, At: epoch, Type: "leader.changed", Severity: api.SeverityInfo, Message: "validator-1 leads term 3", Count: 1,
+				Attributes: api.OpsEventAttributes{Term: &term, Leader: &leader, Role: "FOLLOWER"}}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // edge runs the edge against the validators at urls.

@@ -51,6 +51,8 @@ const (
 	srcConfigSources    = "/v1/config/osgi/sources"
 	srcConfigCoverage   = "/v1/config/osgi/coverage"
 	srcConfigDelta      = "/v1/config/osgi/delta"
+	srcEventsRecent     = "/v1/events/recent"
+	srcEventsStats      = "/v1/events/stats"
 )
 
 // consumedSources lists the routes above; a test holds it equal to the
@@ -60,7 +62,7 @@ func consumedSources() []string {
 		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,
 		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain, srcGcStatus, srcGcEstimate,
 		srcCompaction, srcFragmentation, srcFragWallet, srcFragTop, srcStorage, srcRuntime, srcConfig, srcConfigSchema,
-		srcConfigSources, srcConfigCoverage, srcConfigDelta}
+		srcConfigSources, srcConfigCoverage, srcConfigDelta, srcEventsRecent, srcEventsStats}
 }
 
 // call is one request to a source route: the route's template in the

@@ -148,6 +148,9 @@ type Config struct {
 	FinalizeInterval time.Duration
 	// Now is the leader's clock.
 	Now func() time.Time
+	// Events, when set, is told of refusals, rejections, backpressure,
+	// wallets blocked by GC debt and retracted payments.
+	Events Events
 }
 
 // recentOutcomes is how many applied records the pipeline keeps in memory
@@ -273,6 +276,9 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	if cfg.Events == nil {
+		cfg.Events = noEvents{}
+	}
 	return &Pipeline{
 		cfg: cfg, signer: signer, log: log, raft: raft, records: records, payments: payments, epochs: epochs,
 		pending:  map[common.Hash]*pendingProposal{},
@@ -286,6 +292,11 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 // when the same proposal was submitted before; the status is then its
 // current one (DECISIONS D2).
 func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status api.ProposalStatus, created bool, err error) {
+	defer func() {
+		if err != nil {
+			p.cfg.Events.Refused(string(apierror.CodeOf(err)), sub.Wallet, sub.ProposalID)
+		}
+	}()
 	if sub.Action == proposal.Write {
 		if err := p.checkDebt(sub.Wallet); err != nil {
 			return status, false, err
@@ -342,8 +353,12 @@ func (p *Pipeline) checkDebt(wallet common.Address) error {
 		return fmt.Errorf("reading the GC account: %w", err)
 	}
 	if !state.WritesBlocked(acc) {
+		if acc != nil {
+			p.cfg.Events.WritesAllowed(wallet)
+		}
 		return nil
 	}
+	p.cfg.Events.WritesBlocked(wallet, acc.GetExecutedDebtMicros(), state.LimitMicros(acc))
 	e := apierror.New(apierror.WriteBlockedGCDebt, "writes of %s are blocked: executed GC debt %s is at or above its limit %s; pay the debt to unblock them",
 		wallet.Hex(), api.DebtString(acc.GetExecutedDebtMicros()), api.DebtString(state.LimitMicros(acc)))
 	e.Details = map[string]any{
@@ -538,6 +553,7 @@ func (p *Pipeline) decide(prop *ledgerpb.Proposal, paid payment.ProposalPaid, fo
 	if item.Rejection != "" {
 		p.stats.rejected.Add(1)
 		p.verifier.countReject(item.Rejection)
+		p.cfg.Events.Rejected(item.Rejection, common.BytesToAddress(prop.GetWallet()), common.BytesToHash(prop.GetId()))
 	} else {
 		p.stats.verified.Add(1)
 	}

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,13 +382,15 @@ func TestAdoptsUndecided(t *testing.T) {
 // TestSenderBackpressure fills the sender's in-flight ceiling while raft
 // does not apply anything: backpressure comes on with the rest queued, and
 // once raft applies again the queue drains to zero, backpressure goes off,
-// and every proposal is committed.
+// and every proposal is committed. Events are told of it once each way.
 func TestSenderBackpressure(t *testing.T) {
 	gate := make(chan struct{})
+	events := newEventLog()
 	p, l := startWith(t, paymentsByID{}, gate, nil, func(c *Config) {
 		c.VerifyPayments = false // decided at intake, as in MOCK mode
 		c.MaxBatch, c.MaxPendingMessages = 2, 4
 		c.CommitTimeout = time.Minute // no re-proposals while the gate is shut
+		c.Events = events
 	})
 	key, _ := crypto.GenerateKey()
 	const n = 10
@@ -404,6 +407,7 @@ func TestSenderBackpressure(t *testing.T) {
 	waitStats(t, p, "backpressure with the ceiling in flight", func(s Stats) bool {
 		return s.BackpressureActive && s.InFlight == 4 && s.Queued == n-4 && s.Pending == n
 	})
+	events.wait(t, "backpressure true 4 4")
 	f := p.ReleaseFlow()
 	if f.Governor.State != "holding" || f.Governor.Action != "hold" || len(f.Governor.Reasons) != 1 || f.Stages.InFlight != 4 ||
 		f.Stages.Packing != 6 || f.Stages.ReadyBuckets != 1 || f.Stages.MicroBatches < 1 || f.Stages.Batches < 2 || f.Tiers["standard"].Pending != n || f.Tiers["standard"].Released != 4 {
@@ -430,6 +434,12 @@ func TestSenderBackpressure(t *testing.T) {
 	waitStats(t, p, "drained", func(s Stats) bool {
 		return !s.BackpressureActive && s.InFlight == 0 && s.Queued == 0 && s.Pending == 0 && s.BackpressureEvents >= 1
 	})
+	events.wait(t, "backpressure false")
+	// Each batch sealed at the ceiling lifted backpressure for an instant;
+	// that is no event.
+	if got := backpressureCalls(events); !slices.Equal(got, []string{"backpressure true 4 4", "backpressure false"}) {
+		t.Fatalf("backpressure events %v", got)
+	}
 	if q := p.QueueStats(); q.ProcessedCount != n || len(q.ProposalsByEpoch) != 0 || len(q.PendingEpochStats) != 0 || q.BatchQueueSize != 0 {
 		t.Fatalf("queue stats drained: %+v", q)
 	}

@@ -177,6 +177,8 @@ func (p *Pipeline) proposeReorgs(ctx context.Context, src Retractions, f *reorgF
 			zap.String("proposal_id", id.Hex()), zap.String("status", rec.GetStatus().String()),
 			zap.String("retracted_block", x.BlockHash.Hex()), zap.Uint("log_index", x.LogIndex),
 			zap.Bool("re_mined", op.GetReplacement() != nil))
+		p.cfg.Events.Retracted(id, common.BytesToAddress(rec.GetProposal().GetWallet()), rec.GetStatus() != ledgerpb.Status_STATUS_PENDING,
+			op.GetReplacement() != nil)
 		p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_PaymentReorg{PaymentReorg: op}})
 	}
 	for key, at := range f.proposed {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,7 +168,8 @@ func waitRecord(t *testing.T, l *machineLedger, id common.Hash, what string, ok 
 // mines again meanwhile commits with the re-mined log.
 func TestParkedProposalWithRetractedPayment(t *testing.T) {
 	index := payments.NewIndex()
-	p, _ := startOnMachine(t, index, func(*Config) {})
+	events := newEventLog()
+	p, _ := startOnMachine(t, index, func(c *Config) { c.Events = events })
 	key, _ := crypto.GenerateKey()
 	gone, back := common.HexToHash("0x0a"), common.HexToHash("0x0b")
 	for _, id := range []common.Hash{gone, back} {
@@ -189,6 +192,11 @@ func TestParkedProposalWithRetractedPayment(t *testing.T) {
 		t.Errorf("re-mined payment: %s %+v", s.Status, s.Payment)
 	}
 	waitStats(t, p, "counted", func(s Stats) bool { return s.Verifiers.Rejected[string(apierror.PaymentOrphaned)] == 1 })
+	wallet := crypto.PubkeyToAddress(key.PublicKey)
+	events.wait(t, fmt.Sprintf("rejected payment_orphaned %s %s", wallet.Hex(), gone.Hex()))
+	if got := events.matching("rejected"); len(got) != 1 {
+		t.Errorf("rejections %v", got)
+	}
 }
 
 // TestRetractionBeforeCommitStopsDecision: the decision carrying a
@@ -197,7 +205,8 @@ func TestParkedProposalWithRetractedPayment(t *testing.T) {
 // rejects it payment_orphaned, and nothing is written.
 func TestRetractionBeforeCommitStopsDecision(t *testing.T) {
 	index := payments.NewIndex()
-	p, l := startOnMachine(t, index, func(c *Config) { c.PaymentWait = 5 * time.Second })
+	events := newEventLog()
+	p, l := startOnMachine(t, index, func(c *Config) { c.PaymentWait, c.Events = 5*time.Second, events })
 	key, _ := crypto.GenerateKey()
 	id := common.HexToHash("0x0c")
 	if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
@@ -211,6 +220,7 @@ func TestRetractionBeforeCommitStopsDecision(t *testing.T) {
 	waitRecord(t, l, id, "the pending record marked", func(r *ledgerpb.ProposalRecord) bool {
 		return r.GetStatus() == ledgerpb.Status_STATUS_PENDING && r.GetPaymentOrphaned() != nil
 	})
+	events.wait(t, fmt.Sprintf("retracted %s %s committed=false reMined=false", id.Hex(), crypto.PubkeyToAddress(key.PublicKey).Hex()))
 	close(hold)
 	if s := final(t, p, id); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentOrphaned) {
 		t.Fatalf("decision on a retracted payment: %s %s", s.Status, s.Reason)
@@ -227,7 +237,8 @@ func TestRetractionBeforeCommitStopsDecision(t *testing.T) {
 // goes. A follower proposes nothing.
 func TestRetractionAfterCommitIsRecorded(t *testing.T) {
 	index := payments.NewIndex()
-	p, l := startOnMachine(t, index, func(*Config) {})
+	events := newEventLog()
+	p, l := startOnMachine(t, index, func(c *Config) { c.Events = events })
 	key, _ := crypto.GenerateKey()
 	id := common.HexToHash("0x0d")
 	orig := paidIn(id, id, 0x30)
@@ -270,6 +281,14 @@ func TestRetractionAfterCommitIsRecorded(t *testing.T) {
 	rec := waitRecord(t, l, id, "re-mined", func(r *ledgerpb.ProposalRecord) bool { return r.GetPaymentOrphaned() == nil })
 	if common.BytesToHash(rec.GetPayment().GetBlockHash()) != remined.BlockHash {
 		t.Fatalf("payment after the re-mine: %v", rec.GetPayment())
+	}
+	wallet := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	events.wait(t, fmt.Sprintf("retracted %s %s committed=true reMined=true", id.Hex(), wallet))
+	if got := events.matching("retracted"); !slices.Equal(got, []string{
+		fmt.Sprintf("retracted %s %s committed=true reMined=false", id.Hex(), wallet),
+		fmt.Sprintf("retracted %s %s committed=true reMined=true", id.Hex(), wallet),
+	}) {
+		t.Fatalf("retraction events %v", got)
 	}
 	if c, _ := l.m.Counts(); c.GetPaymentOrphaned() != 0 {
 		t.Fatalf("counts after the re-mine %v", c)

@@ -44,6 +44,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	done := make(chan int) // a sent batch's size, once applied
 	packing := newPacker(p.cfg.MicroBatch, p.cfg.MicroBatchBytes)
 	var batches, inflight int
+	var holding bool // backpressure as last told to Events
 	for {
 		if items := p.seal(packing, batches, inflight); len(items) > 0 {
 			n := len(items)
@@ -66,7 +67,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			continue
 		}
 		queued := packing.figures()
-		p.sender.record(queued, inflight, queued.Items > 0 && inflight >= p.cfg.MaxPendingMessages)
+		// Told between batches only: sealing a batch at the ceiling lifts
+		// backpressure for an instant, which is no change to report.
+		if on := queued.Items > 0 && inflight >= p.cfg.MaxPendingMessages; on != holding {
+			holding = on
+			p.cfg.Events.Backpressure(on, inflight, p.cfg.MaxPendingMessages)
+		}
+		p.sender.record(queued, inflight, holding)
 		var oldest int64
 		if at := packing.oldest(); !at.IsZero() {
 			oldest = at.UnixMilli()

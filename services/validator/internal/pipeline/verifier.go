@@ -134,6 +134,7 @@ func (p *Pipeline) dispatchOrphaned(rec *ledgerpb.ProposalRecord) {
 	item := &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Rejection: string(apierror.PaymentOrphaned)}
 	p.stats.rejected.Add(1)
 	p.verifier.countReject(item.Rejection)
+	p.cfg.Events.Rejected(item.Rejection, common.BytesToAddress(rec.GetProposal().GetWallet()), common.BytesToHash(rec.GetProposal().GetId()))
 	p.decided <- item // capacity MaxPending, and at most MaxPending are pending
 }
 
