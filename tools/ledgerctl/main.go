@@ -5,6 +5,7 @@
 //	ledgerctl delete [flags] --path P      the same for a delete
 //	ledgerctl status [flags] PROPOSAL_ID   show a proposal's status
 //	ledgerctl pay-debt [flags]             pay a wallet's GC debt (payDebt on chain, then the pay route)
+//	ledgerctl watch [flags]                follow the event stream, failing over between validators
 //
 // Every command takes --json for machine-readable output.
 package main
@@ -47,9 +48,12 @@ usage:
   ledgerctl cluster list
   ledgerctl cluster add    --id N --peer HOST:PORT --api URL
   ledgerctl cluster remove --id N
+  ledgerctl watch [--validator URL,URL...] [--wallet ADDR]... [--org ORG]... [--path PREFIX]
+                  [--last-event-id ID] [--count N] [--backoff 500ms] [--max-backoff 30s] [--idle-timeout 60s]
 
 common flags:
-  --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090)
+  --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090);
+                    watch takes a comma-separated list and fails over along it
   --rpc URL         Ethereum JSON-RPC for payments (env LEDGER_RPC, default http://127.0.0.1:8545)
   --token T         bearer token of the validator (env LEDGER_TOKEN)
   --key HEX         wallet private key (env LEDGER_KEY)
@@ -77,6 +81,8 @@ func main() {
 		err = payDebt(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "cluster":
 		err = cluster(ctx, os.Args[2:], os.Stdout)
+	case "watch":
+		err = watch(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

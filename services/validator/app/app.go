@@ -133,6 +133,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		paySrc = index
 		follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: index, Log: log.Named("payments")}
 	}
+	events, err := newEventPublishing(cfg, nc, machine, node, log.Named("eventpub"))
+	if err != nil {
+		return err
+	}
+	defer events.close()
 
 	now := time.Now
 	clock := epoch.NewChain(cfg.EpochLength, now)
@@ -195,6 +200,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	(&txViews{cfg: cfg, machine: machine, payments: index, now: now}).register(e)
 	newConfigViews(cfg).register(e)
 	opsEventViews{nodeID: cfg.NodeID, rec: opsEvents}.register(e)
+	events.register(e, cfg.NodeID)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -213,6 +219,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if follower != nil {
 		bg.Go(func() { errc <- follower.Run(ctx) })
 	}
+	bg.Go(func() { events.run(ctx) })
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.DebugAddr != "" {
 		debug, err := serveDebug(ctx, cfg.DebugAddr)

@@ -62,6 +62,13 @@ type Config struct {
 	NATSURL       string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server with JetStream"`
 	PaymentStream string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
 	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" default:"2m" desc:"how long a proposal waits for its payment before payment_not_found"`
+	// The leader publishes the replicated events to NATS JetStream
+	// (internal/eventpub, DECISIONS D8). Zero values take the defaults.
+	NATSEvents           string        `envconfig:"NATS_EVENTS" default:"auto" desc:"leader publishes the replicated events to NATS_EVENTS_STREAM: auto (in TESTNET and MAINNET, which use NATS_URL anyway), on (in MOCK too), off"`
+	NATSEventsStream     string        `envconfig:"NATS_EVENTS_STREAM" default:"LEDGER_EVENTS" desc:"JetStream stream of the events, subjects ledger.events.<type>.<wallet>; declared by the leader"`
+	NATSEventsMaxMsgs    int64         `envconfig:"NATS_EVENTS_MAX_MSGS" default:"1000000" desc:"events the stream keeps, oldest dropped first"`
+	NATSEventsMaxBytes   int64         `envconfig:"NATS_EVENTS_MAX_BYTES" default:"1073741824" desc:"bytes the stream keeps, oldest events dropped first"`
+	NATSEventsDuplicates time.Duration `envconfig:"NATS_EVENTS_DUPLICATES" default:"2m" desc:"duplicate window of the stream: an event published again within it is not stored twice"`
 
 	ContentRoot      string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
 	MaxMessageBytes  int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
@@ -111,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
+	}
+	if err := c.validateEventPublishing(); err != nil {
+		errs = append(errs, err)
 	}
 	if members, err := ParseCluster(c.InitialCluster); err != nil {
 		errs = append(errs, err)

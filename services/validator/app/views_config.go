@@ -58,6 +58,10 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "chain", "high", true
 	case "PAYMENT_WAIT":
 		return "chain", "medium", true
+	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES":
+		return "events", "high", true
+	case "NATS_EVENTS_DUPLICATES":
+		return "events", "medium", true
 	case "CONTENT_ROOT":
 		return "content", "high", true
 	case "MAX_MESSAGE_BYTES":

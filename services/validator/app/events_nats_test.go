@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/contentledger/contentledger/pkg/api"
+)
+
+// TestMockValidatorPublishesEventsWhenAsked: a MOCK validator with
+// NATS_EVENTS=on declares LEDGER_EVENTS and publishes each committed write's
+// event once, with its id as Nats-Msg-Id, on ledger.events.<type>.<wallet>;
+// /v1/events/publisher reports it caught up.
+func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		SyncAlways: true, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	base := startMockWith(t, func(c *Config) { c.NATSEvents, c.NATSURL = "on", ns.ClientURL() })
+
+	a := newAuthor(t)
+	var ids []common.Hash
+	for i := range 3 {
+		h := common.HexToHash(fmt.Sprintf("0x%x", 0x100+i))
+		if code, body := post(t, base, a.form(t, h, `{"n":1}`, a.key)); code != http.StatusAccepted {
+			t.Fatalf("submit: %d %v", code, body)
+		}
+		waitCommitted(t, base, h)
+		ids = append(ids, h)
+	}
+
+	var st publisherStatus
+	waitFor(t, func() bool {
+		st = publisherStatus{}
+		return getJSON(t, base+"/v1/events/publisher", &st) == http.StatusOK && st.Status != nil &&
+			st.Publishing && st.LastEventID == 3 && st.LastPublishedID == 3 && st.Lag == 0
+	})
+	if !st.Enabled || st.Stream != "LEDGER_EVENTS" || st.NATS != "CONNECTED" || st.Published != 3 {
+		t.Fatalf("publisher status %+v %+v", st, *st.Status)
+	}
+
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := js.Stream(ctx, "LEDGER_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wallet := strings.ToLower(a.wallet.Hex())
+	for seq := uint64(1); seq <= 3; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev api.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		want := ids[seq-1].Hex()
+		if m.Header.Get(jetstream.MsgIDHeader) != ev.ID || ev.ID != strconv.FormatUint(seq, 10) || ev.ProposalID != want ||
+			m.Subject != "ledger.events.content."+wallet || ev.Wallet != wallet {
+			t.Fatalf("message %d: %s %v %+v", seq, m.Subject, m.Header, ev)
+		}
+	}
+}
+
+// TestNoPublisherByDefaultInMock: without NATS_EVENTS=on a MOCK validator
+// uses no NATS, and says so.
+func TestNoPublisherByDefaultInMock(t *testing.T) {
+	base := startMock(t)
+	var st publisherStatus
+	if code := getJSON(t, base+"/v1/events/publisher", &st); code != http.StatusOK || st.Enabled || st.Status != nil {
+		t.Fatalf("%d %+v", code, st)
+	}
+}
+
+func TestEventPublishingSettings(t *testing.T) {
+	for _, c := range []struct {
+		mode    Mode
+		setting string
+		want    bool
+	}{
+		{Mock, "", false}, {Mock, "auto", false}, {Mock, "on", true}, {Mock, "off", false},
+		{Testnet, "", true}, {Testnet, "auto", true}, {Mainnet, "on", true}, {Testnet, "off", false},
+	} {
+		if got := (Config{Mode: c.mode, NATSEvents: c.setting}).PublishesEvents(); got != c.want {
+			t.Errorf("%s with NATS_EVENTS=%q publishes: %t", c.mode, c.setting, got)
+		}
+	}
+	ok := Config{Mode: Mock, NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1, NATSEvents: "on", NATSURL: "nats://x:4222"}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(*Config){
+		"NATS_EVENTS is":             func(c *Config) { c.NATSEvents = "yes" },
+		"NATS_URL":                   func(c *Config) { c.NATSURL = "" },
+		"NATS_EVENTS_*":              func(c *Config) { c.NATSEventsMaxMsgs = -1 },
+		"not a valid JetStream name": func(c *Config) { c.NATSEventsStream = "a.b" },
+	} {
+		c := ok
+		edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
