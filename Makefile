@@ -8,7 +8,7 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-edge bench-watcher fuzz build tidy
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-edge bench-watcher bench-events fuzz build tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -43,11 +43,11 @@ lint:
 
 ## bench: every benchmark in Go's benchmark format: the package benchmarks, then the
 ## cluster and pipeline benchmarks below. BENCHCOUNT=6 and benchstat compare runs.
-bench: bench-packages bench-cluster bench-pipeline bench-edge bench-watcher
+bench: bench-packages bench-cluster bench-pipeline bench-edge bench-watcher bench-events
 
 ## bench-packages: the package benchmarks (storage, state, transport, signing, ...)
 bench-packages:
-	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline|BenchmarkEdge' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline|BenchmarkEdge|BenchmarkEvents|BenchmarkWatcher' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
 
 ## bench-cluster: 3 validators against 3 etcd members (Debian's etcd-server, installed
 ## when missing) on loopback, 1 KiB proposals, closed-loop clients: proposals/s, p50-ms,
@@ -80,6 +80,13 @@ WATCHER_LAG_COUNT ?= 300
 bench-watcher:
 	$(GO) test -run '^$$' -bench BenchmarkWatcherBackfill -benchtime $(WATCHER_BACKFILL_COUNT)x -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
 	$(GO) test -run '^$$' -bench BenchmarkWatcherLag -benchtime $(WATCHER_LAG_COUNT)x -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
+
+## bench-events: the event streams of 3 validators (MOCK mode): 100 and 1,000 SSE subscribers
+## spread over them while EVENTS_COUNT writes commit at BENCH_EVENTS_RATE (500/s): events/s
+## delivered, p50-ms/p99-ms from sealing to delivery, dropped. BENCH_EVENTS_SUBSCRIBERS=100,1000.
+EVENTS_COUNT ?= 3000
+bench-events:
+	$(GO) test -run '^$$' -bench BenchmarkEvents -benchtime $(EVENTS_COUNT)x -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -48,3 +48,34 @@ func EventOf(ev *ledgerpb.Event) Event {
 		ProposalID: ev.GetProposalId(), CommitIndex: ev.GetCommitIndex(), ContentHash: ev.GetContentHash(),
 	}
 }
+
+// Control events of the event stream: they carry no id (a reconnection
+// resumes after the last real event) and tell the client what it did not
+// receive, so that nothing is lost silently.
+const (
+	// EventGap: the resumption point is older than the history kept.
+	EventGap = "gap"
+	// EventDropped: the client read too slowly and the oldest queued
+	// events were dropped.
+	EventDropped = "dropped"
+)
+
+// StreamGap is the data of a gap event: the events after AfterID up to
+// FirstID-1 are no longer kept (DECISIONS D8 retention).
+type StreamGap struct {
+	AfterID string `json:"afterId"` // where the stream resumed
+	// FirstID is the first event id still available: the next event the
+	// stream sends, or will send when none is kept.
+	FirstID string `json:"firstId"`
+	Skipped uint64 `json:"skipped"` // events of the log skipped, filters not applied
+}
+
+// StreamDropped is the data of a dropped event: Count events matching the
+// stream's filters, the oldest FromID and the newest ToID, were dropped from
+// its queue. The history still holds them while retention keeps them: a
+// new stream resuming after FromID-1 receives them.
+type StreamDropped struct {
+	Count  uint64 `json:"count"`
+	FromID string `json:"fromId"`
+	ToID   string `json:"toId"`
+}

@@ -743,10 +743,15 @@ func (x *BatchItem) GetAccept() bool {
 
 // ProposalBatch is the payload of a normal raft entry carrying proposals.
 type ProposalBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SealedAtMs    int64                  `protobuf:"varint,1,opt,name=sealed_at_ms,json=sealedAtMs,proto3" json:"sealed_at_ms,omitempty"` // leader clock when sealed; apply's notion of "now"
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Items         []*BatchItem           `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SealedAtMs int64                  `protobuf:"varint,1,opt,name=sealed_at_ms,json=sealedAtMs,proto3" json:"sealed_at_ms,omitempty"` // leader clock when sealed; apply's notion of "now"
+	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Items      []*BatchItem           `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	// The event history apply keeps after this batch (DECISIONS D8): the
+	// leader's settings, carried in the entry so that every validator prunes
+	// the same events whatever its own configuration. 0: the defaults.
+	EventWindowMs int64  `protobuf:"varint,4,opt,name=event_window_ms,json=eventWindowMs,proto3" json:"event_window_ms,omitempty"`
+	EventMax      uint64 `protobuf:"varint,5,opt,name=event_max,json=eventMax,proto3" json:"event_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +805,20 @@ func (x *ProposalBatch) GetItems() []*BatchItem {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *ProposalBatch) GetEventWindowMs() int64 {
+	if x != nil {
+		return x.EventWindowMs
+	}
+	return 0
+}
+
+func (x *ProposalBatch) GetEventMax() uint64 {
+	if x != nil {
+		return x.EventMax
+	}
+	return 0
 }
 
 // Entry is the payload of every normal raft entry the validators propose.
@@ -2411,12 +2430,14 @@ const file_ledger_proto_rawDesc = "" +
 	"\bproposal\x18\x01 \x01(\v2\x1a.contentledger.v1.ProposalR\bproposal\x123\n" +
 	"\apayment\x18\x02 \x01(\v2\x19.contentledger.v1.PaymentR\apayment\x12\x1c\n" +
 	"\trejection\x18\x03 \x01(\tR\trejection\x12\x16\n" +
-	"\x06accept\x18\x04 \x01(\bR\x06accept\"z\n" +
+	"\x06accept\x18\x04 \x01(\bR\x06accept\"\xbf\x01\n" +
 	"\rProposalBatch\x12 \n" +
 	"\fsealed_at_ms\x18\x01 \x01(\x03R\n" +
 	"sealedAtMs\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
-	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\"\xff\x02\n" +
+	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
+	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xff\x02\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +

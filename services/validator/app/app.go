@@ -156,6 +156,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	pcfg.VerifyPayments = cfg.VerifiesPayments()
 	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
 	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
+	pcfg.EventWindow, pcfg.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
 	pcfg.ClassAging, pcfg.MicroBatch, pcfg.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
 	if cfg.Verifiers > 0 {
 		pcfg.Verifiers = cfg.Verifiers
@@ -199,6 +200,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops.register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, now: now}).register(e)
 	newConfigViews(cfg).register(e)
+	streams := newEventStreams(cfg, machine, log.Named("events"))
+	streams.register(e)
 	opsEventViews{nodeID: cfg.NodeID, rec: opsEvents}.register(e)
 	events.register(e, cfg.NodeID)
 
@@ -215,6 +218,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Go(func() { proposals.ingress.run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
 	bg.Go(func() { proposals.commits.run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
+	bg.Go(func() { streams.run(ctx) })
 	bg.Go(func() { newOpsCounterWatch(opsEvents, peers.Stats, db.WriteStalls).run(ctx, time.Second) })
 	if follower != nil {
 		bg.Go(func() { errc <- follower.Run(ctx) })

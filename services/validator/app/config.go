@@ -88,6 +88,17 @@ type Config struct {
 	// MaxPendingMessages is the contract's max_pending_messages.
 	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
 	NoSync             bool `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
+
+	// Event history and streams (DECISIONS D8, contract Limits). Pruning the
+	// history is part of apply: the leader writes its two retention settings
+	// into every batch it seals, and every validator prunes by those. Zero
+	// takes the default.
+	EventsRetention      time.Duration `envconfig:"EVENTS_RETENTION" default:"72h" desc:"event history kept, measured on the leader's batch timestamps; the leader's value applies on every validator; 0: 72h"`
+	EventsRetentionCount uint64        `envconfig:"EVENTS_RETENTION_COUNT" default:"1000000" desc:"most events kept; the leader's value applies on every validator; 0: 1000000"`
+	EventsStreamPerIP    int           `envconfig:"EVENTS_STREAM_PER_IP" default:"10" desc:"concurrent event streams one client address may hold on each stream route; 0: 10"`
+	EventsStreamRate     float64       `envconfig:"EVENTS_STREAM_RATE" default:"1000" desc:"events per second one stream sends at most; faster events wait in its queue; 0: 1000"`
+	EventsStreamQueue    int           `envconfig:"EVENTS_STREAM_QUEUE" default:"4096" desc:"events queued for one stream; on overflow the oldest are dropped and the client gets a dropped event; 0: 4096"`
+	EventsKeepAlive      time.Duration `envconfig:"EVENTS_KEEPALIVE" default:"15s" desc:"interval of the keep-alive comments on an idle event stream; 0: 15s"`
 }
 
 // Validate reports a configuration that cannot run.
@@ -115,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.RatePerIP < 0 || c.RatePerWallet < 0 || c.Verifiers < 0 || c.ClassAging < 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP, RATE_PER_WALLET, VERIFIERS and CLASS_AGING must not be negative"))
+	}
+	if c.EventsRetention < 0 || c.EventsStreamPerIP < 0 || c.EventsStreamRate < 0 || c.EventsStreamQueue < 0 || c.EventsKeepAlive < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_EVENTS_RETENTION, EVENTS_STREAM_PER_IP, EVENTS_STREAM_RATE, EVENTS_STREAM_QUEUE and EVENTS_KEEPALIVE must not be negative"))
 	}
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))

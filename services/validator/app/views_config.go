@@ -70,6 +70,10 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "pipeline", "high", true
 	case "MAX_PENDING", "MAX_BATCH", "MICRO_BATCH", "MICRO_BATCH_BYTES", "VERIFIERS", "CLASS_AGING", "MAX_PENDING_MESSAGES":
 		return "pipeline", "medium", true
+	case "EVENTS_RETENTION", "EVENTS_RETENTION_COUNT": // the leader's values apply to every validator
+		return "events", "high", true
+	case "EVENTS_STREAM_PER_IP", "EVENTS_STREAM_RATE", "EVENTS_STREAM_QUEUE", "EVENTS_KEEPALIVE":
+		return "events", "medium", true
 	}
 	return "", "", false
 }

@@ -113,6 +113,12 @@ type Config struct {
 	MaxPending int
 	// MaxBatch bounds the proposals in one raft entry.
 	MaxBatch int
+	// EventWindow and EventMax are the event history apply keeps (DECISIONS
+	// D8), written into every batch this leader seals so that all
+	// validators prune alike (internal/state, retention.go). Zero: the
+	// state's defaults.
+	EventWindow time.Duration
+	EventMax    uint64
 	// MaxBatchBytes bounds the message bytes in one raft entry; a single
 	// larger proposal still goes alone.
 	MaxBatchBytes int

@@ -40,6 +40,7 @@ type ledger struct {
 	records   map[common.Hash]*ledgerpb.ProposalRecord
 	index     uint64
 	batches   int                              // entries that carried a batch
+	lastBatch *ledgerpb.ProposalBatch          // the newest of them
 	finalized uint64                           // the newest FinalizeEpochs entry's epoch
 	gcEpoch   uint64                           // the newest GcExecute entry's epoch
 	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests
@@ -109,6 +110,7 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		return nil
 	}
 	l.batches++
+	l.lastBatch = e.GetBatch()
 	for _, it := range e.GetBatch().GetItems() {
 		id := common.BytesToHash(it.GetProposal().GetId())
 		prev, ok := l.records[id]
@@ -297,6 +299,27 @@ func TestPaymentOutcomes(t *testing.T) {
 
 // TestConcurrentStatusReads reads statuses while verification changes them;
 // run with -race.
+// TestBatchesCarryEventRetention: the leader writes its event retention
+// into every batch, so that every validator prunes by the same settings.
+func TestBatchesCarryEventRetention(t *testing.T) {
+	key, _ := crypto.GenerateKey()
+	id, tx := common.HexToHash("0x01"), common.HexToHash("0xaa")
+	paid := paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
+		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
+	p, l := startWith(t, paid, nil, nil, func(c *Config) { c.EventWindow, c.EventMax = time.Hour, 7 })
+	if _, _, err := p.Submit(context.Background(), submission(t, key, id, tx, payment.Standard)); err != nil {
+		t.Fatal(err)
+	}
+	if s := final(t, p, id); s.Status != api.StatusCommitted {
+		t.Fatalf("status %+v", s)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.lastBatch; b.GetEventWindowMs() != time.Hour.Milliseconds() || b.GetEventMax() != 7 {
+		t.Fatalf("batch carries window %d ms, max %d", b.GetEventWindowMs(), b.GetEventMax())
+	}
+}
+
 func TestConcurrentStatusReads(t *testing.T) {
 	key, _ := crypto.GenerateKey()
 	paid := paymentsByID{}

@@ -48,7 +48,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	for {
 		if items := p.seal(packing, batches, inflight); len(items) > 0 {
 			n := len(items)
-			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items}
+			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items,
+				EventWindowMs: p.cfg.EventWindow.Milliseconds(), EventMax: p.cfg.EventMax}
 			batches, inflight = batches+1, inflight+n
 			p.sender.record(packing.figures(), inflight, false)
 			p.sender.batches.Store(int64(batches))

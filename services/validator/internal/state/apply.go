@@ -97,7 +97,10 @@ func (a *applier) applyEntry(e *raftpb.Entry) error {
 	}
 	switch op := ent.GetOp().(type) {
 	case *ledgerpb.Entry_Batch:
-		return a.applyBatch(entryContext{index: e.GetIndex(), term: e.GetTerm(), batch: op.Batch})
+		if err := a.applyBatch(entryContext{index: e.GetIndex(), term: e.GetTerm(), batch: op.Batch}); err != nil {
+			return err
+		}
+		return a.pruneEvents(op.Batch)
 	case *ledgerpb.Entry_Finalize:
 		return a.finalize(op.Finalize)
 	case *ledgerpb.Entry_GcExecute:

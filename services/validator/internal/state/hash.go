@@ -17,7 +17,7 @@ package state
 // and conf changes included):
 //
 //	stateHash_0 = 32 zero bytes
-//	stateHash_i = SHA-256("contentledger/state/v5" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
+//	stateHash_i = SHA-256("contentledger/state/v6" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
 //
 // changeDigest_i is SHA-256 over the mutations applying entry i made to
 // replicated state, in the order apply made them, each encoded as
@@ -26,8 +26,8 @@ package state
 //	delete: 'D' ‖ BE32(len(key)) ‖ key
 //
 // or 32 zero bytes when entry i changed nothing. The mutations cover nodes,
-// proposal records, events and the segment (whose own bytes chain the
-// segment hashes); the metadata keys (applied index, state hash, segment
+// proposal records, events (written, and deleted by retention, retention.go)
+// and the segment (whose own bytes chain the segment hashes); the metadata keys (applied index, state hash, segment
 // hash, event sequence) are excluded because they are derived from it. So
 // two validators with equal state hashes at an index made byte-identical
 // writes for every entry up to it, not merely the same content changes.
@@ -44,7 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const stateHashDomain = "contentledger/state/v5"
+const stateHashDomain = "contentledger/state/v6"
 
 // nextStateHash computes stateHash_i from stateHash_{i-1}.
 func nextStateHash(prev [32]byte, index, term uint64, digest [32]byte) [32]byte {

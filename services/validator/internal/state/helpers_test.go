@@ -70,6 +70,8 @@ type testLog struct {
 	next    uint64
 	term    uint64
 	entries []*raftpb.Entry
+	// retention is what the batches carry (zero: the defaults).
+	retention EventRetention
 }
 
 func newLog(t testing.TB) *testLog { return &testLog{t: t, next: 1, term: 1} }
@@ -85,6 +87,7 @@ func (l *testLog) add(typ raftpb.EntryType, data []byte) *raftpb.Entry {
 func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *raftpb.Entry {
 	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{
 		SealedAtMs: sealedAt, Epoch: 1000, Items: items,
+		EventWindowMs: l.retention.Window.Milliseconds(), EventMax: l.retention.MaxEvents,
 	}}})
 	if err != nil {
 		l.t.Fatal(err)

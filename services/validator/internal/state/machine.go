@@ -84,6 +84,7 @@ type meta struct {
 	stateHash   [32]byte
 	segmentHash [32]byte
 	lastEvent   uint64
+	firstEvent  uint64 // oldest kept event; lastEvent+1 when none is kept (retention.go)
 	finalized   uint64 // newest final epoch (FinalizeEpochs)
 	gcEpoch     uint64 // epoch of the last per-epoch GC debt job
 	unfinalized uint64 // committed proposals whose epoch is not final
@@ -140,6 +141,9 @@ func loadMeta(r pebble.Reader) (meta, error) {
 		return meta{}, err
 	}
 	if md.segmentHash, err = getHash(r, []byte(storage.SegmentHashKey)); err != nil {
+		return meta{}, err
+	}
+	if md.firstEvent, err = firstEventID(r, md.lastEvent); err != nil {
 		return meta{}, err
 	}
 	return md, nil
@@ -355,6 +359,15 @@ func (m *Machine) LastEventID() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.meta.lastEvent
+}
+
+// FirstEventID returns the id of the oldest event kept (retention.go), or
+// LastEventID()+1 when none is: resuming after an id below FirstEventID()-1
+// skips events that are gone.
+func (m *Machine) FirstEventID() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.firstEvent
 }
 
 // Changed returns a channel that is closed after the next Apply that

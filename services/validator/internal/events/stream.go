@@ -1,0 +1,284 @@
+package events
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/contentledger/contentledger/pkg/apierror"
+)
+
+// takeBatch is the most queued entries a stream takes at once.
+const takeBatch = 256
+
+// streamHandler serves one stream route.
+type streamHandler struct {
+	hub   *Hub
+	conns *connLimit
+}
+
+// ServeHTTP checks the request, holds one of the client address's
+// connections, then streams until the client leaves or the hub stops.
+func (h *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter, aerr := ParseFilter(q)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	after, resume, aerr := ParseResumePoint(r.Header.Get(headerLastEventID), q)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	ip := clientIP(r)
+	if !h.conns.acquire(ip) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.hub.cfg.Retry/time.Second))))
+		writeError(w, apierror.New(apierror.RateLimited,
+			"at most %d concurrent event streams per client address on this route; close one before opening another", h.conns.max).
+			WithDetail("limit", h.conns.max))
+		return
+	}
+	defer h.conns.release(ip)
+	if !resume {
+		// Without a resumption point the stream starts at new events.
+		after = h.hub.log.LastEventID()
+	}
+
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no") // proxies that buffer responses must not hold events back
+	w.WriteHeader(http.StatusOK)
+	burst := max(1, int(h.hub.cfg.Rate/20)) // 50 ms worth of events
+	st := &stream{
+		hub: h.hub, bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w),
+		lim: rate.NewLimiter(rate.Limit(h.hub.cfg.Rate), burst), sub: newSubscriber(filter, h.hub.cfg.Queue),
+	}
+	if err := st.run(r.Context(), after); err != nil && !errors.Is(err, context.Canceled) {
+		h.hub.logger.Debug("event stream ended", zap.String("client", ip), zap.Error(err))
+	}
+}
+
+// stream is one client's connection.
+type stream struct {
+	hub *Hub
+	bw  *bufio.Writer
+	rc  *http.ResponseController
+	lim *rate.Limiter
+	sub *subscriber
+}
+
+var errHubStopped = errors.New("events: the validator is stopping")
+
+func (st *stream) run(ctx context.Context, cursor uint64) error {
+	cfg := st.hub.cfg
+	if _, err := st.bw.WriteString("retry: " + strconv.FormatInt(cfg.Retry.Milliseconds(), 10) + "\n\n"); err != nil {
+		return err
+	}
+	if err := st.flush(); err != nil {
+		return err
+	}
+	// History first, read from the log by this stream alone, until it is
+	// where the hub is; from then on the hub hands it every new event.
+	for !st.hub.attach(st.sub, cursor) {
+		var err error
+		if cursor, err = st.catchUp(ctx, cursor); err != nil {
+			return err
+		}
+	}
+	defer st.hub.detach(st.sub)
+
+	keepAlive := time.NewTicker(cfg.KeepAlive)
+	defer keepAlive.Stop()
+	buf := make([]item, takeBatch)
+	for {
+		gap, dropped, items := st.sub.take(buf)
+		if gap == nil && dropped.count == 0 && len(items) == 0 {
+			select {
+			case <-st.sub.wake:
+			case <-keepAlive.C:
+				st.armDeadline()
+				if _, err := st.bw.WriteString(": keep-alive\n\n"); err != nil {
+					return err
+				}
+				if err := st.flush(); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-st.hub.done:
+				return errHubStopped
+			}
+			continue
+		}
+		st.armDeadline()
+		if gap != nil {
+			if _, err := st.bw.Write(gap.frame()); err != nil {
+				return err
+			}
+		}
+		if dropped.count > 0 {
+			st.hub.dropped.Add(dropped.count)
+			if _, err := st.bw.Write(dropped.frame()); err != nil {
+				return err
+			}
+		}
+		for i, it := range items {
+			var err error
+			if it.gap != nil {
+				_, err = st.bw.Write(it.gap.frame())
+			} else if err = st.pace(ctx); err == nil {
+				_, err = st.bw.Write(it.f.raw)
+			}
+			items[i] = item{}
+			if err != nil {
+				return err
+			}
+		}
+		if err := st.flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp sends one read of history after cursor and returns the new
+// cursor.
+func (st *stream) catchUp(ctx context.Context, cursor uint64) (uint64, error) {
+	log := st.hub.log
+	changed := log.Changed()
+	gap, evs, err := readAfter(log, cursor, st.hub.cfg.ReadBatch)
+	if err != nil {
+		return cursor, err
+	}
+	if gap != nil {
+		if _, err := st.bw.Write(gap.frame()); err != nil {
+			return cursor, err
+		}
+		cursor = gap.first - 1
+	} else if len(evs) == 0 {
+		// The hub saw events this read did not: they are being applied.
+		select {
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return cursor, ctx.Err()
+		}
+		return cursor, nil
+	}
+	for _, ev := range evs {
+		cursor = ev.GetId()
+		if !st.sub.filter.Match(ev) {
+			continue
+		}
+		f, err := render(ev)
+		if err != nil {
+			return cursor, err
+		}
+		if err := st.pace(ctx); err != nil {
+			return cursor, err
+		}
+		if _, err := st.bw.Write(f.raw); err != nil {
+			return cursor, err
+		}
+	}
+	return cursor, st.flush()
+}
+
+// pace waits for the stream's rate (Config.Rate), sending what is
+// buffered before it waits.
+func (st *stream) pace(ctx context.Context) error {
+	r := st.lim.Reserve()
+	d := r.Delay()
+	if d <= 0 {
+		return nil
+	}
+	if err := st.flush(); err != nil {
+		r.Cancel()
+		return err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		r.Cancel()
+		return ctx.Err()
+	case <-st.hub.done:
+		return errHubStopped
+	}
+}
+
+// flush sends what is buffered. A client that takes nothing for
+// WriteTimeout is cut off, so a stalled connection does not hold a
+// goroutine and a connection slot forever.
+func (st *stream) flush() error {
+	st.armDeadline()
+	if err := st.bw.Flush(); err != nil {
+		return err
+	}
+	if err := st.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// armDeadline gives the writes from now WriteTimeout to complete. Writers
+// without deadlines (tests' recorders) simply have none.
+func (st *stream) armDeadline() {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.hub.cfg.WriteTimeout))
+}
+
+// connLimit counts the open streams of each client address.
+type connLimit struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func (l *connLimit) acquire(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[ip] >= l.max {
+		return false
+	}
+	l.n[ip]++
+	return true
+}
+
+func (l *connLimit) release(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[ip] <= 1 {
+		delete(l.n, ip)
+		return
+	}
+	l.n[ip]--
+}
+
+// clientIP is the connection's address: headers a client sets are not
+// trusted (as the API's rate limits).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// writeError answers the D5 error body.
+func writeError(w http.ResponseWriter, e *apierror.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status())
+	_ = json.NewEncoder(w).Encode(apierror.Body{Error: e})
+}
