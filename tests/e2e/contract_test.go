@@ -31,16 +31,6 @@ import (
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
-// contractGaps are the /ops/v1 routes that answer 502 source_route_missing
-// until the validator source route they name exists: the table "Gaps:
-// routes waiting for a source route" of services/edge/DESIGN.md, which the
-// edge's TestGapsAreDesignTable holds to its code. No other route may answer
-// a 5xx to a well-formed request.
-var contractGaps = map[string]string{
-	"/ops/v1/transactions/summary":         "/v1/transactions/summary",
-	"/ops/v1/transactions/{transactionId}": "/v1/transactions/{transactionId}",
-}
-
 // contractLimits are the query parameters whose errors the contract names
 // (its Limits table); the parameter checks must reach each of them.
 var contractLimits = []string{"/ops/v1/events/recent?limit", "/ops/v1/fragmentation/top?limit"}
@@ -217,6 +207,7 @@ func TestContract(t *testing.T) {
 			"wallet":        {known: []string{lower}},
 			"index":         {known: []string{strconv.FormatUint(status.AppliedIndex, 10)}},
 			"limit":         {known: []string{"2"}},
+			"transactionId": {unknown: ledgerclient.NewProposalID().Hex(), missing: true},
 		}
 		for _, template := range routesOf(docs.Source) {
 			t.Run(template, func(t *testing.T) {
@@ -289,7 +280,6 @@ func TestContract(t *testing.T) {
 // checkEdgeRoute GETs one route of /openapi.yaml through the edge with
 // every value of its parameters and validates each answer.
 func checkEdgeRoute(t *testing.T, base string, docs *openapi.Documents, codes map[string]errorCode, template string, values map[string]paramValues) {
-	gap, isGap := contractGaps[template]
 	for _, r := range requests(t, docs.Edge, template, values, true) {
 		x := call(t, http.MethodGet, base+r.target)
 		if err := conform(docs.Edge, template, r.params, x, r.kind != "malformed"); err != nil {
@@ -297,16 +287,9 @@ func checkEdgeRoute(t *testing.T, base string, docs *openapi.Documents, codes ma
 		}
 		switch {
 		case r.kind == "malformed":
-			// Checked before any gap: a malformed id names nothing.
+			// Checked before any validator is asked: a malformed id names
+			// nothing.
 			expectError(t, codes, x, http.StatusNotFound, "not_found")
-		case isGap:
-			if x.status/100 == 2 {
-				t.Errorf("a documented gap is served (%d): take it out of the gap list", x.status)
-				continue
-			}
-			if e := expectError(t, codes, x, http.StatusBadGateway, "source_route_missing"); e.Error.SourceRoute != gap {
-				t.Errorf("error.sourceRoute %q, want %q: %s", e.Error.SourceRoute, gap, x)
-			}
 		case r.kind == "unknown" && (x.status == http.StatusNotFound || values[r.param].missing):
 			expectError(t, codes, x, http.StatusNotFound, "not_found")
 		case x.status/100 != 2:
@@ -561,10 +544,9 @@ func errorCodes(t *testing.T, doc *openapi3.T) map[string]errorCode {
 type opsError struct {
 	Version string `json:"version"`
 	Error   struct {
-		Code        string `json:"code"`
-		Retryable   bool   `json:"retryable"`
-		Parameter   string `json:"parameter"`
-		SourceRoute string `json:"sourceRoute"`
+		Code      string `json:"code"`
+		Retryable bool   `json:"retryable"`
+		Parameter string `json:"parameter"`
 	} `json:"error"`
 }
 

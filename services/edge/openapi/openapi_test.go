@@ -74,6 +74,8 @@ func TestMarkers(t *testing.T) {
 		"/v1/config/osgi/delta":                     api.ConfigDeltaVersion,
 		"/v1/events/recent":                         api.OpsEventsRecentVersion,
 		"/v1/events/stats":                          api.OpsEventStatsVersion,
+		"/v1/transactions/summary":                  api.TransactionSummaryVersion,
+		"/v1/transactions/{transactionId}":          api.TransactionVersion,
 	}
 	routes := c.Routes()
 	if len(routes) != len(want) {
@@ -132,6 +134,45 @@ func TestCheck(t *testing.T) {
 	}
 	if err := c.Check("/health", 503, []byte(`{"status":"unavailable","checks":{"storage":{"status":"failing","detail":"x"}}}`)); err != nil {
 		t.Errorf("/health's 503: %v", err)
+	}
+}
+
+// TestTransactionAnswers: the transaction routes take what the validator
+// writes, a payment whose proposal it holds no record of included, and
+// refuse a state DECISIONS D6 does not name or a summary missing a state.
+func TestTransactionAnswers(t *testing.T) {
+	_, c := contract(t)
+	const route = "/v1/transactions/{transactionId}"
+	tx := api.Transaction{ContractVersion: api.TransactionVersion, NodeID: 1, TxHash: "0x" + strings.Repeat("ab", 32), State: api.TxConfirmed,
+		Payments: []api.TransactionPayment{{ProposalID: "0x" + strings.Repeat("11", 32), LogIndex: 0, BlockNumber: 5,
+			BlockHash: "0x" + strings.Repeat("05", 32), Confirmations: 2, Payer: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+			Amount: "1000000000000000", Token: "ETH", Class: "STANDARD", State: api.TxConfirmed,
+			History: []api.TransactionStateChange{{State: api.TxObserved, AtMs: 1}, {State: api.TxConfirmed, AtMs: 2}}}},
+		Gaps: []api.Gap{}}
+	good, _ := json.Marshal(tx)
+	if err := c.Check(route, 200, good); err != nil {
+		t.Fatalf("a validator's transaction refused: %v", err)
+	}
+	tx.Payments[0].State = "LOST"
+	if bad, _ := json.Marshal(tx); c.Check(route, 200, bad) == nil {
+		t.Error("a payment state D6 does not name was taken")
+	}
+	if err := c.Check(route, 404, []byte(`{"error":{"code":"not_found","message":"no","retryable":false}}`)); err != nil {
+		t.Errorf("a listed 404: %v", err)
+	}
+
+	summary := api.TransactionSummary{ContractVersion: api.TransactionSummaryVersion, NodeID: 1, ByState: map[string]int{},
+		AppliedIndex: 7, ComputedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Gaps: []api.Gap{{Field: "total", Reason: "MOCK mode"}}}
+	for _, st := range api.TransactionStates() {
+		summary.ByState[st] = 0
+	}
+	good, _ = json.Marshal(summary)
+	if err := c.Check("/v1/transactions/summary", 200, good); err != nil {
+		t.Fatalf("a validator's summary refused: %v", err)
+	}
+	delete(summary.ByState, api.TxMatched)
+	if bad, _ := json.Marshal(summary); c.Check("/v1/transactions/summary", 200, bad) == nil {
+		t.Error("a summary without MATCHED was taken")
 	}
 }
 

@@ -18,14 +18,13 @@ const (
 	CodeInternal          = "internal"
 	CodeSourceUnavailable = "source_unavailable"
 	CodeSourceInvalid     = "source_contract_invalid"
-	CodeSourceMissing     = "source_route_missing"
 )
 
 // codeStatus is the one place that gives a code its status and whether a
 // retry of the same request can succeed: only when the cause can go away
 // by itself (a validator down or electing, a fault of the edge). A wrong
-// token, a malformed parameter, a validator of another contract version or
-// a route no validator serves stay as they are until someone acts.
+// token, a malformed parameter or a validator of another contract version
+// stay as they are until someone acts.
 func codeStatus(code string) (status int, retryable bool) {
 	switch code {
 	case CodeInvalidParameter:
@@ -40,7 +39,7 @@ func codeStatus(code string) (status int, retryable bool) {
 		return http.StatusMethodNotAllowed, false
 	case CodeSourceUnavailable:
 		return http.StatusBadGateway, true
-	case CodeSourceInvalid, CodeSourceMissing:
+	case CodeSourceInvalid:
 		return http.StatusBadGateway, false
 	}
 	return http.StatusInternalServerError, true

@@ -361,6 +361,23 @@ func (f *fake) body(r *http.Request) (int, any) {
 			Total: 1 + 10*f.id, Last24h: 1 + f.id, BySeverity: map[string]uint64{"info": 10 * f.id, "warn": 1, "critical": 0},
 			BySeverity24h: map[string]uint64{"info": f.id, "warn": 1, "critical": 0}, ByType: byType,
 			Capacity: 1000, Retained: int(1 + 10*f.id), Recorded: 1 + 10*f.id, Folded: 0}
+	case p == "/v1/transactions/summary":
+		return http.StatusOK, api.TransactionSummary{ContractVersion: api.TransactionSummaryVersion, NodeID: f.id, Total: 3,
+			ByState:      map[string]int{api.TxObserved: 0, api.TxConfirmed: 1, api.TxMatched: 1, api.TxFinalized: 0, api.TxOrphaned: 1},
+			AppliedIndex: 12, ComputedAt: epoch,
+			Gaps: []api.Gap{{Field: "byState.OBSERVED", Reason: "the chain-watcher publishes a payment once it has its confirmations"}}}
+	case strings.HasPrefix(p, "/v1/transactions/"):
+		if strings.TrimPrefix(p, "/v1/transactions/") != knownTx {
+			return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "no payment of this transaction is observed")}
+		}
+		spentBy := api.StatusCommitted
+		mined := epoch.Add(-30 * time.Second)
+		return http.StatusOK, api.Transaction{ContractVersion: api.TransactionVersion, NodeID: f.id, TxHash: knownTx, State: api.TxMatched,
+			Payments: []api.TransactionPayment{{ProposalID: knownID, LogIndex: 1, BlockNumber: 5, BlockHash: "0x" + strings.Repeat("05", 32),
+				Confirmations: 2, Payer: knownWallet, Amount: "2000000000000000", Token: "ETH", Class: "EXPRESS", State: api.TxMatched,
+				ProposalStatus: &spentBy, History: []api.TransactionStateChange{{State: api.TxObserved, AtMs: mined.UnixMilli()},
+					{State: api.TxConfirmed, AtMs: epoch.UnixMilli()}, {State: api.TxMatched, AtMs: committed.UnixMilli()}}}},
+			Gaps: []api.Gap{{Field: "payments[].confirmations", Reason: "as published by the chain-watcher"}}}
 	case p == "/v1/blockchain/config":
 		return http.StatusOK, api.BlockchainConfig{ContractVersion: "blockchain.config.v1", Mode: "TESTNET", ChainID: 11155111,
 			ContractAddress: "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512", PaymentsVerified: true, RequiredConfirmations: 2,

@@ -98,6 +98,16 @@ func (s *server) explorerProposal(c echo.Context) error {
 	return s.relay(c, at(srcExplorerProposal).with("proposalId", id), false, "no proposal "+id)
 }
 
+// transaction is /ops/v1/transactions/{transactionId}: one payment
+// transaction with its payments' blocks, confirmations, proposals and state
+// history (DECISIONS D6), from the leader, whose applied state decides
+// MATCHED and FINALIZED. The hash is asked in lowercase, so that every
+// spelling of it shares one kept answer.
+func (s *server) transaction(c echo.Context) error {
+	id := strings.ToLower(c.Param("transactionId"))
+	return s.relay(c, at(srcTransaction).with("transactionId", id), true, "no payment of transaction "+id+" is observed")
+}
+
 // explorerWallet is /ops/v1/explorer/wallets/{walletAddress}: the wallet's
 // figures, GC account and first content, from the leader. Validators name
 // wallets in lowercase.

@@ -4,8 +4,8 @@
 //
 // A request is decided in this order, each step before any validator is
 // asked: bearer token (401, 403), route and method (404, 405), parameters
-// (400, 404), a source route that does not exist yet (502); then the
-// sources are read (502 when none answers within its contract).
+// (400, 404); then the sources are read (502 when none answers within its
+// contract).
 package routes
 
 import (
@@ -120,8 +120,8 @@ func (s *server) routes() []route {
 		{"/ops/v1/config/osgi/delta", nil, s.eachConfig(srcConfigDelta, "changed")},
 		{"/ops/v1/events/recent", limitParam(1, eventsLimitMax), s.eventsRecent},
 		{"/ops/v1/events/stats", nil, s.eventsStats},
-		{"/ops/v1/transactions/summary", nil, s.missing("/v1/transactions/summary")},
-		{"/ops/v1/transactions/{transactionId}", hexParam("transactionId", 64), s.missing("/v1/transactions/{transactionId}")},
+		{"/ops/v1/transactions/summary", nil, s.passThrough(at(srcTxSummary))},
+		{"/ops/v1/transactions/{transactionId}", hexParam("transactionId", 64), s.transaction},
 		{"/ops/v1/finality", nil, s.passThrough(at(srcFinality))},
 		{"/ops/v1/tarmk", nil, s.tarmk},
 		{"/ops/v1/tar-chain", nil, s.tarChain},
@@ -262,15 +262,6 @@ func (s *server) handleError(err error, c echo.Context) {
 
 func (s *server) envelope(c echo.Context, data map[string]any) error {
 	return c.JSON(http.StatusOK, ops.NewEnvelope(s.cfg.Now(), s.cfg.ClusterID, data))
-}
-
-// missing answers a view whose source route does not exist yet: a
-// documented gap (DESIGN.md), not an outage, so it is not retryable.
-func (s *server) missing(sourceRoute string) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		return newError(CodeSourceMissing, "this view needs the validator source route %s, which does not exist yet", sourceRoute).
-			with("sourceRoute", sourceRoute)
-	}
 }
 
 func document(yaml []byte) echo.HandlerFunc {

@@ -69,11 +69,14 @@ func TestPathParametersAreCheckedFirst(t *testing.T) {
 	if fc.hits() != 0 {
 		t.Errorf("malformed parameters reached the validators %d times", fc.hits())
 	}
-	// Well formed, the gap is next.
-	status, body := get(t, srv.URL+"/ops/v1/transactions/"+knownTx, "")
-	e := assertError(t, status, http.StatusBadGateway, body, CodeSourceMissing, false)
-	if e["sourceRoute"] != "/v1/transactions/{transactionId}" {
-		t.Errorf("missing source not named: %v", e)
+	// Well formed, an id that names nothing reaches the source, whose 404
+	// is the edge's.
+	status, body := get(t, srv.URL+"/ops/v1/transactions/"+unknownID, "")
+	if e := assertError(t, status, http.StatusNotFound, body, CodeNotFound, false); !strings.Contains(e["message"].(string), unknownID) {
+		t.Errorf("the error does not name the transaction: %v", e)
+	}
+	if fc.hits() == 0 {
+		t.Error("a well-formed transaction id did not reach the validators")
 	}
 }
 
@@ -91,6 +94,97 @@ func TestProposalDetail(t *testing.T) {
 	}
 	status, body := get(t, srv.URL+"/ops/v1/explorer/proposal/"+unknownID, "")
 	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
+}
+
+// TestTransactions: the transaction views are the leader's answers as they
+// are, with the sources; an unknown transaction is 404; a leader down is
+// passed over; an answer of another contract version is never served.
+func TestTransactions(t *testing.T) {
+	fc := newCluster(t, 3)
+	leader, follower := fc.nodes[0], fc.nodes[1]
+	// A follower first: the leader answers all the same.
+	srv := edge(t, auth.Lanes{}, follower.srv.URL, leader.srv.URL)
+	data := getData(t, srv.URL+"/ops/v1/transactions/summary")
+	byState := data["byState"].(map[string]any)
+	if data["contractVersion"] != api.TransactionSummaryVersion || data["nodeId"] != float64(1) || data["total"] != float64(3) ||
+		len(byState) != 5 || byState[api.TxMatched] != float64(1) || byState[api.TxOrphaned] != float64(1) ||
+		len(data["gaps"].([]any)) != 1 {
+		t.Fatalf("summary %v", data)
+	}
+	if by := answeredBy(t, data, srcTxSummary); by != leader.srv.URL {
+		t.Errorf("summary answered by %q, want the leader %s: %v", by, leader.srv.URL, data["sources"])
+	}
+
+	// Any case of the hash; the validator is asked in lowercase.
+	data = getData(t, srv.URL+"/ops/v1/transactions/0x"+strings.ToUpper(knownTx[2:]))
+	payments := data["payments"].([]any)
+	if data["contractVersion"] != api.TransactionVersion || data["txHash"] != knownTx || data["state"] != api.TxMatched ||
+		data["nodeId"] != float64(1) || len(payments) != 1 {
+		t.Fatalf("transaction %v", data)
+	}
+	p := payments[0].(map[string]any)
+	history := p["history"].([]any)
+	if p["proposalId"] != knownID || p["blockNumber"] != float64(5) || p["confirmations"] != float64(2) ||
+		p["proposalStatus"] != api.StatusCommitted || len(history) != 3 || history[2].(map[string]any)["state"] != api.TxMatched {
+		t.Fatalf("payment %v", p)
+	}
+	if by := answeredBy(t, data, "/v1/transactions/"+knownTx); by != leader.srv.URL {
+		t.Errorf("transaction answered by %q, want the leader: %v", by, data["sources"])
+	}
+
+	status, body := get(t, srv.URL+"/ops/v1/transactions/"+unknownID, "")
+	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
+
+	// The leader down: the follower answers, and the sources say so.
+	leader.srv.Close()
+	for path, route := range map[string]string{"/ops/v1/transactions/summary": srcTxSummary,
+		"/ops/v1/transactions/" + knownTx: "/v1/transactions/" + knownTx} {
+		data := getData(t, srv.URL+path)
+		if data["nodeId"] != float64(2) || answeredBy(t, data, route) != follower.srv.URL {
+			t.Fatalf("%s: not the follower's answer: %v", path, data)
+		}
+		failed := false
+		for _, s := range data["sources"].([]any) {
+			s := s.(map[string]any)
+			failed = failed || s["nodeId"] == leader.srv.URL && s["route"] == route && s["ok"] == false
+		}
+		if !failed {
+			t.Errorf("%s: the failed read from the leader is not in the sources: %v", path, data["sources"])
+		}
+	}
+	status, body = get(t, srv.URL+"/ops/v1/transactions/"+unknownID, "")
+	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
+
+	// Another contract version: 502, naming the route and the marker.
+	follower.set(wrongVersion)
+	for _, c := range []struct{ path, source, marker string }{
+		{"/ops/v1/transactions/summary", srcTxSummary, `"transactions.summary.v2"`},
+		{"/ops/v1/transactions/" + knownTx, srcTransaction, `"transactions.detail.v2"`},
+	} {
+		status, body := get(t, srv.URL+c.path, "")
+		e := assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
+		named := false
+		for _, s := range e["sources"].([]any) {
+			reason, _ := s.(map[string]any)["error"].(string)
+			named = named || strings.Contains(reason, c.marker)
+		}
+		if e["sourceRoute"] != c.source || !named {
+			t.Errorf("%s: the error does not name %s and %s: %v", c.path, c.source, c.marker, e)
+		}
+	}
+}
+
+// answeredBy is the validator whose answer to route data is, from its
+// sources.
+func answeredBy(t *testing.T, data map[string]any, route string) string {
+	t.Helper()
+	by := ""
+	for _, s := range data["sources"].([]any) {
+		if s := s.(map[string]any); s["ok"] == true && s["route"] == route {
+			by = s["nodeId"].(string)
+		}
+	}
+	return by
 }
 
 func TestWalletIsAskedInLowercase(t *testing.T) {
@@ -121,9 +215,6 @@ func TestSourceFaults(t *testing.T) {
 		srv := edge(t, auth.Lanes{}, deadURL(t), bad.srv.URL, good.srv.URL, fc.nodes[2].srv.URL)
 		for _, path := range composed {
 			status, body := get(t, srv.URL+example(path), "")
-			if status == http.StatusBadGateway && body["error"].(map[string]any)["code"] == CodeSourceMissing {
-				continue
-			}
 			data := assertEnvelope(t, status, body)
 			raw, _ := json.Marshal(data)
 			if strings.Contains(string(raw), `.v2"`) {
@@ -139,18 +230,16 @@ func TestSourceFaults(t *testing.T) {
 			srv := edge(t, auth.Lanes{}, urls...)
 			for _, path := range composed {
 				status, body := get(t, srv.URL+example(path), "")
-				switch {
-				case path == "/ops/v1/health":
+				if path == "/ops/v1/health" {
 					// /health carries no marker: only garbage is refused.
 					if d := assertEnvelope(t, status, body); f == garbage && (d["status"] != "critical" || d["reachable"] != float64(0)) {
 						t.Errorf("garbage: health %v", d)
 					}
-				case status == http.StatusBadGateway && body["error"].(map[string]any)["code"] == CodeSourceMissing:
-				default:
-					e := assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
-					if e["sourceRoute"] == nil || len(e["sources"].([]any)) == 0 {
-						t.Errorf("%s: the error names no source: %v", path, e)
-					}
+					continue
+				}
+				e := assertError(t, status, http.StatusBadGateway, body, CodeSourceInvalid, false)
+				if e["sourceRoute"] == nil || len(e["sources"].([]any)) == 0 {
+					t.Errorf("%s: the error names no source: %v", path, e)
 				}
 			}
 		}
@@ -159,11 +248,9 @@ func TestSourceFaults(t *testing.T) {
 	srv := edge(t, auth.Lanes{}, deadURL(t), fc.nodes[2].srv.URL)
 	for _, path := range composed {
 		status, body := get(t, srv.URL+example(path), "")
-		switch {
-		case path == "/ops/v1/health":
-			assertEnvelope(t, status, body)
-		case status == http.StatusBadGateway && body["error"].(map[string]any)["code"] == CodeSourceMissing:
-		default:
+		if path == "/ops/v1/health" {
+			assertEnvelope(t, status, body) // it says that none is healthy
+		} else {
 			assertError(t, status, http.StatusBadGateway, body, CodeSourceUnavailable, true)
 		}
 	}

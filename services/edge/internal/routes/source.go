@@ -53,6 +53,8 @@ const (
 	srcConfigDelta      = "/v1/config/osgi/delta"
 	srcEventsRecent     = "/v1/events/recent"
 	srcEventsStats      = "/v1/events/stats"
+	srcTxSummary        = "/v1/transactions/summary"
+	srcTransaction      = "/v1/transactions/{transactionId}"
 )
 
 // consumedSources lists the routes above; a test holds it equal to the
@@ -62,7 +64,7 @@ func consumedSources() []string {
 		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,
 		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain, srcGcStatus, srcGcEstimate,
 		srcCompaction, srcFragmentation, srcFragWallet, srcFragTop, srcStorage, srcRuntime, srcConfig, srcConfigSchema,
-		srcConfigSources, srcConfigCoverage, srcConfigDelta, srcEventsRecent, srcEventsStats}
+		srcConfigSources, srcConfigCoverage, srcConfigDelta, srcEventsRecent, srcEventsStats, srcTxSummary, srcTransaction}
 }
 
 // call is one request to a source route: the route's template in the
