@@ -46,6 +46,15 @@ func TestTransactionStates(t *testing.T) {
 		t.Fatalf("spent payment %+v", p)
 	}
 
+	// The same through the edge, in its envelope.
+	var env struct {
+		Data api.Transaction `json:"data"`
+	}
+	if code := getJSON(t, n.EdgeURL+"/ops/v1/transactions/"+spentTx.Hex(), &env); code != http.StatusOK ||
+		env.Data.State != api.TxMatched || env.Data.TxHash != spentTx.Hex() {
+		t.Fatalf("edge: %d %+v", code, env)
+	}
+
 	harness.Eventually(t, 30*time.Second, func() bool {
 		tx = api.Transaction{}
 		return getJSON(t, n.ValidatorURL+"/v1/transactions/"+unspentTx.Hex(), &tx) == http.StatusOK
