@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/payment"
@@ -33,19 +34,7 @@ func TestReorgAfterCommitIsSignalled(t *testing.T) {
 		t.Fatalf("before the fork: %+v", s)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	receipt, err := n.Chain.Client().TransactionReceipt(ctx, tx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent, err := n.Chain.Client().HeaderByNumber(ctx, new(big.Int).Sub(receipt.BlockNumber, big.NewInt(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Chain.ForkDropping(parent.Hash()); err != nil {
-		t.Fatal(err)
-	}
+	receipt := dropBlockOf(t, n, tx)
 
 	harness.Eventually(t, 30*time.Second, func() bool {
 		var got api.ProposalStatus
@@ -60,4 +49,25 @@ func TestReorgAfterCommitIsSignalled(t *testing.T) {
 		o.BlockNumber != receipt.BlockNumber.Uint64() || common.HexToHash(s.Payment.BlockHash) != receipt.BlockHash {
 		t.Fatalf("status after the reorg: %+v, orphaned %+v", s, o)
 	}
+}
+
+// dropBlockOf reorganizes the chain from the parent of the block holding
+// tx, leaving out the block's transactions, and returns tx's receipt from
+// before the reorg.
+func dropBlockOf(t *testing.T, n *harness.Network, tx common.Hash) *types.Receipt {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	receipt, err := n.Chain.Client().TransactionReceipt(ctx, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := n.Chain.Client().HeaderByNumber(ctx, new(big.Int).Sub(receipt.BlockNumber, big.NewInt(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Chain.ForkDropping(parent.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	return receipt
 }

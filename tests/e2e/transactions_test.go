@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"math/big"
 	"net/http"
 	"slices"
 	"testing"
@@ -80,20 +78,7 @@ func TestTransactionStates(t *testing.T) {
 		t.Fatalf("malformed transaction hash: %d %v", code, missing)
 	}
 
-	// The block holding the spent payment is dropped by a reorg.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	receipt, err := n.Chain.Client().TransactionReceipt(ctx, spentTx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent, err := n.Chain.Client().HeaderByNumber(ctx, new(big.Int).Sub(receipt.BlockNumber, big.NewInt(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Chain.ForkDropping(parent.Hash()); err != nil {
-		t.Fatal(err)
-	}
+	dropBlockOf(t, n, spentTx)
 	harness.Eventually(t, 30*time.Second, func() bool {
 		tx = api.Transaction{}
 		getJSON(t, n.ValidatorURL+"/v1/transactions/"+spentTx.Hex(), &tx)
