@@ -24,13 +24,14 @@ const (
 type Event struct {
 	ID     string `json:"id"` // the sequence number, in decimal
 	Type   string `json:"type"`
-	Action string `json:"action"` // write, delete, ...
+	Action string `json:"action"` // write, delete, debt_executed, leader, finalize, ...
 	Path   string `json:"path"`
 	Wallet string `json:"wallet"` // 0x-prefixed, lowercase
 	// Organization is the wallet's organization the proposal named.
 	Organization string `json:"organization"`
-	// Timestamp is when the leader sealed the batch, in unix milliseconds:
-	// the same on every validator.
+	// Timestamp is the leader's clock written into the entry (when it
+	// sealed the batch or proposed the op), in unix milliseconds: the same
+	// on every validator. 0 for a GC op of a version that did not date it.
 	Timestamp int64 `json:"timestamp"`
 	// CasCID is the binary's CID, on binary events only.
 	CasCID      string `json:"casCid,omitempty"`
@@ -38,6 +39,8 @@ type Event struct {
 	CommitIndex uint64 `json:"commitIndex"`
 	// ContentHash is the keccak256 of the message written, 0x-prefixed.
 	ContentHash string `json:"contentHash,omitempty"`
+	// Epoch is the epoch now final, on consensus finalize events.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // EventOf renders a stored event.
@@ -46,6 +49,7 @@ func EventOf(ev *ledgerpb.Event) Event {
 		ID: strconv.FormatUint(ev.GetId(), 10), Type: ev.GetType(), Action: ev.GetAction(), Path: ev.GetPath(),
 		Wallet: ev.GetWallet(), Organization: ev.GetOrganization(), Timestamp: ev.GetTimestamp(), CasCID: ev.GetCasCid(),
 		ProposalID: ev.GetProposalId(), CommitIndex: ev.GetCommitIndex(), ContentHash: ev.GetContentHash(),
+		Epoch: ev.GetEpoch(),
 	}
 }
 

@@ -832,6 +832,7 @@ type Entry struct {
 	//	*Entry_GcSetLimit
 	//	*Entry_GcPay
 	//	*Entry_PaymentReorg
+	//	*Entry_LeaderElected
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -928,6 +929,15 @@ func (x *Entry) GetPaymentReorg() *PaymentReorg {
 	return nil
 }
 
+func (x *Entry) GetLeaderElected() *LeaderElected {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_LeaderElected); ok {
+			return x.LeaderElected
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -956,6 +966,10 @@ type Entry_PaymentReorg struct {
 	PaymentReorg *PaymentReorg `protobuf:"bytes,6,opt,name=payment_reorg,json=paymentReorg,proto3,oneof"`
 }
 
+type Entry_LeaderElected struct {
+	LeaderElected *LeaderElected `protobuf:"bytes,7,opt,name=leader_elected,json=leaderElected,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -967,6 +981,74 @@ func (*Entry_GcSetLimit) isEntry_Op() {}
 func (*Entry_GcPay) isEntry_Op() {}
 
 func (*Entry_PaymentReorg) isEntry_Op() {}
+
+func (*Entry_LeaderElected) isEntry_Op() {}
+
+// LeaderElected is a leader announcing itself: proposed once per term by the
+// node that leads it. Apply emits a consensus "leader" event for the first
+// announcement of a term above the last one announced, when term is the
+// term of the raft entry carrying it (the leader that appended it); repeats
+// and stale announcements change nothing. Raft's own empty entries cannot
+// serve: consensus also hands the applier entries whose data it removed.
+type LeaderElected struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	AtMs          int64                  `protobuf:"varint,3,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // leader clock when proposed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderElected) Reset() {
+	*x = LeaderElected{}
+	mi := &file_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderElected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderElected) ProtoMessage() {}
+
+func (x *LeaderElected) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
+func (*LeaderElected) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LeaderElected) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *LeaderElected) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *LeaderElected) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
 
 // PaymentReorg says that a chain reorganization took back the ProposalPaid
 // log `retracted` that a proposal's record holds, or may be decided with
@@ -993,7 +1075,7 @@ type PaymentReorg struct {
 
 func (x *PaymentReorg) Reset() {
 	*x = PaymentReorg{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1087,7 @@ func (x *PaymentReorg) String() string {
 func (*PaymentReorg) ProtoMessage() {}
 
 func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1100,7 @@ func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentReorg.ProtoReflect.Descriptor instead.
 func (*PaymentReorg) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PaymentReorg) GetProposalId() []byte {
@@ -1064,7 +1146,7 @@ type PaymentOrphan struct {
 
 func (x *PaymentOrphan) Reset() {
 	*x = PaymentOrphan{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1158,7 @@ func (x *PaymentOrphan) String() string {
 func (*PaymentOrphan) ProtoMessage() {}
 
 func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1171,7 @@ func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentOrphan.ProtoReflect.Descriptor instead.
 func (*PaymentOrphan) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PaymentOrphan) GetBlockNumber() uint64 {
@@ -1152,7 +1234,7 @@ type GcAccount struct {
 
 func (x *GcAccount) Reset() {
 	*x = GcAccount{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1246,7 @@ func (x *GcAccount) String() string {
 func (*GcAccount) ProtoMessage() {}
 
 func (x *GcAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1259,7 @@ func (x *GcAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
 func (*GcAccount) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GcAccount) GetWallet() []byte {
@@ -1245,7 +1327,7 @@ type WalletStats struct {
 
 func (x *WalletStats) Reset() {
 	*x = WalletStats{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1339,7 @@ func (x *WalletStats) String() string {
 func (*WalletStats) ProtoMessage() {}
 
 func (x *WalletStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1352,7 @@ func (x *WalletStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
 func (*WalletStats) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WalletStats) GetWallet() []byte {
@@ -1332,7 +1414,7 @@ type ProposalCounts struct {
 
 func (x *ProposalCounts) Reset() {
 	*x = ProposalCounts{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1426,7 @@ func (x *ProposalCounts) String() string {
 func (*ProposalCounts) ProtoMessage() {}
 
 func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1439,7 @@ func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
 func (*ProposalCounts) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProposalCounts) GetCommitted() uint64 {
@@ -1415,13 +1497,14 @@ type GcExecute struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	AtMs          int64                  `protobuf:"varint,3,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock: the events' timestamp (0 from older versions)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1516,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1529,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -1463,18 +1546,26 @@ func (x *GcExecute) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *GcExecute) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // GcSetLimit sets a wallet's executed-debt limit (0: back to the default).
 type GcSetLimit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Wallet        []byte                 `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
 	LimitMicros   uint64                 `protobuf:"varint,2,opt,name=limit_micros,json=limitMicros,proto3" json:"limit_micros,omitempty"`
+	AtMs          int64                  `protobuf:"varint,3,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock: the events' timestamp (0 from older versions)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1577,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1590,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1516,6 +1607,13 @@ func (x *GcSetLimit) GetLimitMicros() uint64 {
 	return 0
 }
 
+func (x *GcSetLimit) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // GcPay pays a wallet's debt down by amount_micros, executed debt first.
 // tx_hash and log_index name the DebtPaid log that paid (a random tx_hash
 // for a MOCK-mode payment); a log pays once, so one transaction carrying
@@ -1526,13 +1624,14 @@ type GcPay struct {
 	AmountMicros  uint64                 `protobuf:"varint,2,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
 	TxHash        []byte                 `protobuf:"bytes,3,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
 	LogIndex      uint32                 `protobuf:"varint,4,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	AtMs          int64                  `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock: the events' timestamp (0 from older versions)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1643,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1656,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1588,6 +1687,13 @@ func (x *GcPay) GetLogIndex() uint32 {
 	return 0
 }
 
+func (x *GcPay) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // FinalizeEpochs says that every epoch up to and including epoch is final
 // on chain: committed proposals of those epochs become FINALIZED, at at_ms
 // (the leader's clock when it proposed the entry). A leader proposes it when
@@ -1602,7 +1708,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1720,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1733,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -1664,7 +1770,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1782,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1795,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -1760,7 +1866,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1878,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1891,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Property) GetName() string {
@@ -1821,7 +1927,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1939,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1952,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Node) GetPath() string {
@@ -1933,7 +2039,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2051,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2064,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -2020,7 +2126,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2138,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2151,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -2103,7 +2209,7 @@ type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`     // content, delete, binary, wallet, consensus
-	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // write, delete, ...
+	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // write, delete, debt_executed, leader, finalize, ...
 	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
 	Wallet        string                 `protobuf:"bytes,5,opt,name=wallet,proto3" json:"wallet,omitempty"`               // 0x-prefixed, lowercase
 	Timestamp     int64                  `protobuf:"varint,6,opt,name=timestamp,proto3" json:"timestamp,omitempty"`        // unix milliseconds
@@ -2112,13 +2218,14 @@ type Event struct {
 	ProposalId    string                 `protobuf:"bytes,9,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"` // 0x-prefixed
 	CommitIndex   uint64                 `protobuf:"varint,10,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	ContentHash   string                 `protobuf:"bytes,11,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"` // 0x-prefixed keccak256 of the message
+	Epoch         uint64                 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`                               // consensus finalize events: the epoch now final
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2237,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2250,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2223,6 +2330,13 @@ func (x *Event) GetContentHash() string {
 	return ""
 }
 
+func (x *Event) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // EpochUpdate is published on chain.<chainId>.epochs.
 type EpochUpdate struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2238,7 +2352,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2364,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2377,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{21}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -2323,7 +2437,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2449,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2462,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{22}
+	return file_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2437,7 +2551,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
 	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
 	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
-	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xff\x02\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xc9\x03\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -2446,8 +2560,13 @@ const file_ledger_proto_rawDesc = "" +
 	"\fgc_set_limit\x18\x04 \x01(\v2\x1c.contentledger.v1.GcSetLimitH\x00R\n" +
 	"gcSetLimit\x120\n" +
 	"\x06gc_pay\x18\x05 \x01(\v2\x17.contentledger.v1.GcPayH\x00R\x05gcPay\x12E\n" +
-	"\rpayment_reorg\x18\x06 \x01(\v2\x1e.contentledger.v1.PaymentReorgH\x00R\fpaymentReorgB\x04\n" +
-	"\x02op\"\xba\x01\n" +
+	"\rpayment_reorg\x18\x06 \x01(\v2\x1e.contentledger.v1.PaymentReorgH\x00R\fpaymentReorg\x12H\n" +
+	"\x0eleader_elected\x18\a \x01(\v2\x1f.contentledger.v1.LeaderElectedH\x00R\rleaderElectedB\x04\n" +
+	"\x02op\"Q\n" +
+	"\rLeaderElected\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x13\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xba\x01\n" +
 	"\fPaymentReorg\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\fR\n" +
 	"proposalId\x127\n" +
@@ -2488,19 +2607,22 @@ const file_ledger_proto_rawDesc = "" +
 	"\x10payment_orphaned\x18\a \x01(\x04R\x0fpaymentOrphaned\x1aC\n" +
 	"\x15RejectedByReasonEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"9\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"N\n" +
 	"\tGcExecute\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"G\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x13\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\\\n" +
 	"\n" +
 	"GcSetLimit\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12!\n" +
-	"\flimit_micros\x18\x02 \x01(\x04R\vlimitMicros\"z\n" +
+	"\flimit_micros\x18\x02 \x01(\x04R\vlimitMicros\x12\x13\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\x8f\x01\n" +
 	"\x05GcPay\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12#\n" +
 	"\ramount_micros\x18\x02 \x01(\x04R\famountMicros\x12\x17\n" +
 	"\atx_hash\x18\x03 \x01(\fR\x06txHash\x12\x1b\n" +
-	"\tlog_index\x18\x04 \x01(\rR\blogIndex\";\n" +
+	"\tlog_index\x18\x04 \x01(\rR\blogIndex\x12\x13\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\";\n" +
 	"\x0eFinalizeEpochs\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\x86\x03\n" +
@@ -2546,7 +2668,7 @@ const file_ledger_proto_rawDesc = "" +
 	"generation\x12\x1b\n" +
 	"\tprev_hash\x18\x05 \x01(\fR\bprevHash\x12-\n" +
 	"\x03ops\x18\x06 \x03(\v2\x1b.contentledger.v1.SegmentOpR\x03ops\x12!\n" +
-	"\fproposal_ids\x18\a \x03(\fR\vproposalIds\"\xb1\x02\n" +
+	"\fproposal_ids\x18\a \x03(\fR\vproposalIds\"\xc7\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -2560,7 +2682,8 @@ const file_ledger_proto_rawDesc = "" +
 	"proposalId\x12!\n" +
 	"\fcommit_index\x18\n" +
 	" \x01(\x04R\vcommitIndex\x12!\n" +
-	"\fcontent_hash\x18\v \x01(\tR\vcontentHash\"\xce\x01\n" +
+	"\fcontent_hash\x18\v \x01(\tR\vcontentHash\x12\x14\n" +
+	"\x05epoch\x18\f \x01(\x04R\x05epoch\"\xce\x01\n" +
 	"\vEpochUpdate\x12\x19\n" +
 	"\bchain_id\x18\x01 \x01(\x04R\achainId\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\x04R\acurrent\x12\x1c\n" +
@@ -2605,7 +2728,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -2617,24 +2740,25 @@ var file_ledger_proto_goTypes = []any{
 	(*BatchItem)(nil),      // 7: contentledger.v1.BatchItem
 	(*ProposalBatch)(nil),  // 8: contentledger.v1.ProposalBatch
 	(*Entry)(nil),          // 9: contentledger.v1.Entry
-	(*PaymentReorg)(nil),   // 10: contentledger.v1.PaymentReorg
-	(*PaymentOrphan)(nil),  // 11: contentledger.v1.PaymentOrphan
-	(*GcAccount)(nil),      // 12: contentledger.v1.GcAccount
-	(*WalletStats)(nil),    // 13: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil), // 14: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),      // 15: contentledger.v1.GcExecute
-	(*GcSetLimit)(nil),     // 16: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 17: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 18: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 19: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 20: contentledger.v1.Property
-	(*Node)(nil),           // 21: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 22: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 23: contentledger.v1.Segment
-	(*Event)(nil),          // 24: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 25: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 26: contentledger.v1.Member
-	nil,                    // 27: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(*LeaderElected)(nil),  // 10: contentledger.v1.LeaderElected
+	(*PaymentReorg)(nil),   // 11: contentledger.v1.PaymentReorg
+	(*PaymentOrphan)(nil),  // 12: contentledger.v1.PaymentOrphan
+	(*GcAccount)(nil),      // 13: contentledger.v1.GcAccount
+	(*WalletStats)(nil),    // 14: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil), // 15: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),      // 16: contentledger.v1.GcExecute
+	(*GcSetLimit)(nil),     // 17: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 18: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 19: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 20: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 21: contentledger.v1.Property
+	(*Node)(nil),           // 22: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 23: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 24: contentledger.v1.Segment
+	(*Event)(nil),          // 25: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 26: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 27: contentledger.v1.Member
+	nil,                    // 28: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -2645,27 +2769,28 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	18, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	15, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	16, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	17, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	10, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
-	4,  // 13: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
-	4,  // 14: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
-	4,  // 15: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
-	27, // 16: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	6,  // 17: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 18: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 19: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	11, // 20: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
-	20, // 21: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	21, // 22: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	22, // 23: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	19, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	16, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	17, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	18, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	11, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
+	10, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
+	4,  // 14: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	4,  // 15: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	4,  // 16: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	28, // 17: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	6,  // 18: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 19: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 20: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	12, // 21: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	21, // 22: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	22, // 23: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	23, // 24: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -2680,8 +2805,9 @@ func file_ledger_proto_init() {
 		(*Entry_GcSetLimit)(nil),
 		(*Entry_GcPay)(nil),
 		(*Entry_PaymentReorg)(nil),
+		(*Entry_LeaderElected)(nil),
 	}
-	file_ledger_proto_msgTypes[18].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[19].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -2691,7 +2817,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = newLimiter(cfg.RatePerIP)
 	}
-	gc := gcView{node: node, machine: machine, paid: payment.DebtExpectation{ChainID: cfg.ChainID, Contract: contract}}
+	gc := gcView{node: node, machine: machine, paid: payment.DebtExpectation{ChainID: cfg.ChainID, Contract: contract}, now: now}
 	if index != nil { // a nil *Index in the interface would not be nil
 		gc.debts = index
 	}

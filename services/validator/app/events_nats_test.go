@@ -19,8 +19,9 @@ import (
 )
 
 // TestMockValidatorPublishesEventsWhenAsked: a MOCK validator with
-// NATS_EVENTS=on declares LEDGER_EVENTS and publishes each committed write's
-// event once, with its id as Nats-Msg-Id, on ledger.events.<type>.<wallet>;
+// NATS_EVENTS=on declares LEDGER_EVENTS and publishes every event once, with
+// its id as Nats-Msg-Id, on ledger.events.<type>.<wallet>: each committed
+// write's, and its own announcement as leader (ledger.events.consensus._);
 // /v1/events/publisher reports it caught up.
 func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
@@ -50,9 +51,9 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 	waitFor(t, func() bool {
 		st = publisherStatus{}
 		return getJSON(t, base+"/v1/events/publisher", &st) == http.StatusOK && st.Status != nil &&
-			st.Publishing && st.LastEventID == 3 && st.LastPublishedID == 3 && st.Lag == 0
+			st.Publishing && st.LastEventID >= 4 && st.LastPublishedID == st.LastEventID && st.Lag == 0
 	})
-	if !st.Enabled || st.Stream != "LEDGER_EVENTS" || st.NATS != "CONNECTED" || st.Published != 3 {
+	if !st.Enabled || st.Stream != "LEDGER_EVENTS" || st.NATS != "CONNECTED" || st.Published != st.LastEventID {
 		t.Fatalf("publisher status %+v %+v", st, *st.Status)
 	}
 
@@ -72,7 +73,8 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	wallet := strings.ToLower(a.wallet.Hex())
-	for seq := uint64(1); seq <= 3; seq++ {
+	var writes, leaders int
+	for seq := uint64(1); seq <= st.LastEventID; seq++ {
 		m, err := stream.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
@@ -81,11 +83,28 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatal(err)
 		}
-		want := ids[seq-1].Hex()
-		if m.Header.Get(jetstream.MsgIDHeader) != ev.ID || ev.ID != strconv.FormatUint(seq, 10) || ev.ProposalID != want ||
-			m.Subject != "ledger.events.content."+wallet || ev.Wallet != wallet {
-			t.Fatalf("message %d: %s %v %+v", seq, m.Subject, m.Header, ev)
+		if m.Header.Get(jetstream.MsgIDHeader) != ev.ID || ev.ID != strconv.FormatUint(seq, 10) {
+			t.Fatalf("message %d: %v %+v", seq, m.Header, ev)
 		}
+		switch ev.Type {
+		case api.EventContent:
+			if writes >= len(ids) || ev.ProposalID != ids[writes].Hex() || m.Subject != "ledger.events.content."+wallet || ev.Wallet != wallet {
+				t.Fatalf("message %d: %s %+v", seq, m.Subject, ev)
+			}
+			writes++
+		case api.EventConsensus: // the leader's announcement; finality, as the mock epochs pass
+			if m.Subject != "ledger.events.consensus._" || ev.Wallet != "" || ev.Timestamp == 0 {
+				t.Fatalf("message %d: %s %+v", seq, m.Subject, ev)
+			}
+			if ev.Action == "leader" {
+				leaders++
+			}
+		default:
+			t.Fatalf("message %d: %s %+v", seq, m.Subject, ev)
+		}
+	}
+	if writes != len(ids) || leaders != 1 {
+		t.Fatalf("%d write events and %d leader events, want %d and 1", writes, leaders, len(ids))
 	}
 }
 

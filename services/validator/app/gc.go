@@ -30,6 +30,9 @@ type gcView struct {
 	// match them (the configured chain and contract).
 	debts debtIndex
 	paid  payment.DebtExpectation // Wallet is set per call
+	// now dates the entries (their events' timestamp): this validator
+	// proposes them, as a leader dates what it proposes.
+	now func() time.Time
 }
 
 // debtIndex finds the DebtPaid logs observed in a transaction
@@ -56,7 +59,7 @@ func (g gcView) Account(wallet common.Address) (api.GcAccount, error) {
 }
 
 func (g gcView) ExecutePending(ctx context.Context, wallet common.Address) error {
-	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Wallet: wallet[:]}}}},
+	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Wallet: wallet[:], AtMs: g.now().UnixMilli()}}}},
 		func() (bool, error) {
 			acc, err := g.machine.Account(wallet)
 			return acc.GetPendingDebtMicros() == 0, err
@@ -64,7 +67,7 @@ func (g gcView) ExecutePending(ctx context.Context, wallet common.Address) error
 }
 
 func (g gcView) SetLimit(ctx context.Context, wallet common.Address, micros uint64) error {
-	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: wallet[:], LimitMicros: micros}}}},
+	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: wallet[:], LimitMicros: micros, AtMs: g.now().UnixMilli()}}}},
 		func() (bool, error) {
 			acc, err := g.machine.Account(wallet)
 			return acc != nil && acc.GetLimitMicros() == micros, err
@@ -79,7 +82,7 @@ func (g gcView) Pay(ctx context.Context, wallet common.Address, micros uint64) e
 	if _, err := rand.Read(tx[:]); err != nil {
 		return err
 	}
-	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: wallet[:], AmountMicros: micros, TxHash: tx[:]}}}},
+	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: wallet[:], AmountMicros: micros, TxHash: tx[:], AtMs: g.now().UnixMilli()}}}},
 		func() (bool, error) { return g.machine.DebtTxSpent(tx, 0) })
 }
 
@@ -98,8 +101,11 @@ func (g gcView) PayTx(ctx context.Context, wallet common.Address, tx common.Hash
 		return err // nothing due: spent already, the account is the answer
 	}
 	ents := make([]*ledgerpb.Entry, len(due))
+	at := g.now().UnixMilli()
 	for i, d := range due {
-		ents[i] = &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: d.GcPay()}}
+		pay := d.GcPay()
+		pay.AtMs = at
+		ents[i] = &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}}
 	}
 	return g.change(ctx, ents, func() (bool, error) {
 		for _, d := range due {

@@ -23,6 +23,13 @@ type raftView struct{ *consensus.Node }
 
 func (r raftView) IsLeader() bool { return r.Status().Role == consensus.RoleLeader }
 
+// Leading reads the id, the term and the role from one status, so that the
+// term is the one this node leads.
+func (r raftView) Leading() (nodeID, term uint64, ok bool) {
+	st := r.Status()
+	return st.ID, st.Term, st.Role == consensus.RoleLeader
+}
+
 // stateView adapts the state machine to the pipeline and the API, turning
 // state.ErrNotFound into ok=false.
 type stateView struct{ *state.Machine }

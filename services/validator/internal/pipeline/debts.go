@@ -100,7 +100,9 @@ func (p *Pipeline) proposeDebts(ctx context.Context, d *debtPayer) {
 		d.proposed[key] = now
 		p.log.Info("paying a wallet's GC debt from a DebtPaid log", zap.String("wallet", paid.Wallet.Hex()),
 			zap.String("tx", paid.TxHash.Hex()), zap.Uint("log_index", paid.LogIndex), zap.Uint64("micros", paid.Micros()))
-		p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: paid.GcPay()}})
+		pay := paid.GcPay()
+		pay.AtMs = now.UnixMilli()
+		p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}})
 	}
 	// Forget proposals old enough to be proposed again anyway: a log that
 	// left the index (retracted) leaves no entry behind.

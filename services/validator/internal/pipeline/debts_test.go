@@ -46,6 +46,8 @@ func (d *debtLedger) IsLeader() bool {
 	return d.leader.Load()
 }
 
+func (d *debtLedger) Leading() (nodeID, term uint64, ok bool) { return 1, 1, d.leader.Load() }
+
 func (d *debtLedger) Propose(ctx context.Context, data []byte) error {
 	var e ledgerpb.Entry
 	if err := proto.Unmarshal(data, &e); err != nil {

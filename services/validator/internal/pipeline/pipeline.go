@@ -50,6 +50,9 @@ import (
 type Proposer interface {
 	Propose(ctx context.Context, data []byte) error
 	IsLeader() bool
+	// Leading returns this node's raft id and its current term, and
+	// whether it leads that term.
+	Leading() (nodeID, term uint64, ok bool)
 	// LeaderChanged is closed at the next change of leader or role.
 	LeaderChanged() <-chan struct{}
 }
@@ -64,6 +67,9 @@ type Records interface {
 	FinalizedEpoch() uint64
 	// GcEpoch is the epoch of the last per-epoch GC debt job applied.
 	GcEpoch() uint64
+	// LeaderTerm is the newest term a leader announced itself in
+	// (LeaderElected) in the applied state.
+	LeaderTerm() uint64
 	// Account is a wallet's GC debt account, nil when it has none.
 	Account(wallet [20]byte) (*ledgerpb.GcAccount, error)
 	// DebtTxSpent reports whether the DebtPaid log logIndex of transaction

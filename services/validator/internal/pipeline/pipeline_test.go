@@ -43,6 +43,8 @@ type ledger struct {
 	lastBatch *ledgerpb.ProposalBatch          // the newest of them
 	finalized uint64                           // the newest FinalizeEpochs entry's epoch
 	gcEpoch   uint64                           // the newest GcExecute entry's epoch
+	elected   []*ledgerpb.LeaderElected        // the LeaderElected entries proposed
+	announced uint64                           // the newest term announced, as apply keeps it
 	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests
 	observer  func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
 }
@@ -52,6 +54,14 @@ func newLedger() *ledger {
 }
 
 func (l *ledger) IsLeader() bool { return true }
+
+func (l *ledger) Leading() (nodeID, term uint64, ok bool) { return 1, 1, true }
+
+func (l *ledger) LeaderTerm() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.announced
+}
 
 func (l *ledger) LeaderChanged() <-chan struct{} { return nil } // leadership never changes here
 
@@ -90,6 +100,11 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 			l.observer(written)
 		}
 	}()
+	if le := e.GetLeaderElected(); le != nil {
+		l.elected = append(l.elected, le)
+		l.announced = max(l.announced, le.GetTerm())
+		return nil
+	}
 	l.index++
 	if g := e.GetGcExecute(); g != nil {
 		l.gcEpoch = max(l.gcEpoch, g.GetEpoch())

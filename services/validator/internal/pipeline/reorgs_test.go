@@ -56,6 +56,9 @@ func newMachineLedger(t *testing.T) *machineLedger {
 
 func (l *machineLedger) IsLeader() bool                 { return l.leader.Load() }
 func (l *machineLedger) LeaderChanged() <-chan struct{} { return nil }
+func (l *machineLedger) Leading() (nodeID, term uint64, ok bool) {
+	return 1, 1, l.leader.Load() // Propose applies entries in term 1
+}
 
 func (l *machineLedger) Propose(ctx context.Context, data []byte) error {
 	if !l.leader.Load() {
@@ -104,6 +107,7 @@ func (l *machineLedger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error)
 }
 func (l *machineLedger) FinalizedEpoch() uint64                          { return l.m.FinalizedEpoch() }
 func (l *machineLedger) GcEpoch() uint64                                 { return l.m.GcEpoch() }
+func (l *machineLedger) LeaderTerm() uint64                              { return l.m.LeaderTerm() }
 func (l *machineLedger) Account(w [20]byte) (*ledgerpb.GcAccount, error) { return l.m.Account(w) }
 func (l *machineLedger) DebtTxSpent(tx [32]byte, i uint32) (bool, error) {
 	return l.m.DebtTxSpent(tx, i)

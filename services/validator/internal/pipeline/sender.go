@@ -39,6 +39,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wg.Go(func() { p.adopt(ctx) })
 	wg.Go(func() { p.finalize(ctx) })
+	wg.Go(func() { p.announce(ctx) })
 	wg.Go(func() { p.payDebts(ctx) })
 	p.runVerifiers(ctx, &wg)
 	done := make(chan int) // a sent batch's size, once applied
@@ -238,20 +239,59 @@ func (p *Pipeline) finalize(ctx context.Context) {
 			}}})
 		}
 		if epoch := p.epochs.Current(); epoch > p.records.GcEpoch() {
-			p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: epoch}}})
+			p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{
+				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
+			}}})
 		}
 	}
 }
 
-// proposeOp proposes a one-op entry, logging a failure: the caller looks
-// again later.
-func (p *Pipeline) proposeOp(ctx context.Context, ent *ledgerpb.Entry) {
+// announce runs on every validator; when it leads a term that the applied
+// state holds no announcement of, it proposes LeaderElected for it, at once
+// when it becomes leader (the consensus leader event). Raft may lose a
+// proposal, so the announcement is proposed again after CommitTimeout while
+// the state does not hold it; apply takes only the first of a term.
+func (p *Pipeline) announce(ctx context.Context) {
+	tick := time.NewTicker(p.cfg.FinalizeInterval)
+	defer tick.Stop()
+	var (
+		proposed   uint64    // the term last proposed
+		proposedAt time.Time // and when
+	)
+	for {
+		changed := p.raft.LeaderChanged()
+		if node, term, ok := p.raft.Leading(); ok && term > p.records.LeaderTerm() {
+			now := p.cfg.Now()
+			if term != proposed || now.Sub(proposedAt) >= p.cfg.CommitTimeout {
+				if p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_LeaderElected{LeaderElected: &ledgerpb.LeaderElected{
+					NodeId: node, Term: term, AtMs: now.UnixMilli(),
+				}}}) {
+					proposed, proposedAt = term, now
+				}
+			}
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// proposeOp proposes a one-op entry, logging a failure, and reports whether
+// raft took it: the caller looks again later either way.
+func (p *Pipeline) proposeOp(ctx context.Context, ent *ledgerpb.Entry) bool {
 	data, err := proto.Marshal(ent)
 	if err != nil { // cannot happen for a well-formed message
 		p.log.Error("marshalling an entry", zap.Error(err))
-		return
+		return false
 	}
-	if err := p.raft.Propose(ctx, data); err != nil && ctx.Err() == nil {
-		p.log.Warn("proposing an entry failed", zap.Error(err))
+	if err := p.raft.Propose(ctx, data); err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("proposing an entry failed", zap.Error(err))
+		}
+		return false
 	}
+	return true
 }

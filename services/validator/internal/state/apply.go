@@ -21,6 +21,10 @@ package state
 //     when the node carries ledger:cid);
 //   - DELETE removes the node and its subtree and emits a delete event.
 //
+// The other ops emit wallet events (GC debt accounts, gc.go) and consensus
+// events (a leader's announcement, finality), dated by the at_ms the
+// proposer wrote into the op.
+//
 // Everything is read through the indexed batch, so a later item sees the
 // writes of an earlier one in the same entry.
 
@@ -52,11 +56,25 @@ const (
 
 // Event types and actions (DECISIONS D8).
 const (
-	EventTypeContent = "content"
-	EventTypeBinary  = "binary"
-	EventTypeDelete  = "delete"
-	EventActionWrite = "write"
-	EventActionDel   = "delete"
+	EventTypeContent   = "content"
+	EventTypeBinary    = "binary"
+	EventTypeDelete    = "delete"
+	EventTypeWallet    = "wallet"
+	EventTypeConsensus = "consensus"
+	EventActionWrite   = "write"
+	EventActionDel     = "delete"
+
+	// Wallet events: a change of the wallet's GC debt account (gc.go);
+	// /v1/gc/account/{wallet} has the figures.
+	EventActionDebtExecuted    = "debt_executed"
+	EventActionDebtPaid        = "debt_paid"
+	EventActionLimitSet        = "limit_set"
+	EventActionWritesBlocked   = "writes_blocked"
+	EventActionWritesUnblocked = "writes_unblocked"
+
+	// Consensus events.
+	EventActionLeader   = "leader"   // a leader announced itself in a new term
+	EventActionFinalize = "finalize" // an epoch became final (Event.epoch)
 )
 
 // applier holds the state of one Apply call.
@@ -102,15 +120,17 @@ func (a *applier) applyEntry(e *raftpb.Entry) error {
 		}
 		return a.pruneEvents(op.Batch)
 	case *ledgerpb.Entry_Finalize:
-		return a.finalize(op.Finalize)
+		return a.finalize(e.GetIndex(), op.Finalize)
 	case *ledgerpb.Entry_GcExecute:
-		return a.gcExecute(op.GcExecute)
+		return a.gcExecute(e.GetIndex(), op.GcExecute)
 	case *ledgerpb.Entry_GcSetLimit:
-		return a.gcSetLimit(op.GcSetLimit)
+		return a.gcSetLimit(e.GetIndex(), op.GcSetLimit)
 	case *ledgerpb.Entry_GcPay:
-		return a.gcPay(op.GcPay)
+		return a.gcPay(e.GetIndex(), op.GcPay)
 	case *ledgerpb.Entry_PaymentReorg:
 		return a.paymentReorg(op.PaymentReorg)
+	case *ledgerpb.Entry_LeaderElected:
+		return a.leaderElected(e.GetIndex(), e.GetTerm(), op.LeaderElected)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.GetIndex()))
@@ -259,9 +279,10 @@ func (a *applier) count(rec *ledgerpb.ProposalRecord) {
 }
 
 // finalize makes the committed proposals of every epoch up to f.epoch
-// FINALIZED, in key order (epoch, then id). An epoch at or below the state's
-// finalized epoch changes nothing: finality only moves forward.
-func (a *applier) finalize(f *ledgerpb.FinalizeEpochs) error {
+// FINALIZED, in key order (epoch, then id), and emits a consensus finalize
+// event. An epoch at or below the state's finalized epoch changes nothing:
+// finality only moves forward.
+func (a *applier) finalize(index uint64, f *ledgerpb.FinalizeEpochs) error {
 	if f.GetEpoch() <= a.meta.finalized {
 		return nil
 	}
@@ -301,7 +322,22 @@ func (a *applier) finalize(f *ledgerpb.FinalizeEpochs) error {
 		a.meta.counts.Finalized++
 	}
 	a.meta.finalized = f.GetEpoch()
-	return nil
+	ev := opEvent(EventTypeConsensus, EventActionFinalize, nil, index, f.GetAtMs())
+	ev.Epoch = f.GetEpoch()
+	return a.emit(ev)
+}
+
+// leaderElected emits a consensus leader event for the first announcement
+// of a term above the last one announced. The announced term must be the
+// raft term of the entry, the term of the leader that appended it: an
+// announcement that reached the log under another leader is stale. Node id
+// 0 is no raft member.
+func (a *applier) leaderElected(index, entryTerm uint64, op *ledgerpb.LeaderElected) error {
+	if op.GetNodeId() == 0 || op.GetTerm() != entryTerm || op.GetTerm() <= a.meta.leaderTerm {
+		return nil
+	}
+	a.meta.leaderTerm = op.GetTerm()
+	return a.emit(opEvent(EventTypeConsensus, EventActionLeader, nil, index, op.GetAtMs()))
 }
 
 // check returns the rejection reason of an item before anything is written,
@@ -529,6 +565,17 @@ func (a *applier) event(ec entryContext, p *ledgerpb.Proposal, typ, action strin
 		ProposalId:   "0x" + hex.EncodeToString(p.GetId()),
 		CommitIndex:  ec.index,
 	}
+}
+
+// opEvent is an event of an entry that carries no proposal (GC and
+// consensus ops): dated by the op's at_ms, which is 0 in an op of a version
+// that did not date it. wallet may be nil.
+func opEvent(typ, action string, wallet []byte, index uint64, atMs int64) *ledgerpb.Event {
+	ev := &ledgerpb.Event{Type: typ, Action: action, Timestamp: atMs, CommitIndex: index}
+	if len(wallet) > 0 {
+		ev.Wallet = "0x" + hex.EncodeToString(wallet)
+	}
+	return ev
 }
 
 // emit assigns the next event id and stores the event.

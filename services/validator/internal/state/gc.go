@@ -68,8 +68,28 @@ func (a *applier) putAccount(acc *ledgerpb.GcAccount) error {
 	return a.put(storage.AccountKey([20]byte(acc.GetWallet())), acc)
 }
 
+// accountEvents emits the wallet events of a change of acc whose writes were
+// blocked or not before (wasBlocked): action, when not empty, then
+// writes_blocked or writes_unblocked when the change flipped WritesBlocked.
+func (a *applier) accountEvents(acc *ledgerpb.GcAccount, wasBlocked bool, action string, index uint64, atMs int64) error {
+	if action != "" {
+		if err := a.emit(opEvent(EventTypeWallet, action, acc.GetWallet(), index, atMs)); err != nil {
+			return err
+		}
+	}
+	switch blocked := WritesBlocked(acc); {
+	case blocked && !wasBlocked:
+		return a.emit(opEvent(EventTypeWallet, EventActionWritesBlocked, acc.GetWallet(), index, atMs))
+	case !blocked && wasBlocked:
+		return a.emit(opEvent(EventTypeWallet, EventActionWritesUnblocked, acc.GetWallet(), index, atMs))
+	}
+	return nil
+}
+
 // accrue charges a delete of deletedBytes to the wallet's pending debt
-// (in the entry's cache: see flushEntryRecords).
+// (in the entry's cache: see flushEntryRecords). It emits no event: pending
+// debt never blocks writes (WritesBlocked reads executed debt and the
+// limit only), and the delete event already names the wallet.
 func (a *applier) accrue(wallet []byte, deletedBytes uint64) error {
 	acc, err := a.entryAccount(wallet)
 	if err != nil {
@@ -107,16 +127,16 @@ func (a *applier) entryAccount(wallet []byte) (*ledgerpb.GcAccount, error) {
 }
 
 // gcExecute moves pending debt to executed debt: of one wallet, or of every
-// account (the per-epoch job, once per epoch: it records the epoch).
-func (a *applier) gcExecute(op *ledgerpb.GcExecute) error {
+// account (the per-epoch job, once per epoch: it records the epoch). Each
+// account it changes gets a debt_executed event, and writes_blocked when
+// that reached its limit.
+func (a *applier) gcExecute(index uint64, op *ledgerpb.GcExecute) error {
 	if len(op.GetWallet()) == 20 {
 		acc, err := getAccount(a.b, op.GetWallet())
 		if err != nil || acc == nil || acc.GetPendingDebtMicros() == 0 {
 			return err
 		}
-		acc.ExecutedDebtMicros += acc.GetPendingDebtMicros()
-		acc.PendingDebtMicros = 0
-		return a.putAccount(acc)
+		return a.execute(acc, index, op.GetAtMs())
 	}
 	if op.GetEpoch() <= a.meta.gcEpoch {
 		return nil // this epoch's job ran already
@@ -149,30 +169,56 @@ func (a *applier) gcExecute(op *ledgerpb.GcExecute) error {
 		return err
 	}
 	for _, acc := range due { // in key order
-		acc.ExecutedDebtMicros += acc.GetPendingDebtMicros()
-		acc.PendingDebtMicros = 0
-		if err := a.putAccount(acc); err != nil {
+		if err := a.execute(acc, index, op.GetAtMs()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (a *applier) gcSetLimit(op *ledgerpb.GcSetLimit) error {
+// execute moves acc's pending debt to executed debt and stores it.
+func (a *applier) execute(acc *ledgerpb.GcAccount, index uint64, atMs int64) error {
+	was := WritesBlocked(acc)
+	acc.ExecutedDebtMicros += acc.GetPendingDebtMicros()
+	acc.PendingDebtMicros = 0
+	if err := a.putAccount(acc); err != nil {
+		return err
+	}
+	return a.accountEvents(acc, was, EventActionDebtExecuted, index, atMs)
+}
+
+// gcSetLimit sets a wallet's limit. A limit_set event is emitted when the
+// account is new or its limit changes: the API proposes the same change
+// again until it sees it applied, and a repeat says nothing new.
+func (a *applier) gcSetLimit(index uint64, op *ledgerpb.GcSetLimit) error {
 	if len(op.GetWallet()) != 20 {
 		return nil
 	}
-	acc, err := a.account(op.GetWallet())
+	prev, err := getAccount(a.b, op.GetWallet())
 	if err != nil {
 		return err
 	}
+	acc := prev
+	if acc == nil {
+		acc = &ledgerpb.GcAccount{Wallet: append([]byte(nil), op.GetWallet()...)}
+	}
+	was, changed := WritesBlocked(prev), prev == nil || prev.GetLimitMicros() != op.GetLimitMicros()
 	acc.LimitMicros = op.GetLimitMicros()
-	return a.putAccount(acc)
+	if err := a.putAccount(acc); err != nil {
+		return err
+	}
+	action := ""
+	if changed {
+		action = EventActionLimitSet
+	}
+	return a.accountEvents(acc, was, action, index, op.GetAtMs())
 }
 
-// gcPay pays the debt down, executed debt first. A DebtPaid log (tx hash
-// and log index) pays once.
-func (a *applier) gcPay(op *ledgerpb.GcPay) error {
+// gcPay pays the debt down, executed debt first, and emits debt_paid (and
+// writes_unblocked when the executed debt fell below the limit). A DebtPaid
+// log (tx hash and log index) pays once: a repeat changes nothing and emits
+// nothing.
+func (a *applier) gcPay(index uint64, op *ledgerpb.GcPay) error {
 	if len(op.GetWallet()) != 20 || op.GetAmountMicros() == 0 {
 		return nil
 	}
@@ -194,11 +240,15 @@ func (a *applier) gcPay(op *ledgerpb.GcPay) error {
 	if err != nil {
 		return err
 	}
+	was := WritesBlocked(acc)
 	left := op.GetAmountMicros()
 	fromExecuted := min(left, acc.GetExecutedDebtMicros())
 	acc.ExecutedDebtMicros -= fromExecuted
 	left -= fromExecuted
 	acc.PendingDebtMicros -= min(left, acc.GetPendingDebtMicros())
 	acc.PaidMicros += op.GetAmountMicros()
-	return a.putAccount(acc)
+	if err := a.putAccount(acc); err != nil {
+		return err
+	}
+	return a.accountEvents(acc, was, EventActionDebtPaid, index, op.GetAtMs())
 }

@@ -115,6 +115,11 @@ func (l *testLog) finalize(epoch uint64, atMs int64) *raftpb.Entry {
 	return l.add(raftpb.EntryNormal, data)
 }
 
+// leader appends a LeaderElected entry.
+func (l *testLog) leader(node, term uint64, atMs int64) *raftpb.Entry {
+	return l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_LeaderElected{LeaderElected: &ledgerpb.LeaderElected{NodeId: node, Term: term, AtMs: atMs}}})
+}
+
 // reorg appends a PaymentReorg entry for proposal n.
 func (l *testLog) reorg(n int, retracted, replacement *ledgerpb.Payment, atMs int64) *raftpb.Entry {
 	return l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_PaymentReorg{PaymentReorg: &ledgerpb.PaymentReorg{

@@ -87,6 +87,7 @@ type meta struct {
 	firstEvent  uint64 // oldest kept event; lastEvent+1 when none is kept (retention.go)
 	finalized   uint64 // newest final epoch (FinalizeEpochs)
 	gcEpoch     uint64 // epoch of the last per-epoch GC debt job
+	leaderTerm  uint64 // newest term a leader announced itself in (LeaderElected)
 	unfinalized uint64 // committed proposals whose epoch is not final
 	// counts is replaced, never modified, once published: Apply works on
 	// a clone.
@@ -126,6 +127,9 @@ func loadMeta(r pebble.Reader) (meta, error) {
 		return meta{}, err
 	}
 	if md.gcEpoch, err = getUint64(r, []byte(storage.GcEpochKey)); err != nil {
+		return meta{}, err
+	}
+	if md.leaderTerm, err = getUint64(r, []byte(storage.LeaderTermKey)); err != nil {
 		return meta{}, err
 	}
 	if md.unfinalized, err = getUint64(r, []byte(storage.UnfinalizedCountKey)); err != nil {
@@ -239,6 +243,7 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 		{[]byte(storage.EventSeqKey), storage.PutUint64(cur.lastEvent)},
 		{[]byte(storage.FinalizedEpochKey), storage.PutUint64(cur.finalized)},
 		{[]byte(storage.GcEpochKey), storage.PutUint64(cur.gcEpoch)},
+		{[]byte(storage.LeaderTermKey), storage.PutUint64(cur.leaderTerm)},
 		{[]byte(storage.UnfinalizedCountKey), storage.PutUint64(cur.unfinalized)},
 	} {
 		if err := b.Set(kv.key, kv.value, nil); err != nil {
@@ -330,6 +335,14 @@ func (m *Machine) GcEpoch() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.meta.gcEpoch
+}
+
+// LeaderTerm returns the newest term a leader announced itself in with a
+// LeaderElected entry (0 before the first).
+func (m *Machine) LeaderTerm() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.leaderTerm
 }
 
 // Account returns a wallet's GC debt account, nil when it has none.

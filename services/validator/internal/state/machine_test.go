@@ -428,13 +428,17 @@ func scenarioWith(t testing.TB, r EventRetention) *testLog {
 	rej.Rejection = "payment_insufficient"
 	l.batch(2, rej, writeItem(4, alice, "a", `{"x":{}}`), writeItem(1, alice, "dup", `{}`))
 	l.batch(3, deleteItem(5, bob, "b"), writeItem(6, alice, "img", `{"ledger:cid":"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"}`))
-	l.finalize(5, 4)                                                                               // the proposals above carry epoch 0
-	l.batch(5, writeItem(7, alice, "late", `{}`))                                                  // in a final epoch: FINALIZED at once
-	l.finalize(3, 6)                                                                               // behind the state: nothing
-	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1}}}) // starts the schedule
-	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 2}}}) // bob's delete debt
-	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: bob[:], LimitMicros: 50_000}}})
-	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: bob[:], AmountMicros: 30_000, TxHash: pid(0xd1)}}})
+	l.finalize(5, 4)                              // the proposals above carry epoch 0; consensus/finalize
+	l.batch(5, writeItem(7, alice, "late", `{}`)) // in a final epoch: FINALIZED at once
+	l.finalize(3, 6)                              // behind the state: nothing
+	// The first job starts the schedule; the second executes bob's delete
+	// debt (debt_executed).
+	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 1, AtMs: 6}}})
+	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Epoch: 2, AtMs: 6}}})
+	// limit_set, and writes_blocked: bob's executed 0.10 is above 0.05.
+	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: bob[:], LimitMicros: 50_000, AtMs: 6}}})
+	// debt_paid; 0.07 is still above the limit.
+	l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: bob[:], AmountMicros: 30_000, TxHash: pid(0xd1), AtMs: 6}}})
 	// Reorgs (reorg.go). Proposal 8 is committed on a log the chain then
 	// takes back (marked orphaned) and mines again in another block (its
 	// payment replaced, the mark gone). Proposal 9 is accepted, its payment
@@ -452,6 +456,13 @@ func scenarioWith(t testing.TB, r EventRetention) *testLog {
 	decide9 := writeItem(9, alice, "orphan", `{}`)
 	decide9.Payment = minedPayment(9, 0xb9)
 	l.batch(11, decide9)
+	// A new leader announces itself (consensus/leader); a repeat and an
+	// announcement of another term than the entry's change nothing.
+	l.term = 3
+	l.empty()
+	l.leader(2, 3, 12)
+	l.leader(2, 3, 13)
+	l.leader(1, 2, 14)
 	return l
 }
 
@@ -501,7 +512,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	evA, _ := a.EventsSince(0, 0)
 	evB, _ := b.EventsSince(0, 0)
-	if len(evA) != 8 || !slices.EqualFunc(evA, evB, func(x, y *ledgerpb.Event) bool { return proto.Equal(x, y) }) {
+	if len(evA) != 14 || !slices.EqualFunc(evA, evB, func(x, y *ledgerpb.Event) bool { return proto.Equal(x, y) }) {
 		t.Fatalf("events differ: %d vs %d", len(evA), len(evB))
 	}
 
@@ -542,7 +553,7 @@ func TestDeterminism(t *testing.T) {
 // the replicated format: it needs a new state hash version (hash.go) and a
 // coordinated upgrade, not a new constant.
 func TestStateHashGolden(t *testing.T) {
-	const want = "3f9ce12451a9d3edbbb7ea54a4e98d09ebb4f661cbef1c01dddc8ee88ff9607d"
+	const want = "e62e13b368632d8b4d35fed8b2564a20f896211df1122ce3c1d05508239e4b26"
 	m := newMachine(t)
 	mustApply(t, m, scenario(t).entries...)
 	got := m.StateHash()

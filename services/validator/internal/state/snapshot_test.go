@@ -111,7 +111,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 	evA, _ := src.EventsSince(0, 0)
 	evB, _ := dst.EventsSince(0, 0)
-	if len(evA) != 8 || len(evA) != len(evB) {
+	if len(evA) != 14 || len(evA) != len(evB) {
 		t.Fatalf("events: %d vs %d", len(evA), len(evB))
 	}
 	if a, b := segmentChain(t, src), segmentChain(t, dst); len(a) != len(b) {

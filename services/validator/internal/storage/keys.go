@@ -87,6 +87,9 @@ const (
 	FinalizedEpochKey = StatePrefix + "m/finalized"
 	// GcEpochKey holds the epoch of the last per-epoch GC debt job.
 	GcEpochKey = StatePrefix + "m/gcepoch"
+	// LeaderTermKey holds the newest term a leader announced itself in
+	// (LeaderElected), big-endian uint64.
+	LeaderTermKey = StatePrefix + "m/leader"
 	// UnfinalizedCountKey holds the number of unfinalized marks.
 	UnfinalizedCountKey = StatePrefix + "m/unfinal"
 	// ProposalCountsKey holds the ledgerpb.ProposalCounts.
