@@ -2,7 +2,6 @@ package eventpub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
@@ -39,29 +37,36 @@ type Leader interface {
 	LeaderChanged() <-chan struct{}
 }
 
-// JetStream is the part of jetstream.JetStream the publisher uses. Its
-// asynchronous publications must time out (NewJetStream), or an ack lost
-// with its connection would stall the publisher.
+// JetStream is the part of jetstream.JetStream the publisher uses: the
+// messages of a batch go out on its connection, the last one as a JetStream
+// publication that waits for the batch's ack.
 type JetStream interface {
 	StreamManager
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
-	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+	Conn() *nats.Conn
+	PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
-// AckTimeout bounds the wait for one asynchronous publication's ack.
+// AckTimeout bounds the wait for a batch's ack.
 const AckTimeout = 10 * time.Second
 
 // NewJetStream returns the JetStream context the publisher needs on nc.
 func NewJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
-	return jetstream.New(nc, jetstream.WithPublishAsyncTimeout(AckTimeout))
+	return jetstream.New(nc)
 }
 
 // Config tunes a Publisher. Zero fields take the defaults.
 type Config struct {
 	Stream StreamConfig
-	// Window is how many publications may wait for their ack at once
-	// (default 256).
+	// Window is the most events published as one atomic batch, the only
+	// publication waiting for its ack (default 256, at most MaxBatch).
 	Window int
+	// Linger is how long a batch that is not full waits for more events
+	// before it goes (default 20ms; negative: it goes at once). Each batch
+	// costs the server a staging store and a sync whatever its size, so a
+	// short wait makes publication far cheaper at a steady rate, for that
+	// much more latency.
+	Linger time.Duration
 	// Poll is how often the log is read when no change is signalled, in
 	// case a signal is missed (default 1s).
 	Poll time.Duration
@@ -76,6 +81,10 @@ func (c Config) withDefaults() Config {
 	c.Stream = c.Stream.WithDefaults()
 	if c.Window <= 0 {
 		c.Window = 256
+	}
+	c.Window = min(c.Window, MaxBatch)
+	if c.Linger == 0 {
+		c.Linger = 20 * time.Millisecond
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second
@@ -127,10 +136,14 @@ type Status struct {
 	LastEventID uint64 `json:"lastEventId"`
 	// Lag is LastEventID - LastPublishedID while Publishing, else 0.
 	Lag uint64 `json:"lag"`
-	// Published and Duplicates count the acks this validator received:
-	// stored, or already held by the stream.
+	// Published counts the events this validator had stored. Duplicates
+	// counts its batches refused because the stream already held one of
+	// their events (another leader published them first).
 	Published  uint64 `json:"published"`
 	Duplicates uint64 `json:"duplicates"`
+	// Batches counts the atomic batches this validator had stored;
+	// Published/Batches is their mean size.
+	Batches uint64 `json:"batches"`
 	// Resumptions counts the times the position was read from the stream:
 	// at each takeover and after each failure.
 	Resumptions uint64 `json:"resumptions"`
@@ -292,63 +305,34 @@ func lastEvent(ctx context.Context, stream jetstream.Stream) (position, bool, er
 	return pos, false, nil
 }
 
-// inflight is a publication waiting for its ack.
-type inflight struct {
-	id  uint64
-	ack jetstream.PubAckFuture
-}
-
 // publish resumes from the stream's position and publishes every event
 // after it, in order, until ctx ends or a publication fails. progressed
 // tells whether any event was acknowledged.
 //
-// Each message states what the stream must end with for it to be stored:
-// the first one the stream's last sequence as read, every later one the id
-// of the event before it. A message that is lost or refused therefore makes
-// every later one fail too, instead of leaving a gap or reordering the
-// stream, and a message of an earlier attempt that arrives late is only
-// stored if it is exactly the next event.
+// The events go as atomic batches, one at a time: the server stores a
+// batch whole or not at all, and only when the stream's last sequence is
+// the one its first message expects, which is where the previous batch
+// ended (or the stream's end as read at the start of the attempt). A batch
+// that is lost, cut short or refused therefore leaves the stream as it was,
+// and a batch that arrives late is stored only if nothing was stored since
+// its publisher last looked (DESIGN.md).
 func (p *Publisher) publish(ctx context.Context) (progressed bool, err error) {
 	pos, err := p.resume(ctx)
 	if err != nil {
 		return false, err
 	}
-	sent := pos.after
-	var queue []inflight
+	b, err := newBatcher(p.js, p.cfg.Stream.Name)
+	if err != nil {
+		return false, err
+	}
+	lingered := false // the events read have waited Linger
 	for {
 		wake := p.wake()
-		if room := p.cfg.Window - len(queue); room > 0 {
-			evs, err := p.src.EventsSince(sent, room)
-			if err != nil {
-				return progressed, fmt.Errorf("eventpub: read events after %d: %w", sent, err)
-			}
-			for _, ev := range evs {
-				if ev.GetId() <= sent {
-					return progressed, fmt.Errorf("eventpub: event log returned %d after %d", ev.GetId(), sent)
-				}
-				if missing := ev.GetId() - sent - 1; missing > 0 {
-					p.update(func(st *Status) { st.Skipped += missing })
-					p.log.Error("events left the log before they were published; they are missing from the stream",
-						zap.Uint64("from", sent+1), zap.Uint64("to", ev.GetId()-1))
-				}
-				expect := jetstream.WithExpectLastMsgID(MsgID(sent))
-				if sent == pos.after { // the first message of this attempt
-					expect = jetstream.WithExpectLastSequence(pos.lastSeq)
-				}
-				msg, err := message(ev)
-				if err != nil {
-					return progressed, err
-				}
-				ack, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(MsgID(ev.GetId())),
-					jetstream.WithExpectStream(p.cfg.Stream.Name), expect)
-				if err != nil {
-					return progressed, fmt.Errorf("eventpub: publish event %d: %w", ev.GetId(), err)
-				}
-				queue = append(queue, inflight{id: ev.GetId(), ack: ack})
-				sent = ev.GetId()
-			}
+		evs, err := p.src.EventsSince(pos.after, p.cfg.Window)
+		if err != nil {
+			return progressed, fmt.Errorf("eventpub: read events after %d: %w", pos.after, err)
 		}
-		if len(queue) == 0 {
+		if len(evs) == 0 {
 			select {
 			case <-wake:
 			case <-time.After(p.cfg.Poll):
@@ -357,55 +341,64 @@ func (p *Publisher) publish(ctx context.Context) (progressed bool, err error) {
 			}
 			continue
 		}
-		// Wait for the oldest ack, then take the ones already in, so that
-		// the log is read once per burst of acks rather than once per ack.
-		for wait := true; len(queue) > 0; wait = false {
-			took, err := p.takeAck(ctx, queue[0], wait)
-			if err != nil {
-				return progressed, err
+		if len(evs) < p.cfg.Window && p.cfg.Linger > 0 && !lingered {
+			lingered = true
+			select {
+			case <-time.After(p.cfg.Linger):
+			case <-ctx.Done():
+				return progressed, ctx.Err()
 			}
-			if !took {
-				break
-			}
-			progressed = true
-			queue = queue[1:]
+			continue
 		}
+		lingered = false
+		if err := p.checkOrder(pos.after, evs); err != nil {
+			return progressed, err
+		}
+		actx, cancel := context.WithTimeout(ctx, AckTimeout)
+		ack, err := b.publish(actx, evs, pos.lastSeq)
+		cancel()
+		if err != nil {
+			if isDuplicate(err) {
+				p.update(func(st *Status) { st.Duplicates++ })
+			}
+			return progressed, err
+		}
+		last := evs[len(evs)-1].GetId()
+		if ack.Stream != p.cfg.Stream.Name {
+			return progressed, fmt.Errorf("%w: events %d to %d in %s, want %s", ErrWrongStream, evs[0].GetId(), last, ack.Stream, p.cfg.Stream.Name)
+		}
+		if want := pos.lastSeq + uint64(len(evs)); ack.Sequence != want {
+			// Not the batch's place: the stream cannot be trusted to end
+			// where this attempt believes, so it reads it again.
+			return progressed, fmt.Errorf("eventpub: events %d to %d acknowledged up to sequence %d, want %d", evs[0].GetId(), last, ack.Sequence, want)
+		}
+		progressed = true
+		pos = position{after: last, lastSeq: ack.Sequence}
+		p.update(func(st *Status) {
+			st.LastPublishedID = last
+			st.Published += uint64(len(evs))
+			st.Batches++
+		})
 	}
 }
 
-// takeAck takes the ack of head, waiting for it when wait is set; took is
-// false when it has not come (without wait) or the publication failed.
-func (p *Publisher) takeAck(ctx context.Context, head inflight, wait bool) (took bool, err error) {
-	var ack *jetstream.PubAck
-	if wait {
-		select {
-		case ack = <-head.ack.Ok():
-		case err := <-head.ack.Err():
-			return false, fmt.Errorf("eventpub: event %d: %w", head.id, err)
-		case <-ctx.Done():
-			return false, ctx.Err()
+// checkOrder verifies that evs follow after in increasing id order, and
+// reports the events retention removed before they were published.
+func (p *Publisher) checkOrder(after uint64, evs []*ledgerpb.Event) error {
+	prev := after
+	for _, ev := range evs {
+		id := ev.GetId()
+		if id <= prev {
+			return fmt.Errorf("eventpub: event log returned %d after %d", id, prev)
 		}
-	} else {
-		select {
-		case ack = <-head.ack.Ok():
-		case err := <-head.ack.Err():
-			return false, fmt.Errorf("eventpub: event %d: %w", head.id, err)
-		default:
-			return false, nil
+		if missing := id - prev - 1; missing > 0 {
+			p.update(func(st *Status) { st.Skipped += missing })
+			p.log.Error("events left the log before they were published; they are missing from the stream",
+				zap.Uint64("from", prev+1), zap.Uint64("to", id-1))
 		}
+		prev = id
 	}
-	if ack.Stream != p.cfg.Stream.Name {
-		return false, fmt.Errorf("%w: event %d in %s, want %s", ErrWrongStream, head.id, ack.Stream, p.cfg.Stream.Name)
-	}
-	p.update(func(st *Status) {
-		st.LastPublishedID = head.id
-		if ack.Duplicate {
-			st.Duplicates++
-		} else {
-			st.Published++
-		}
-	})
-	return true, nil
+	return nil
 }
 
 func (p *Publisher) wake() <-chan struct{} {
@@ -413,15 +406,6 @@ func (p *Publisher) wake() <-chan struct{} {
 		return nil
 	}
 	return p.changes()
-}
-
-// message is the NATS message of ev: its subject and the api.Event JSON.
-func message(ev *ledgerpb.Event) (*nats.Msg, error) {
-	data, err := json.Marshal(api.EventOf(ev))
-	if err != nil {
-		return nil, fmt.Errorf("eventpub: encode event %d: %w", ev.GetId(), err)
-	}
-	return &nats.Msg{Subject: Subject(ev), Data: data, Header: nats.Header{}}, nil
 }
 
 func (p *Publisher) update(fn func(*Status)) {

@@ -24,7 +24,7 @@ import (
 
 // startNATS runs an embedded JetStream server for the test, with file
 // storage synced on every write as production runs it.
-func startNATS(t *testing.T) *server.Server {
+func startNATS(t testing.TB) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
 		SyncAlways: true, NoSigs: true, NoLog: true})
@@ -41,7 +41,7 @@ func startNATS(t *testing.T) *server.Server {
 }
 
 // connect opens a connection and the publisher's JetStream context on it.
-func connect(t *testing.T, s *server.Server) jetstream.JetStream {
+func connect(t testing.TB, s *server.Server) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
@@ -496,7 +496,7 @@ func TestEnsureStreamIsIdempotentAndUndoesHandEdits(t *testing.T) {
 		c := s.CachedInfo().Config
 		if c.Name != "LEDGER_EVENTS" || c.Storage != jetstream.FileStorage || c.Duplicates != time.Minute || c.MaxMsgs != 1000 ||
 			c.MaxBytes != eventpub.DefaultMaxBytes || c.MaxAge != 0 || c.Retention != jetstream.LimitsPolicy ||
-			!slices.Equal(c.Subjects, []string{"ledger.events.>"}) || c.Discard != jetstream.DiscardOld {
+			!slices.Equal(c.Subjects, []string{"ledger.events.>"}) || c.Discard != jetstream.DiscardOld || !c.AllowAtomicPublish {
 			t.Fatalf("declaration %d: %+v", i, c)
 		}
 	}
@@ -505,12 +505,12 @@ func TestEnsureStreamIsIdempotentAndUndoesHandEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	edited := s.CachedInfo().Config
-	edited.MaxAge, edited.MaxMsgs = time.Hour, 10
+	edited.MaxAge, edited.MaxMsgs, edited.AllowAtomicPublish = time.Hour, 10, false
 	if _, err := js.UpdateStream(ctx, edited); err != nil {
 		t.Fatal(err)
 	}
 	back, err := eventpub.EnsureStream(ctx, js, cfg)
-	if err != nil || back.CachedInfo().Config.MaxAge != 0 || back.CachedInfo().Config.MaxMsgs != 1000 {
+	if err != nil || back.CachedInfo().Config.MaxAge != 0 || back.CachedInfo().Config.MaxMsgs != 1000 || !back.CachedInfo().Config.AllowAtomicPublish {
 		t.Fatalf("after a hand edit: %v", err)
 	}
 	if _, err := eventpub.EnsureStream(ctx, js, eventpub.StreamConfig{MaxMsgs: -2}); err == nil {

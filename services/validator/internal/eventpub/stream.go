@@ -95,7 +95,8 @@ type StreamManager interface {
 // a new leader learns how far publication went, and an age limit would
 // remove it after a quiet spell. Durability: file storage, and the default
 // persist mode where the ack follows the write (a stream found in async
-// mode is refused). JetStream has no per-stream fsync setting: acknowledged
+// mode is refused). Atomic batch publication is enabled: the publisher
+// relies on it. JetStream has no per-stream fsync setting: acknowledged
 // events survive a machine crash only when the server runs with
 // sync_interval: always (DESIGN.md).
 func EnsureStream(ctx context.Context, js StreamManager, cfg StreamConfig) (jetstream.Stream, error) {
@@ -119,6 +120,8 @@ func EnsureStream(ctx context.Context, js StreamManager, cfg StreamConfig) (jets
 		Replicas:          max(cfg.Replicas, 1),
 		Duplicates:        cfg.Duplicates,
 		PersistMode:       jetstream.DefaultPersistMode,
+		// The publisher writes atomic batches: all of a batch or none of it.
+		AllowAtomicPublish: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("eventpub: declare stream %s: %w", cfg.Name, err)
@@ -126,6 +129,11 @@ func EnsureStream(ctx context.Context, js StreamManager, cfg StreamConfig) (jets
 	if s.CachedInfo().Config.PersistMode == jetstream.AsyncPersistMode {
 		// The persist mode of an existing stream cannot be changed.
 		return nil, fmt.Errorf("eventpub: stream %s uses async persistence; acknowledged events could be lost", cfg.Name)
+	}
+	if !s.CachedInfo().Config.AllowAtomicPublish {
+		// A server before 2.12 ignores the setting, and would store the
+		// messages of a batch one by one.
+		return nil, fmt.Errorf("eventpub: stream %s does not take atomic batches (nats-server 2.12 or later is required)", cfg.Name)
 	}
 	return s, nil
 }
