@@ -61,13 +61,15 @@ type browserReport struct {
 }
 
 // sseProxy forwards the event stream to a validator and ends the first
-// connection after cutAfter events: a server-side disconnect. It records
-// the Last-Event-ID each connection carried.
+// connection after cutAfter content events: a server-side disconnect. It
+// records the Last-Event-ID each connection carried, and the id of the last
+// event the first connection forwarded.
 type sseProxy struct {
 	upstream string
 	cutAfter int
 	mu       sync.Mutex
 	resumes  []string
+	cutAt    string
 }
 
 func (p *sseProxy) connections() []string {
@@ -101,7 +103,9 @@ func (p *sseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	flusher := w.(http.Flusher)
 	sc := bufio.NewScanner(resp.Body)
-	events, sawID := 0, false
+	// The log also holds events the page does not listen to (consensus):
+	// only content events count towards the cut.
+	contents, id, content := 0, "", false
 	for sc.Scan() {
 		line := sc.Text()
 		if _, err := w.Write([]byte(line + "\n")); err != nil {
@@ -109,16 +113,21 @@ func (p *sseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case strings.HasPrefix(line, "id:"):
-			sawID = true
+			id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case line == "event: "+api.EventContent:
+			content = true
 		case line == "":
 			flusher.Flush()
-			if sawID {
-				events++
-				if conn == 0 && events == p.cutAfter {
+			if content {
+				contents++
+				if conn == 0 && contents == p.cutAfter {
+					p.mu.Lock()
+					p.cutAt = id
+					p.mu.Unlock()
 					return // the server ends the stream
 				}
 			}
-			sawID = false
+			content = false
 		}
 	}
 }
@@ -198,8 +207,11 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	// The first connection is cut after the history; the browser comes
 	// back by itself, resuming after the last event it received.
 	harness.Eventually(t, 60*time.Second, func() bool { return len(proxy.connections()) >= 2 })
-	if conns := proxy.connections(); conns[0] != "" || conns[1] != strconv.Itoa(before) {
-		t.Fatalf("Last-Event-ID of the connections: %q, want none then %d", conns, before)
+	proxy.mu.Lock()
+	cutAt := proxy.cutAt
+	proxy.mu.Unlock()
+	if conns := proxy.connections(); conns[0] != "" || cutAt == "" || conns[1] != cutAt {
+		t.Fatalf("Last-Event-ID of the connections: %q, want none then %q, the last event before the cut", conns, cutAt)
 	}
 	for i := range after {
 		id, _ := c.write(n, fmt.Sprintf(`{"title":"after %d"}`, i))
@@ -216,14 +228,17 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 		t.Errorf("the EventSource opened %d times, want 2 (a reconnection)", rep.Opens)
 	}
 	var got []string
+	var last uint64
 	for i, m := range rep.Received {
 		var ev api.Event
 		if err := json.Unmarshal(m.Data, &ev); err != nil || m.Name != api.EventContent {
 			t.Fatalf("message %d: %s %s", i, m.Name, m.Data)
 		}
-		if want := strconv.Itoa(i + 1); m.LastEventID != want || ev.ID != want {
-			t.Fatalf("message %d: lastEventId %q, id %q, want %s", i, m.LastEventID, ev.ID, want)
+		id, err := strconv.ParseUint(ev.ID, 10, 64)
+		if err != nil || m.LastEventID != ev.ID || id <= last {
+			t.Fatalf("message %d: lastEventId %q, id %q after %d", i, m.LastEventID, ev.ID, last)
 		}
+		last = id
 		got = append(got, ev.ProposalID)
 	}
 	if !slices.Equal(got, written) {
