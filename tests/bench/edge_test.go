@@ -10,13 +10,18 @@ package bench
 // its own edge_upstream_requests_total counts them: with the cache and
 // request coalescing they follow the routes and OPS_CACHE_TTL, not the
 // number of clients (compare clients=100 with clients=1000).
-// BENCH_EDGE_CLIENTS overrides the client counts (default 100,1000).
+// BENCH_EDGE_CLIENTS overrides the client counts (default 100,1000);
+// BENCH_EDGE_BIN runs a prebuilt edge instead of building this tree's
+// (another build to compare); BENCH_PROFILE=dir writes a CPU profile of the
+// edge per run into dir (BENCH_PROFILE_SECONDS long, default 3).
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,8 +42,12 @@ var (
 	edgeBuildErr  error
 )
 
-// buildEdge builds the edge next to the validator build.
+// buildEdge builds the edge next to the validator build, or returns
+// $BENCH_EDGE_BIN when set.
 func buildEdge() (string, error) {
+	if bin := os.Getenv("BENCH_EDGE_BIN"); bin != "" {
+		return bin, nil
+	}
 	edgeBuildOnce.Do(func() {
 		var dir string
 		if dir, edgeBuildErr = os.MkdirTemp("", "contentledger-bench-edge-"); edgeBuildErr != nil {
@@ -64,10 +73,18 @@ func BenchmarkEdge(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	if os.Getenv("BENCH_EDGE_BIN") == "" {
+		b.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	}
 	addr, err := harness.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
+	}
+	var debug string // the edge's /debug/pprof, when profiling
+	if profileDir() != "" {
+		if debug, err = harness.FreeAddr(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var urls []string
 	for _, n := range cluster.nodes {
@@ -81,6 +98,7 @@ func BenchmarkEdge(b *testing.B) {
 		"OPS_CACHE_TTL=500ms",
 		"OPS_LEADER_REFRESH=1s",
 		"OPS_VALIDATOR_CONCURRENCY=16",
+		"OPS_DEBUG_ADDR=" + debug,
 	}, filepath.Join(dir, "edge.log"))
 	if err != nil {
 		b.Fatal(err)
@@ -96,7 +114,7 @@ func BenchmarkEdge(b *testing.B) {
 	for _, route := range []string{"overview", "queue"} {
 		for _, n := range edgeClients(b) {
 			b.Run(fmt.Sprintf("route=%s/clients=%d", route, n), func(b *testing.B) {
-				edgeLoad(b, client, base, "/ops/v1/"+route, n)
+				edgeLoad(b, client, base, "/ops/v1/"+route, n, debug)
 			})
 		}
 	}
@@ -151,12 +169,15 @@ func edgeGet(ctx context.Context, client *http.Client, url string) (int, error) 
 	return resp.StatusCode, err
 }
 
-// edgeLoad asks path b.N times from clients closed-loop clients.
-func edgeLoad(b *testing.B, client *http.Client, base, path string, clients int) {
+// edgeLoad asks path b.N times from clients closed-loop clients; with
+// debug set, it profiles the edge meanwhile.
+func edgeLoad(b *testing.B, client *http.Client, base, path string, clients int, debug string) {
 	upstream0, err := upstreamCalls(client, base)
 	if err != nil {
 		b.Fatal(err)
 	}
+	profiled := startEdgeProfile(b, debug, strings.ReplaceAll(strings.TrimPrefix(path, "/ops/v1/"), "/", "-"), clients)
+	defer profiled()
 	latencies, elapsed := closedLoop(b, clients, func(int) error {
 		status, err := edgeGet(context.Background(), client, base+path)
 		if err == nil && status != http.StatusOK {
@@ -203,4 +224,38 @@ func upstreamCalls(client *http.Client, base string) (float64, error) {
 		sum += v
 	}
 	return sum, sc.Err()
+}
+
+// startEdgeProfile captures a CPU profile of the edge into the BENCH_PROFILE
+// directory, named after the route and the client count; the returned
+// function waits for it.
+func startEdgeProfile(b *testing.B, debug, route string, clients int) (wait func()) {
+	dir := profileDir()
+	if debug == "" || dir == "" || b.N < 100 { // the calibration runs are too short
+		return func() {}
+	}
+	seconds := 3
+	if s := os.Getenv("BENCH_PROFILE_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("BENCH_PROFILE_SECONDS=%q is not a positive integer", s)
+		}
+		seconds = n
+	}
+	prefix := filepath.Join(dir, fmt.Sprintf("route=%s-clients=%d-n=%d", route, clients, b.N))
+	// -count N repeats a run with the same name: number the repeats.
+	for run := 2; ; run++ {
+		if _, err := os.Stat(prefix + "-edge.pprof"); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		prefix = filepath.Join(dir, fmt.Sprintf("route=%s-clients=%d-n=%d-run%d", route, clients, b.N, run))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fetchProfile(context.Background(), debug, "profile", time.Duration(seconds)*time.Second, prefix+"-edge.pprof"); err != nil {
+			b.Logf("profile of the edge: %v", err)
+		}
+	}()
+	return func() { <-done }
 }

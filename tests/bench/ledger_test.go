@@ -275,7 +275,13 @@ func (c *ledgerCluster) profile(ctx context.Context, d time.Duration, prefix str
 // profile fetches /debug/pprof/<kind> (profile or trace over d; heap now,
 // when d is 0) into file.
 func (n *ledgerNode) profile(ctx context.Context, kind string, d time.Duration, file string) error {
-	u := fmt.Sprintf("http://%s/debug/pprof/%s", n.debug, kind)
+	return fetchProfile(ctx, n.debug, kind, d, file)
+}
+
+// fetchProfile fetches /debug/pprof/<kind> of the server whose debug
+// listener is at debug (host:port) into file.
+func fetchProfile(ctx context.Context, debug, kind string, d time.Duration, file string) error {
+	u := fmt.Sprintf("http://%s/debug/pprof/%s", debug, kind)
 	if d > 0 {
 		u += fmt.Sprintf("?seconds=%d", max(1, int(d.Seconds())))
 	}

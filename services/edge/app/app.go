@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,8 +35,11 @@ type Config struct {
 	UpstreamTimeout  time.Duration `envconfig:"UPSTREAM_TIMEOUT" default:"2s" desc:"timeout of one call to a validator, and of the wait for one of its slots"`
 	PerValidator     int           `envconfig:"VALIDATOR_CONCURRENCY" default:"16" desc:"calls in flight to one validator at most; 0: no bound"`
 	CacheTTL         time.Duration `envconfig:"CACHE_TTL" default:"500ms" desc:"how long an accepted validator answer is reused; 0: not reused (concurrent identical reads still share one call)"`
-	CacheEntries     int           `envconfig:"CACHE_ENTRIES" default:"4096" desc:"validator answers kept at most"`
+	CacheEntries     int           `envconfig:"CACHE_ENTRIES" default:"4096" desc:"validator answers kept at most, and as many composed views"`
 	LeaderRefresh    time.Duration `envconfig:"LEADER_REFRESH" default:"1s" desc:"how long the leader's identity is kept; a failed read from it asks again at once"`
+	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
+	// kept off the API port so that it can be bound to loopback only.
+	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
 }
 
 // Run serves until ctx ends. ready, when not nil, receives the bound address
@@ -68,12 +72,22 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		SourceDocument: docs.SourceYAML,
 		LeaderRefresh:  cfg.LeaderRefresh,
 		Metrics:        m,
+		Views:          cfg.CacheEntries,
 	}, cache, contract, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("edge: listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	if cfg.DebugAddr != "" {
+		debug, err := serveDebug(cfg.DebugAddr)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer debug.Close()
+		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
+	}
 	log.Info("edge serving", zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()),
 		zap.Duration("cacheTTL", cfg.CacheTTL), zap.Int("perValidator", cfg.PerValidator))
 	if ready != nil {
@@ -92,4 +106,21 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		return err
 	}
 	return nil
+}
+
+// serveDebug serves Go's runtime profiles (net/http/pprof) on addr.
+func serveDebug(addr string) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("edge: listen on debug address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
 }

@@ -41,7 +41,8 @@ type clusterNode struct {
 // cluster asks every validator of the edge for its consensus status at
 // once, then for its state hash at the lowest applied index among them.
 func (s *server) cluster(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
+	r.uncacheable() // lastSeenAt is the time of the request
 	nodes := make([]clusterNode, len(s.up.URLs()))
 	errs := make([]error, len(nodes))
 	s.eachValidator(func(i int, base string) {
@@ -149,7 +150,7 @@ func (s *server) healthOfAll(r *reader) []healthAnswer {
 // rolled up. It answers even when no validator does, since saying so is
 // its job.
 func (s *server) health(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	answers := s.healthOfAll(r)
 	reachable, healthy := 0, 0
 	validators := make([]map[string]any, 0, len(answers))

@@ -13,7 +13,7 @@ import (
 // named in keep, and the validators' gaps said once each.
 func (s *server) eachConfig(src string, keep ...string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := s.reader(c.Request().Context())
+		r := s.reader(c)
 		vs, bodies, err := eachSnapshot(s, r, at(src), func(base string, body *map[string]json.RawMessage) map[string]any {
 			v := map[string]any{"url": base, "reachable": true}
 			var id uint64

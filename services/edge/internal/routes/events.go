@@ -35,7 +35,7 @@ func (s *server) eventsRecent(c echo.Context) error {
 	if raw := c.QueryParam("limit"); raw != "" {
 		limit, _ = strconv.Atoi(raw) // checked already
 	}
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	src := at(srcEventsRecent)
 	src.path += "?limit=" + strconv.Itoa(eventsLimitMax)
 	var all []validatorEvent
@@ -83,7 +83,7 @@ type eventTypeTotals struct {
 // validator's beside them. A validator that did not answer is not in the
 // sums; validatorsCounted says how many are.
 func (s *server) eventsStats(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	vs, bodies, err := eachSnapshot(s, r, at(srcEventsStats), func(base string, b *api.OpsEventStats) map[string]any {
 		byType := map[string]map[string]uint64{}
 		for t, ts := range b.ByType {

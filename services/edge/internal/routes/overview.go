@@ -105,7 +105,7 @@ func (p pulse) maxLagMs() int64 {
 // overview is the operational overview. Its status is the signals' status,
 // so that the two never disagree.
 func (s *server) overview(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	p, err := readPulse(r)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func (s *server) overview(c echo.Context) error {
 // header is the header card: identity, chain and leader, from the
 // explorer summary (which validators answer from the leader).
 func (s *server) header(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var sum api.ExplorerSummary
 	if _, err := r.read(at(srcExplorerSummary), &sum); err != nil {
 		return err
@@ -184,7 +184,7 @@ func chainName(id uint64) string {
 
 // durability is the durability acknowledgement projection.
 func (s *server) durability(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var fin api.Finality
 	if _, err := r.read(at(srcFinality), &fin); err != nil {
 		return err
@@ -227,7 +227,7 @@ func (s *server) durability(c echo.Context) error {
 // are configured for it, their NATS connections, and one validator's
 // measure of its peers.
 func (s *server) network(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var bc api.BlockchainConfig
 	if _, err := r.read(at(srcBlockchain), &bc); err != nil {
 		return err

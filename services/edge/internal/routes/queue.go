@@ -19,7 +19,7 @@ func (s *server) passThrough(src call) echo.HandlerFunc {
 // answer, or any validator's when fromLeader is false. With notFound set, a
 // 404 upstream is the edge's not_found with that text (routes with an id).
 func (s *server) relay(c echo.Context, src call, fromLeader bool, notFound string) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	read := r.read
 	if fromLeader {
 		read = r.readLeader
@@ -39,7 +39,7 @@ func (s *server) relay(c echo.Context, src call, fromLeader bool, notFound strin
 // queue is /ops/v1/queue, the queue pressure summary: the leader's queue
 // statistics with the figures an SRE reads first rolled up.
 func (s *server) queue(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	data := map[string]any{}
 	var q api.QueueStats
 	if _, err := r.readLeader(at(srcQueueStats), &data, &q); err != nil {
@@ -60,7 +60,7 @@ func (s *server) queue(c echo.Context) error {
 // proposals is /ops/v1/proposals, the proposal state rollup: the decided
 // counts of applied state and the leader's queue.
 func (s *server) proposals(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var counts api.ProposalCounts
 	if _, err := r.readLeader(at(srcCounts), &counts); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 
 // raft is the raft metrics view, from the leader.
 func (s *server) raft(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var m api.RaftMetrics
 	if _, err := r.readLeader(at(srcRaftMetrics), &m); err != nil {
 		return err
@@ -27,7 +27,7 @@ func (s *server) raft(c echo.Context) error {
 
 // replication is the leader's view of every member's log.
 func (s *server) replication(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var lag api.ReplicationLag
 	if _, err := r.readLeader(at(srcReplication), &lag); err != nil {
 		return err

@@ -32,6 +32,9 @@ type Upstream interface {
 	GetFrom(ctx context.Context, base string, route upstream.Route, accept upstream.Accept) (upstream.Response, upstream.Source, error)
 	// URLs are the validators' base URLs, in the order Get asks them.
 	URLs() []string
+	// Age is the age of the kept answer v names; false once it is no
+	// longer kept unchanged (upstream.Cache.Age).
+	Age(v upstream.Version) (time.Duration, bool)
 }
 
 // Contract checks a validator's answer against the source contract
@@ -66,6 +69,9 @@ type Config struct {
 	LeaderRefresh time.Duration
 	// Metrics, when nil, are the edge's own (metrics.New).
 	Metrics Metrics
+	// Views bounds the composed views kept (a view with a wallet or a
+	// proposal id is one per id); 0: 4096.
+	Views int
 }
 
 type server struct {
@@ -74,6 +80,10 @@ type server struct {
 	contract Contract
 	log      *zap.Logger
 	leader   leaderCache
+	views    *viewCache
+	// envelopeHead and envelopeMid are the envelope before and after
+	// generatedAt, encoded once.
+	envelopeHead, envelopeMid []byte
 	// templates maps echo's route paths to the document's, the label of
 	// the request metrics.
 	templates map[string]string
@@ -151,7 +161,11 @@ func New(cfg Config, up Upstream, contract Contract, log *zap.Logger) *echo.Echo
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
-	s := &server{cfg: cfg, up: up, contract: contract, log: log, templates: map[string]string{}}
+	if cfg.Views <= 0 {
+		cfg.Views = 4096
+	}
+	s := &server{cfg: cfg, up: up, contract: contract, log: log, templates: map[string]string{}, views: newViewCache(cfg.Views)}
+	s.envelopeHead, s.envelopeMid = envelopeParts(cfg.ClusterID)
 	s.leader.every = cfg.LeaderRefresh
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -204,6 +218,9 @@ func (s *server) handle(r route) echo.HandlerFunc {
 			if err := r.check(c); err != nil {
 				return err
 			}
+		}
+		if strings.HasPrefix(r.path, opsPrefix) {
+			return s.serveView(c, r.serve)
 		}
 		return r.serve(c)
 	}
@@ -261,6 +278,9 @@ func (s *server) handleError(err error, c echo.Context) {
 }
 
 func (s *server) envelope(c echo.Context, data map[string]any) error {
+	if r, ok := c.Get(readerKey).(*reader); ok {
+		return s.compose(c, r, data)
+	}
 	return c.JSON(http.StatusOK, ops.NewEnvelope(s.cfg.Now(), s.cfg.ClusterID, data))
 }
 

@@ -78,7 +78,7 @@ func withPeers(vs []peerValidator, link func(api.PeerTransport) map[string]any) 
 // msgbus is the runtime lane view of the messaging layer: raft membership
 // and every validator's transport to its peers.
 func (s *server) msgbus(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	vs, err := s.peerViews(r)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (s *server) msgbus(c echo.Context) error {
 // mediaDriver is the runtime lane view of the transport's internals: send
 // queues, reconnects, snapshot transfers and errors per link, and totals.
 func (s *server) mediaDriver(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	vs, err := s.peerViews(r)
 	if err != nil {
 		return err

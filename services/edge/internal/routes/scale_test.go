@@ -201,12 +201,15 @@ func TestLeaderIsKept(t *testing.T) {
 }
 
 // TestMetrics: /metrics counts requests by route and status, calls to
-// validators by source route and outcome, and cache lookups.
+// validators by source route and outcome, and cache lookups (the signals
+// read the overview's sources again; a view answered from its kept
+// composition looks nothing up).
 func TestMetrics(t *testing.T) {
 	fc := newCluster(t, 3)
 	srv := cachedEdge(t, time.Minute, time.Minute, fc.urls()...)
 	getData(t, srv.URL+"/ops/v1/overview")
 	getData(t, srv.URL+"/ops/v1/overview")
+	getData(t, srv.URL+"/ops/v1/signals")
 	fetch(t, http.MethodGet, srv.URL+"/ops/v1/explorer/wallets/0x12", "")
 	fetch(t, http.MethodGet, srv.URL+"/nowhere", "")
 	status, header, raw := fetch(t, http.MethodGet, srv.URL+"/metrics", "")

@@ -117,7 +117,7 @@ func deriveSignals(p pulse) ([]signal, string) {
 
 // signals is the derived health signals view.
 func (s *server) signals(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	p, err := readPulse(r)
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/services/edge/internal/upstream"
 	"github.com/contentledger/contentledger/services/edge/openapi"
@@ -102,18 +104,50 @@ type reader struct {
 
 	mu      sync.Mutex
 	sources []upstream.Source
+	// deps are the kept answers read, each with its attempts in sources;
+	// volatile is set by a read that used anything else (a failure, an
+	// answer not kept, the clock): its view cannot be kept.
+	deps     []dep
+	volatile bool
+	// asked are the attempts at the leader's identity: made for this
+	// request alone (leaderCache keeps the answer), so a kept view
+	// leaves them out.
+	asked []upstream.Source
 
 	// One leader for the whole request, so that a view's leader reads
 	// agree.
 	leaderOnce sync.Once
 	leader     string
+	usedLeader bool
 }
 
-func (s *server) reader(ctx context.Context) *reader { return &reader{s: s, ctx: ctx} }
+// readerKey is where a request's reader is found by the envelope.
+const readerKey = "edge.reader"
 
-func (r *reader) record(src ...upstream.Source) {
+func (s *server) reader(c echo.Context) *reader {
+	r := &reader{s: s, ctx: c.Request().Context()}
+	c.Set(readerKey, r)
+	return r
+}
+
+// record keeps the attempts of one read; kept names the answer taken (the
+// zero Version when it is not kept or none was taken).
+func (r *reader) record(kept upstream.Version, src ...upstream.Source) {
 	r.mu.Lock()
+	from := len(r.sources)
 	r.sources = append(r.sources, src...)
+	if kept.Seq == 0 {
+		r.volatile = true
+	} else {
+		r.deps = append(r.deps, dep{kept: kept, from: from, to: len(r.sources)})
+	}
+	r.mu.Unlock()
+}
+
+// uncacheable marks the view as depending on more than its kept answers.
+func (r *reader) uncacheable() {
+	r.mu.Lock()
+	r.volatile = true
 	r.mu.Unlock()
 }
 
@@ -122,7 +156,7 @@ func (r *reader) record(src ...upstream.Source) {
 func (r *reader) attempts() []upstream.Source {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append(make([]upstream.Source, 0, len(r.sources)), r.sources...)
+	return append(append(make([]upstream.Source, 0, len(r.asked)+len(r.sources)), r.asked...), r.sources...)
 }
 
 // read asks the validators in turn for c, and decodes the first answer
@@ -131,7 +165,7 @@ func (r *reader) attempts() []upstream.Source {
 // caller reads out accordingly. Failure is the ops error to answer.
 func (r *reader) read(c call, out ...any) (int, error) {
 	resp, srcs, err := r.s.up.Get(r.ctx, c.route(), r.s.accept(c.template))
-	r.record(srcs...)
+	r.record(resp.Kept, srcs...)
 	if err != nil {
 		return 0, r.sourceError(c, err)
 	}
@@ -142,7 +176,7 @@ func (r *reader) read(c call, out ...any) (int, error) {
 // report each validator's answer.
 func (r *reader) readFrom(base string, c call, out ...any) (int, error) {
 	resp, src, err := r.s.up.GetFrom(r.ctx, base, c.route(), r.s.accept(c.template))
-	r.record(src)
+	r.record(resp.Kept, src)
 	if err != nil {
 		return 0, err
 	}
@@ -203,7 +237,7 @@ func (l *leaderCache) forget(url string) {
 // leaderURL is the validator that leads; "" when none answers or none is
 // known (kept as well: during an election every request would ask).
 func (r *reader) leaderURL() string {
-	r.leaderOnce.Do(func() { r.leader = r.askLeader() })
+	r.leaderOnce.Do(func() { r.leader, r.usedLeader = r.askLeader(), true })
 	return r.leader
 }
 
@@ -217,7 +251,9 @@ func (r *reader) askLeader() string {
 	// forgotten; concurrent requests still share the one call.
 	resp, srcs, err := r.s.up.Get(r.ctx, upstream.Route{Template: leaderRoute.template, Path: leaderRoute.path, Fresh: true},
 		r.s.accept(leaderRoute.template))
-	r.record(srcs...)
+	r.mu.Lock()
+	r.asked = append(r.asked, srcs...)
+	r.mu.Unlock()
 	if err != nil || resp.Status != http.StatusOK || decode(leaderRoute, resp, &info) != nil {
 		return ""
 	}

@@ -73,7 +73,7 @@ func eachSnapshot[T any](s *server, r *reader, src call, render func(base string
 // runtimeStorage is the runtime lane's storage view: every validator's
 // Pebble database, disk, raft log and segments.
 func (s *server) runtimeStorage(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	vs, snaps, err := eachSnapshot(s, r, at(srcStorage), func(base string, sn *api.StorageSnapshot) map[string]any {
 		var diskUse any
 		if sn.Disk != nil {
@@ -102,7 +102,7 @@ func (s *server) runtimeStorage(c echo.Context) error {
 // runtimeMetrics is the runtime lane's metrics view: every validator's Go
 // runtime and process.
 func (s *server) runtimeMetrics(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	vs, snaps, err := eachSnapshot(s, r, at(srcRuntime), func(base string, rt *api.RuntimeSnapshot) map[string]any {
 		return map[string]any{
 			"url": base, "nodeId": api.NodeName(rt.NodeID), "reachable": true, "startedAt": rt.StartedAt, "uptimeMs": rt.UptimeMs,
@@ -126,7 +126,7 @@ func (s *server) runtimeMetrics(c echo.Context) error {
 // applied state, from the leader. Validators store CIDs only; the gateway
 // and its checks are no figure of theirs, and the gaps say so.
 func (s *server) blobstore(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var rt api.RuntimeSnapshot
 	if _, err := r.readLeader(at(srcRuntime), &rt); err != nil {
 		return err
@@ -143,7 +143,7 @@ func (s *server) blobstore(c echo.Context) error {
 // tarmk is the TAR growth rollup: the TAR files and segments of applied
 // state, from the leader.
 func (s *server) tarmk(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var sn api.StorageSnapshot
 	if _, err := r.readLeader(at(srcStorage), &sn); err != nil {
 		return err
@@ -163,7 +163,7 @@ func (s *server) tarmk(c echo.Context) error {
 // tarChain is every TAR file with its link in the hash chain, from the
 // leader.
 func (s *server) tarChain(c echo.Context) error {
-	r := s.reader(c.Request().Context())
+	r := s.reader(c)
 	var sn api.StorageSnapshot
 	src := at(srcStorage)
 	src.path += "?detail=tars"

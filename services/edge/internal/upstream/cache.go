@@ -29,6 +29,8 @@ type CacheConfig struct {
 	Shared time.Duration
 	// Observer counts the lookups; nil counts nothing.
 	Observer Observer
+	// Now is the clock answers are aged by; nil: time.Now.
+	Now func() time.Time
 }
 
 // Cache coalesces concurrent identical reads into one call and reuses an
@@ -47,12 +49,14 @@ type Cache struct {
 	group singleflight.Group
 	mu    sync.Mutex
 	kept  map[string]entry
+	seq   uint64 // numbers the answers kept, so that a Version names one
 }
 
 type entry struct {
 	resp    Response
 	sources []Source
 	at      time.Time
+	seq     uint64
 }
 
 // result is what a shared call hands to each of its callers.
@@ -69,7 +73,10 @@ func NewCache(next Asker, cfg CacheConfig) *Cache {
 	if cfg.Entries <= 0 {
 		cfg.Entries = 1
 	}
-	return &Cache{next: next, cfg: cfg, now: time.Now, kept: map[string]entry{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Cache{next: next, cfg: cfg, now: cfg.Now, kept: map[string]entry{}}
 }
 
 // URLs are the wrapped pool's.
@@ -113,7 +120,7 @@ func (c *Cache) do(ctx context.Context, key string, route Route, call func(conte
 		defer cancel()
 		resp, sources, err := call(shared)
 		if err == nil {
-			c.keep(key, entry{resp: resp, sources: sources, at: c.now()})
+			resp.Kept = c.keep(key, entry{resp: resp, sources: sources, at: c.now()})
 		}
 		return result{resp, sources}, err
 	})
@@ -148,17 +155,35 @@ func (c *Cache) lookup(key string) (Response, []Source, bool) {
 	for i := range sources {
 		sources[i].CacheAgeMs = age.Milliseconds()
 	}
-	return e.resp, sources, true
+	resp := e.resp
+	resp.Kept = Version{Key: key, Seq: e.seq}
+	return resp, sources, true
 }
 
-// keep stores an answer. When the cache is full the expired answers go
-// first, then any one: the bound matters more than which answer is lost.
-func (c *Cache) keep(key string, e entry) {
+// Age is the age of the kept answer v names; false once it has expired or
+// been replaced, so that what was derived from it is derived again.
+func (c *Cache) Age(v Version) (time.Duration, bool) {
+	if v.Seq == 0 || c.cfg.TTL <= 0 {
+		return 0, false
+	}
+	c.mu.Lock()
+	e, ok := c.kept[v.Key]
+	c.mu.Unlock()
+	age := c.now().Sub(e.at)
+	return age, ok && e.seq == v.Seq && age < c.cfg.TTL
+}
+
+// keep stores an answer and returns its version (none when nothing is
+// kept). When the cache is full the expired answers go first, then any
+// one: the bound matters more than which answer is lost.
+func (c *Cache) keep(key string, e entry) Version {
 	if c.cfg.TTL <= 0 {
-		return
+		return Version{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.seq++
+	e.seq = c.seq
 	if _, ok := c.kept[key]; !ok && len(c.kept) >= c.cfg.Entries {
 		now := c.now()
 		for k, old := range c.kept {
@@ -174,6 +199,7 @@ func (c *Cache) keep(key string, e entry) {
 		}
 	}
 	c.kept[key] = e
+	return Version{Key: key, Seq: e.seq}
 }
 
 // Len is the number of answers kept, expired ones included until they are

@@ -225,3 +225,42 @@ func TestSlots(t *testing.T) {
 		t.Errorf("%v, %d calls", err, slow.calls.Load())
 	}
 }
+
+// TestAge: an answer's version stays current, with its age, until the
+// answer expires or another replaces it.
+func TestAge(t *testing.T) {
+	v := newCounting(t, nil)
+	c := cached(t, CacheConfig{TTL: time.Second, Entries: 8}, 0, v.srv.URL)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	ctx := context.Background()
+
+	made, _, err := c.Get(ctx, x, acceptOK)
+	if err != nil || made.Kept.Seq == 0 {
+		t.Fatalf("%v %+v", err, made.Kept)
+	}
+	now = now.Add(300 * time.Millisecond)
+	hit, _, _ := c.Get(ctx, x, acceptOK)
+	if hit.Kept != made.Kept {
+		t.Errorf("a kept answer's version %+v, want %+v", hit.Kept, made.Kept)
+	}
+	if age, ok := c.Age(made.Kept); !ok || age != 300*time.Millisecond {
+		t.Errorf("age %v %v, want 300ms", age, ok)
+	}
+	fresh := x
+	fresh.Fresh = true
+	replaced, _, _ := c.Get(ctx, fresh, acceptOK)
+	if _, ok := c.Age(made.Kept); ok || replaced.Kept == made.Kept {
+		t.Errorf("a replaced answer is still current: %+v %+v", made.Kept, replaced.Kept)
+	}
+	now = now.Add(time.Second)
+	if _, ok := c.Age(replaced.Kept); ok {
+		t.Error("an expired answer is still current")
+	}
+	if _, ok := c.Age(Version{}); ok {
+		t.Error("the zero Version is current")
+	}
+	if _, ok := (&Pool{}).Age(made.Kept); ok {
+		t.Error("a pool keeps answers")
+	}
+}

@@ -77,6 +77,16 @@ func (nopObserver) Lookup(string, string) {}
 type Response struct {
 	Status int
 	Body   []byte
+	// Kept names the cache's copy of the answer (the zero Version when
+	// the answer is not kept): a caller that derives something from it
+	// keeps that only while Age says the answer is still kept.
+	Kept Version
+}
+
+// Version names one answer a Cache keeps: its key and its number.
+type Version struct {
+	Key string
+	Seq uint64
 }
 
 // Accept decides whether an answer can be used. It returns nil to take it;
@@ -168,6 +178,9 @@ func NewPool(cfg Config) (*Pool, error) {
 
 // URLs returns the validator base URLs.
 func (p *Pool) URLs() []string { return append([]string(nil), p.urls...) }
+
+// Age is always false: a pool keeps no answer (Cache does).
+func (p *Pool) Age(Version) (time.Duration, bool) { return 0, false }
 
 // Get asks the validators in turn for route until accept takes an answer.
 // The error wraps ErrRejected when at least one validator answered and
