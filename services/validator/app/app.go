@@ -174,6 +174,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
+	if events.own {
+		health.eventsNATS = events.nc
+	}
 	leadership := newLeadershipLog(256, opsEvents)
 	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,

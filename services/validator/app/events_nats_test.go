@@ -56,6 +56,16 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 	if !st.Enabled || st.Stream != "LEDGER_EVENTS" || st.NATS != "CONNECTED" || st.Published != st.LastEventID {
 		t.Fatalf("publisher status %+v %+v", st, *st.Status)
 	}
+	// /health reports the publisher's connection, the only NATS one here.
+	var health struct {
+		Checks map[string]struct {
+			Status string `json:"status"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+	}
+	if getJSON(t, base+"/health", &health); health.Checks["nats"].Status != "ok" || !strings.Contains(health.Checks["nats"].Detail, "event publication") {
+		t.Fatalf("health checks %+v", health.Checks)
+	}
 
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {

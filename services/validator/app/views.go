@@ -56,7 +56,10 @@ type healthView struct {
 	node    *consensus.Node
 	machine *state.Machine
 	nats    *nats.Conn
-	index   *payments.Index
+	// eventsNATS is the connection the event publisher opened for itself
+	// when the validator uses no other (MOCK with NATS_EVENTS=on).
+	eventsNATS *nats.Conn
+	index      *payments.Index
 }
 
 func check(ok bool, detail string) map[string]any {
@@ -82,6 +85,9 @@ func (h *healthView) Health() map[string]any {
 			s.Indexed, s.Debts, s.Observed, s.Retracted))
 	} else {
 		checks["nats"] = check(true, "not used in MOCK mode")
+		if h.eventsNATS != nil { // MOCK with NATS_EVENTS=on: events only
+			checks["nats"] = check(h.eventsNATS.IsConnected(), "event publication connection "+h.eventsNATS.Status().String())
+		}
 		checks["chain"] = check(true, "payments not verified in MOCK mode")
 	}
 	status := "ok"
