@@ -274,6 +274,11 @@ func newStorageViews(machine *state.Machine, now func() time.Time) *storageViews
 // the scans of a large state cost at most a tenth of a core.
 const minRescan = time.Second
 
+// keptFor is how long a computation that took took is reused: minRescan,
+// or ten times its cost, so that repeating it costs at most a tenth of a
+// core.
+func keptFor(took time.Duration) time.Duration { return max(minRescan, 10*took) }
+
 // withIndex brings the index up to the state of view and runs fn on it.
 func (v *storageViews) withIndex(view *state.ReadView, fn func(*segmentIndex)) error {
 	v.indexMu.Lock()
@@ -293,7 +298,7 @@ func (v *storageViews) live() (*liveScan, error) {
 	defer v.scanMu.Unlock()
 	if s := v.scan; s != nil {
 		age := v.now().Sub(s.at)
-		if s.applied == v.machine.AppliedIndex() || age < max(minRescan, 10*s.took) {
+		if s.applied == v.machine.AppliedIndex() || age < keptFor(s.took) {
 			return s, nil
 		}
 	}

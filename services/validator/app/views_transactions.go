@@ -39,12 +39,12 @@ func (v *txViews) register(e *echo.Echo) {
 }
 
 // serveSummary counts every payment transaction by state. It reads the
-// record of every observed payment's proposal, so the answer is kept for
-// minRescan, or ten times what it cost.
+// record of every observed payment's proposal, so the answer is kept
+// (keptFor).
 func (v *txViews) serveSummary(c echo.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if s := v.summary; s != nil && v.now().Sub(s.ComputedAt) < max(minRescan, 10*v.took) {
+	if s := v.summary; s != nil && v.now().Sub(s.ComputedAt) < keptFor(v.took) {
 		return c.JSON(http.StatusOK, s)
 	}
 	start := v.now()

@@ -55,13 +55,13 @@ func getAccount(r pebble.Reader, wallet []byte) (*ledgerpb.GcAccount, error) {
 }
 
 // account returns a copy of the wallet's account to change, a new one if
-// it has none.
-func (a *applier) account(wallet []byte) (*ledgerpb.GcAccount, error) {
-	acc, err := getAccount(a.b, wallet)
+// it has none (stored false).
+func (a *applier) account(wallet []byte) (acc *ledgerpb.GcAccount, stored bool, err error) {
+	acc, err = getAccount(a.b, wallet)
 	if err != nil || acc != nil {
-		return acc, err
+		return acc, acc != nil, err
 	}
-	return &ledgerpb.GcAccount{Wallet: append([]byte(nil), wallet...)}, nil
+	return &ledgerpb.GcAccount{Wallet: append([]byte(nil), wallet...)}, false, nil
 }
 
 func (a *applier) putAccount(acc *ledgerpb.GcAccount) error {
@@ -194,15 +194,11 @@ func (a *applier) gcSetLimit(index uint64, op *ledgerpb.GcSetLimit) error {
 	if len(op.GetWallet()) != 20 {
 		return nil
 	}
-	prev, err := getAccount(a.b, op.GetWallet())
+	acc, stored, err := a.account(op.GetWallet())
 	if err != nil {
 		return err
 	}
-	acc := prev
-	if acc == nil {
-		acc = &ledgerpb.GcAccount{Wallet: append([]byte(nil), op.GetWallet()...)}
-	}
-	was, changed := WritesBlocked(prev), prev == nil || prev.GetLimitMicros() != op.GetLimitMicros()
+	was, changed := stored && WritesBlocked(acc), !stored || acc.GetLimitMicros() != op.GetLimitMicros()
 	acc.LimitMicros = op.GetLimitMicros()
 	if err := a.putAccount(acc); err != nil {
 		return err
@@ -236,7 +232,7 @@ func (a *applier) gcPay(index uint64, op *ledgerpb.GcPay) error {
 			return err
 		}
 	}
-	acc, err := a.account(op.GetWallet())
+	acc, _, err := a.account(op.GetWallet())
 	if err != nil {
 		return err
 	}
