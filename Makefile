@@ -65,9 +65,10 @@ PIPELINE_COUNT ?= 20000
 bench-pipeline:
 	$(GO) test -run '^$$' -bench BenchmarkPipeline -benchtime $(PIPELINE_COUNT)x -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
 
-## bench-edge: the edge in front of 3 validators (MOCK mode, idle), closed-loop clients on
-## /ops/v1/overview and /ops/v1/queue: requests/s, p50-ms, p99-ms and upstream-req/s (the edge's
-## calls to the validators: they should not grow with the clients). BENCH_EDGE_CLIENTS=100,1000.
+## bench-edge: the edge in front of 3 validators (MOCK mode, idle), clients on /ops/v1/overview and
+## /ops/v1/queue, closed-loop (capacity) and open-loop at fixed loads (latency at that load):
+## requests/s, p50-ms, p99-ms, upstream-req/s (the edge's calls to the validators: they should not
+## grow with the clients) and CPU per request. BENCH_EDGE_CLIENTS=100,1000 BENCH_EDGE_RATES=10000,20000.
 EDGE_BENCHTIME ?= 3s
 bench-edge:
 	$(GO) test -run '^$$' -bench BenchmarkEdge -benchtime $(EDGE_BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./tests/bench/

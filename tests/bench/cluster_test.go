@@ -351,12 +351,18 @@ func (s *series) add(n int, perSec float64) {
 // (the timer runs from here to the end) and each op. The first error fails
 // the benchmark and stops the other clients.
 func closedLoop(b *testing.B, clients int, op func(i int) error) (latencies []time.Duration, elapsed time.Duration) {
+	return closedLoopEach(b, clients, func(_, i int) error { return op(i) })
+}
+
+// closedLoopEach is closedLoop telling op which client (0 <= client <
+// clients) makes operation i, for clients that keep state of their own.
+func closedLoopEach(b *testing.B, clients int, op func(client, i int) error) (latencies []time.Duration, elapsed time.Duration) {
 	latencies = make([]time.Duration, b.N)
 	var next atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range min(clients, b.N) {
+	for client := range min(clients, b.N) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -364,12 +370,45 @@ func closedLoop(b *testing.B, clients int, op func(i int) error) (latencies []ti
 					return
 				}
 				t0 := time.Now()
-				if err := op(i); err != nil {
+				if err := op(client, i); err != nil {
 					b.Error(err)
 					next.Store(int64(b.N)) // stop the other clients
 					return
 				}
 				latencies[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	b.StopTimer()
+	return latencies, elapsed
+}
+
+// openLoop runs op(0..b.N-1) at rate operations per second in all, from
+// clients clients taking turns (operation i is client i % clients's), and
+// times each op from when it was due, not from when it was sent: a client
+// whose previous op is late sends the next one late, and that wait counts
+// (no coordinated omission). elapsed is from the start to the last answer.
+func openLoop(b *testing.B, clients, rate int, op func(client, i int) error) (latencies []time.Duration, elapsed time.Duration) {
+	latencies = make([]time.Duration, b.N)
+	var failed atomic.Bool
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for client := range min(clients, b.N) {
+		wg.Go(func() {
+			for i := client; i < b.N && !failed.Load(); i += clients {
+				due := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
+				if wait := time.Until(due); wait > 0 {
+					time.Sleep(wait)
+				}
+				if err := op(client, i); err != nil {
+					b.Error(err)
+					failed.Store(true)
+					return
+				}
+				latencies[i] = time.Since(due)
 			}
 		})
 	}

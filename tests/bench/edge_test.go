@@ -1,16 +1,30 @@
 package bench
 
 // BenchmarkEdge measures the edge in front of a 3-validator cluster (MOCK
-// mode, idle): closed-loop clients asking one /ops/v1 route, each a
-// sub-benchmark per route and client count:
+// mode, idle): clients asking one /ops/v1 route, each on its own keep-alive
+// connection, a sub-benchmark per route, client count and load:
 //
-//	BenchmarkEdge/route=overview/clients=1000  ...  requests/s  p50-ms  p99-ms  upstream-req/s
+//	BenchmarkEdge/route=overview/clients=1000             ...  requests/s  p50-ms  p99-ms  upstream-req/s  edge-cpu-us/op ...
+//	BenchmarkEdge/route=overview/clients=1000/rate=20000  ...
+//
+// Without rate the clients are closed-loop (each asks again as soon as it
+// has its answer): requests/s is the edge's capacity on this machine, and
+// the latency is queueing at that capacity (on average clients ÷
+// requests/s, by Little's law). With rate=R they are open-loop: R requests
+// per second in all, each client asking at its turn, latency counted from
+// when the request was due, so a slow answer delays and counts against the
+// requests behind it. That is the latency a client sees at load R.
 //
 // upstream-req/s are the edge's calls to the validators during the run, as
 // its own edge_upstream_requests_total counts them: with the cache and
 // request coalescing they follow the routes and OPS_CACHE_TTL, not the
 // number of clients (compare clients=100 with clients=1000).
-// BENCH_EDGE_CLIENTS overrides the client counts (default 100,1000);
+// edge-cpu-us/op and client-cpu-us/op are the CPU time of the edge and of
+// this process (the clients) per request, machine-cpu-% the share of the
+// machine's CPU busy meanwhile: the clients and the edge share it.
+//
+// BENCH_EDGE_CLIENTS overrides the client counts (default 100,1000),
+// BENCH_EDGE_RATES the open-loop loads (default 10000,20000 requests/s);
 // BENCH_EDGE_BIN runs a prebuilt edge instead of building this tree's
 // (another build to compare); BENCH_PROFILE=dir writes a CPU profile of the
 // edge per run into dir (BENCH_PROFILE_SECONDS long, default 3).
@@ -113,23 +127,41 @@ func BenchmarkEdge(b *testing.B) {
 	}
 	for _, route := range []string{"overview", "queue"} {
 		for _, n := range edgeClients(b) {
-			b.Run(fmt.Sprintf("route=%s/clients=%d", route, n), func(b *testing.B) {
-				edgeLoad(b, client, base, "/ops/v1/"+route, n, debug)
-			})
+			for _, rate := range edgeRates(b) {
+				name := fmt.Sprintf("route=%s/clients=%d", route, n)
+				if rate > 0 {
+					name += fmt.Sprintf("/rate=%d", rate)
+				}
+				b.Run(name, func(b *testing.B) {
+					edgeLoad(b, client, edge, addr, "/ops/v1/"+route, n, rate, debug)
+				})
+			}
 		}
 	}
 }
 
 func edgeClients(b *testing.B) []int {
-	s := os.Getenv("BENCH_EDGE_CLIENTS")
+	return positiveInts(b, "BENCH_EDGE_CLIENTS", []int{100, 1000})
+}
+
+// edgeRates are the offered loads, in requests per second over all clients,
+// of the open-loop runs; 0 is the closed-loop run.
+func edgeRates(b *testing.B) []int {
+	return append([]int{0}, positiveInts(b, "BENCH_EDGE_RATES", []int{10000, 20000})...)
+}
+
+// positiveInts reads a comma-separated list of positive integers from the
+// environment variable name, def when it is unset.
+func positiveInts(b *testing.B, name string, def []int) []int {
+	s := os.Getenv(name)
 	if s == "" {
-		return []int{100, 1000}
+		return def
 	}
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			b.Fatalf("BENCH_EDGE_CLIENTS=%q: %q is not a positive integer", s, f)
+			b.Fatalf("%s=%q: %q is not a positive integer", name, s, f)
 		}
 		out = append(out, n)
 	}
@@ -169,25 +201,42 @@ func edgeGet(ctx context.Context, client *http.Client, url string) (int, error) 
 	return resp.StatusCode, err
 }
 
-// edgeLoad asks path b.N times from clients closed-loop clients; with
-// debug set, it profiles the edge meanwhile.
-func edgeLoad(b *testing.B, client *http.Client, base, path string, clients int, debug string) {
+// edgeLoad asks path b.N times from clients closed-loop clients, each on
+// its own connection; with debug set, it profiles the edge meanwhile.
+func edgeLoad(b *testing.B, client *http.Client, edge *proc, addr, path string, clients, rate int, debug string) {
+	base := "http://" + addr
 	upstream0, err := upstreamCalls(client, base)
 	if err != nil {
 		b.Fatal(err)
 	}
-	profiled := startEdgeProfile(b, debug, strings.ReplaceAll(strings.TrimPrefix(path, "/ops/v1/"), "/", "-"), clients)
+	profiled := startEdgeProfile(b, debug, strings.ReplaceAll(strings.TrimPrefix(path, "/ops/v1/"), "/", "-"), clients, rate)
 	defer profiled()
-	latencies, elapsed := closedLoop(b, clients, func(int) error {
-		status, err := edgeGet(context.Background(), client, base+path)
+	getters := make([]*rawGetter, clients)
+	for i := range getters {
+		getters[i] = newRawGetter(addr, path)
+		b.Cleanup(getters[i].close)
+	}
+	edgeCPU0, selfCPU0 := edge.cpu(), selfCPU()
+	busy0, total0 := machineCPU()
+	get := func(client, _ int) error {
+		status, err := getters[client].get()
 		if err == nil && status != http.StatusOK {
 			err = fmt.Errorf("%s: status %d", path, status)
 		}
 		return err
-	})
+	}
+	var latencies []time.Duration
+	var elapsed time.Duration
+	if rate > 0 {
+		latencies, elapsed = openLoop(b, clients, rate, get)
+	} else {
+		latencies, elapsed = closedLoopEach(b, clients, get)
+	}
 	if b.Failed() {
 		return
 	}
+	edgeCPU, clientCPU := edge.cpu()-edgeCPU0, selfCPU()-selfCPU0
+	busy1, total1 := machineCPU()
 	upstream1, err := upstreamCalls(client, base)
 	if err != nil {
 		b.Fatal(err)
@@ -200,6 +249,11 @@ func edgeLoad(b *testing.B, client *http.Client, base, path string, clients int,
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric((upstream1-upstream0)/elapsed.Seconds(), "upstream-req/s")
+	b.ReportMetric(float64(edgeCPU.Microseconds())/float64(b.N), "edge-cpu-us/op")
+	b.ReportMetric(float64(clientCPU.Microseconds())/float64(b.N), "client-cpu-us/op")
+	if total1 > total0 {
+		b.ReportMetric(100*float64(busy1-busy0)/float64(total1-total0), "machine-cpu-%")
+	}
 }
 
 // upstreamCalls is the sum of the edge's edge_upstream_requests_total over
@@ -229,7 +283,7 @@ func upstreamCalls(client *http.Client, base string) (float64, error) {
 // startEdgeProfile captures a CPU profile of the edge into the BENCH_PROFILE
 // directory, named after the route and the client count; the returned
 // function waits for it.
-func startEdgeProfile(b *testing.B, debug, route string, clients int) (wait func()) {
+func startEdgeProfile(b *testing.B, debug, route string, clients, rate int) (wait func()) {
 	dir := profileDir()
 	if debug == "" || dir == "" || b.N < 100 { // the calibration runs are too short
 		return func() {}
@@ -242,13 +296,17 @@ func startEdgeProfile(b *testing.B, debug, route string, clients int) (wait func
 		}
 		seconds = n
 	}
-	prefix := filepath.Join(dir, fmt.Sprintf("route=%s-clients=%d-n=%d", route, clients, b.N))
+	name := fmt.Sprintf("route=%s-clients=%d", route, clients)
+	if rate > 0 {
+		name += fmt.Sprintf("-rate=%d", rate)
+	}
+	prefix := filepath.Join(dir, fmt.Sprintf("%s-n=%d", name, b.N))
 	// -count N repeats a run with the same name: number the repeats.
 	for run := 2; ; run++ {
 		if _, err := os.Stat(prefix + "-edge.pprof"); errors.Is(err, fs.ErrNotExist) {
 			break
 		}
-		prefix = filepath.Join(dir, fmt.Sprintf("route=%s-clients=%d-n=%d-run%d", route, clients, b.N, run))
+		prefix = filepath.Join(dir, fmt.Sprintf("%s-n=%d-run%d", name, b.N, run))
 	}
 	done := make(chan struct{})
 	go func() {

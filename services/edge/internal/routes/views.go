@@ -293,6 +293,8 @@ func (s *server) renderEncoded(c echo.Context, data, src []byte) error {
 	b = append(b, `"sources":`...)
 	b = append(b, src...)
 	b = append(b, "}}\n"...)
+	// With its length known the body goes in one piece, not chunked.
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
 	return c.JSONBlob(http.StatusOK, b)
 }
 
