@@ -21,6 +21,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	upstream *prometheus.CounterVec
 	cache    *prometheus.CounterVec
+	views    *prometheus.CounterVec
 }
 
 // New returns the metrics in a new registry, with the Go runtime's and
@@ -47,8 +48,12 @@ func New() *Metrics {
 			Name: "edge_cache_lookups_total",
 			Help: "Reads of source routes, by source route template and result (hit: a kept answer; shared: joined a call in flight; miss: made the call).",
 		}, []string{"route", "result"}),
+		views: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_views_total",
+			Help: "Ops views answered, by route and how (kept: the view composed earlier, every source answer it read still kept; composed: composed for this request).",
+		}, []string{"route", "result"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.upstream, m.cache,
+	m.reg.MustRegister(m.requests, m.latency, m.upstream, m.cache, m.views,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -67,6 +72,11 @@ func (m *Metrics) Call(template, outcome string) {
 // Lookup counts one read through the cache.
 func (m *Metrics) Lookup(template, result string) {
 	m.cache.WithLabelValues(template, result).Inc()
+}
+
+// View counts one ops view answered, kept or composed.
+func (m *Metrics) View(route, result string) {
+	m.views.WithLabelValues(route, result).Inc()
 }
 
 // Handler serves the registry in the Prometheus text format.

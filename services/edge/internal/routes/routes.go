@@ -51,6 +51,9 @@ type Metrics interface {
 	// Request counts one answered request; route is the route as
 	// /openapi.yaml writes it, or "unmatched".
 	Request(route string, status int, took time.Duration)
+	// View counts one ops view answered: result is "kept" (the view
+	// composed earlier) or "composed" (for this request).
+	View(route, result string)
 	// Handler serves /metrics.
 	Handler() http.Handler
 }

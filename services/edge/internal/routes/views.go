@@ -125,17 +125,23 @@ func viewKey(c echo.Context) string {
 // requests for the same view wait and then use what it kept.
 func (s *server) serveView(c echo.Context, serve echo.HandlerFunc) error {
 	key := viewKey(c)
+	route := s.templates[c.Path()]
+	composed := func() error {
+		s.cfg.Metrics.View(route, "composed")
+		return serve(c)
+	}
 	// A view kept and already out of date (an answer it read expired
 	// while another was being fetched) is composed again by one of the
 	// waiting requests; a few rounds at most, so that a source that
 	// keeps changing costs latency, not an unbounded wait.
 	for range 4 {
 		if s.replay(c, key) {
+			s.cfg.Metrics.View(route, "kept")
 			return nil
 		}
 		b, lead := s.views.begin(key)
 		if lead {
-			err := serve(c)
+			err := composed()
 			kept, _ := c.Get(keptKey).(bool)
 			s.views.end(key, b, kept)
 			return err
@@ -143,18 +149,19 @@ func (s *server) serveView(c echo.Context, serve echo.HandlerFunc) error {
 		select {
 		case <-b.done:
 		case <-c.Request().Context().Done():
-			return serve(c)
+			return composed()
 		}
 		if !b.kept {
 			break
 		}
 	}
 	if s.replay(c, key) {
+		s.cfg.Metrics.View(route, "kept")
 		return nil
 	}
 	// The view could not be kept (an error, a failed attempt, the time
 	// of the request in it): compose it for this request too.
-	return serve(c)
+	return composed()
 }
 
 // keptKey marks a request whose view was kept.

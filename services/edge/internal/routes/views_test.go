@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,9 @@ func TestKeptViewFollowsItsSources(t *testing.T) {
 		t.Helper()
 		status, header, raw := fetch(t, http.MethodGet, srv.URL+"/ops/v1/queue", "")
 		validate(t, docs.Edge, "/ops/v1/queue", status, header, raw, nil)
+		if got := header.Get("Content-Length"); got != strconv.Itoa(len(raw)) {
+			t.Errorf("Content-Length %q, body of %d bytes", got, len(raw))
+		}
 		var body map[string]any
 		if err := json.Unmarshal(raw, &body); err != nil {
 			t.Fatal(err)
@@ -139,6 +143,21 @@ func TestKeptViewFollowsItsSources(t *testing.T) {
 	}
 	if numberAt(changed, "pending") != numberAt(kept, "pending") {
 		t.Errorf("pending %v, want %v", changed["pending"], kept["pending"])
+	}
+	// Composed twice (the first answer, and once the TTL had passed),
+	// answered from the kept view four times.
+	_, _, raw := fetch(t, http.MethodGet, srv.URL+"/metrics", "")
+	for result, want := range map[string]string{"composed": "2", "kept": "4"} {
+		series := `edge_views_total{result="` + result + `",route="/ops/v1/queue"} `
+		at := strings.Index(string(raw), series)
+		if at < 0 {
+			t.Errorf("/metrics has no %s", series)
+			continue
+		}
+		got, _, _ := strings.Cut(string(raw[at+len(series):]), "\n")
+		if got != want {
+			t.Errorf("%s%s, want %s", series, got, want)
+		}
 	}
 }
 
