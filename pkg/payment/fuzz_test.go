@@ -12,6 +12,58 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
+// FuzzFromProto feeds arbitrary bytes, as a validator reads them from
+// chain.<chainId>.payments, through the wire decoding and the payment rules.
+// It must never panic; what it accepts must survive Proto and back
+// unchanged, and Check must accept it for the proposal it names or say why
+// not.
+func FuzzFromProto(f *testing.F) {
+	valid := ProposalPaid{ChainID: 1337, Contract: common.HexToAddress("0x01"), ProposalID: common.HexToHash("0x02"),
+		Payer: common.HexToAddress("0x03"), Amount: Standard.Price(ETH), Class: Standard, Token: ETH,
+		PreferredValidator: common.HexToAddress("0x04"), Timestamp: 99, TxHash: common.HexToHash("0x05"),
+		BlockHash: common.HexToHash("0x06"), BlockNumber: 7, LogIndex: 8, Confirmations: 2}
+	removed := valid
+	removed.Removed = true
+	for _, p := range []ProposalPaid{valid, removed, {Amount: new(big.Int).Lsh(big.NewInt(1), 255), Class: Priority, Token: USDC}} {
+		b, err := proto.Marshal(p.Proto())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m ledgerpb.Payment
+		if proto.Unmarshal(data, &m) != nil {
+			return
+		}
+		p, err := FromProto(&m)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedPayment) {
+				t.Fatalf("error %v does not wrap ErrMalformedPayment", err)
+			}
+			return
+		}
+		back, err := FromProto(p.Proto())
+		if err != nil {
+			t.Fatalf("re-decoding an accepted payment: %v", err)
+		}
+		if back.Amount.Cmp(p.Amount) != 0 {
+			t.Fatalf("amount %v became %v", p.Amount, back.Amount)
+		}
+		back.Amount = p.Amount
+		if back != p {
+			t.Fatalf("round trip\n got %+v\nwant %+v", back, p)
+		}
+		want := Expectation{ChainID: p.ChainID, Contract: p.Contract, ProposalID: p.ProposalID, TxHash: p.TxHash, Class: p.Class}
+		rejected := Check(p, want)
+		paidEnough := p.Amount.Cmp(p.Class.Price(p.Token)) >= 0
+		if (rejected == nil) != (!p.Removed && paidEnough) {
+			t.Fatalf("Check(%+v) for its own proposal = %v (removed %v, paid enough %v)", p, rejected, p.Removed, paidEnough)
+		}
+	})
+}
+
 // FuzzDebtPaidFromProto feeds arbitrary bytes, as a validator reads them
 // from chain.<chainId>.debts, through the wire decoding. It must never
 // panic; what it accepts must survive Proto and back unchanged, and convert
