@@ -18,8 +18,9 @@ const (
 	// endpoint does not answer the finalized block, so finalized is
 	// current - EpochFinalityLag.
 	EpochSourceBlockTimeLag = "block-time-lag"
-	// EpochSourceBeacon: a beacon node's head slot / 32 and its finalized
-	// checkpoint's epoch.
+	// EpochSourceBeacon: a beacon node's head slot and finalized
+	// checkpoint, converted to the same numbering (the slots' start times /
+	// the epoch length).
 	EpochSourceBeacon = "beacon"
 )
 

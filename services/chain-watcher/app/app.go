@@ -257,7 +257,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 // block-time source reading through the RPC pool.
 func epochSource(cfg Config, eth *rpcpool.Pool, log *zap.Logger) (epochs.Source, error) {
 	if cfg.BeaconURL != "" {
-		return epochs.NewBeacon(cfg.BeaconURL, cfg.RPCTimeout)
+		return epochs.NewBeacon(cfg.BeaconURL, cfg.RPCTimeout, epochs.WithEpochLength(cfg.epochLength()))
 	}
 	return epochs.NewBlockTime(eth, cfg.epochLength(), log.Named("epochs"))
 }

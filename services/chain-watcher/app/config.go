@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -19,16 +20,75 @@ import (
 // (DECISIONS D10: one prefix per service), e.g. WATCHER_RPC_URL.
 const EnvPrefix = "WATCHER"
 
+// Mode is the kind of chain the watcher reads, named like the validators'
+// deployment modes. It picks the defaults of the settings where networks
+// differ (Preset); a variable set in the environment always wins.
+type Mode string
+
+const (
+	// ModeMock is a local dev chain: fast blocks, nothing at stake. It is
+	// the default, and its values are the ones the watcher had before
+	// modes existed.
+	ModeMock Mode = "MOCK"
+	// ModeTestnet is a public test network (12 s slots), where payments
+	// are validated but worth nothing.
+	ModeTestnet Mode = "TESTNET"
+	// ModeMainnet is Ethereum mainnet, in production.
+	ModeMainnet Mode = "MAINNET"
+)
+
+// Preset is what a mode supplies: the defaults of the settings that depend
+// on the chain's block time and reorg risk. Everything else (endpoints,
+// timeouts, NATS replicas, ranges, FINALIZED) depends on the provider or
+// the deployment rather than the network, and has one default.
+type Preset struct {
+	Confirmations uint64
+	PollInterval  time.Duration
+	ReorgDepth    uint64
+}
+
+// PresetOf returns the preset of mode; "" is ModeMock. ok is false for an
+// unknown mode. Why each value: DESIGN.md ("Modes and presets").
+func PresetOf(mode Mode) (p Preset, ok bool) {
+	switch mode {
+	case ModeMock, "":
+		return Preset{Confirmations: 2, PollInterval: time.Second, ReorgDepth: 128}, true
+	case ModeTestnet:
+		return Preset{Confirmations: 3, PollInterval: 12 * time.Second, ReorgDepth: 256}, true
+	case ModeMainnet:
+		return Preset{Confirmations: 12, PollInterval: 12 * time.Second, ReorgDepth: 256}, true
+	}
+	return Preset{}, false
+}
+
+// applyPreset fills the settings a preset covers that set does not report
+// as set in the environment (by variable name, without the prefix).
+func (c *Config) applyPreset(p Preset, set func(name string) bool) {
+	if !set("CONFIRMATIONS") {
+		c.Confirmations = p.Confirmations
+	}
+	if !set("POLL_INTERVAL") {
+		c.PollInterval = p.PollInterval
+	}
+	if !set("REORG_DEPTH") {
+		c.ReorgDepth = p.ReorgDepth
+	}
+}
+
 // Config is the watcher's configuration, read from the environment by
-// LoadConfig. Every field has a default except ContractAddress.
+// LoadConfig. Every field has a default except ContractAddress; the
+// defaults of Confirmations, PollInterval and ReorgDepth come
+// from the Mode's Preset, which only LoadConfig applies: a Config built in
+// code carries its own values.
 type Config struct {
+	Mode            Mode          `envconfig:"MODE" desc:"MOCK (local dev chain; empty means MOCK), TESTNET or MAINNET: picks the defaults of CONFIRMATIONS, POLL_INTERVAL and REORG_DEPTH"`
 	RPCURL          string        `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoints (HTTP or WebSocket), comma separated, preferred first: calls go to the healthiest and fail over to the others"`
 	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid and DebtPaid logs are published"`
 	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
-	Confirmations   uint64        `envconfig:"CONFIRMATIONS" default:"2" desc:"a block is read once head - block >= this many blocks"`
-	Finalized       bool          `envconfig:"FINALIZED" default:"false" desc:"also read every block at or below the chain's finalized block whatever its confirmations (falls back to CONFIRMATIONS where the endpoint has no finalized tag)"`
-	ReorgDepth      uint64        `envconfig:"REORG_DEPTH" default:"128" desc:"deepest reorg handled, in blocks below the last handled block: recent block hashes and what was published from them are kept this deep (0: 128)"`
-	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"1s" desc:"how often the chain head is polled when caught up"`
+	Confirmations   uint64        `envconfig:"CONFIRMATIONS" desc:"a block is read once head - block >= this many blocks; default by MODE: MOCK 2, TESTNET 3, MAINNET 12"`
+	Finalized       bool          `envconfig:"FINALIZED" default:"false" desc:"also read every block at or below the chain's finalized block whatever its confirmations (falls back to CONFIRMATIONS where the endpoint has no finalized tag); it only matters with CONFIRMATIONS above the finality lag (64 to 96 blocks on Ethereum)"`
+	ReorgDepth      uint64        `envconfig:"REORG_DEPTH" desc:"deepest reorg handled, in blocks below the last handled block: recent block hashes and what was published from them are kept this deep (0: 128); default by MODE: MOCK 128, TESTNET and MAINNET 256"`
+	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" desc:"how often the chain head is polled when caught up; default by MODE: MOCK 1s, TESTNET and MAINNET 12s (one slot)"`
 	StartBlock      uint64        `envconfig:"START_BLOCK" default:"0" desc:"first block read when no checkpoint exists (the contract's deployment block)"`
 	MaxBlockRange   uint64        `envconfig:"MAX_BLOCK_RANGE" default:"2000" desc:"most blocks per eth_getLogs call: ranges start there, halve when the provider refuses one as too large, and grow back"`
 	RangeGrowAfter  int           `envconfig:"RANGE_GROW_AFTER" default:"4" desc:"full eth_getLogs ranges that must pass in a row before a shrunk range doubles again (up to MAX_BLOCK_RANGE)"`
@@ -42,9 +102,9 @@ type Config struct {
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"24h" desc:"how long JetStream deduplicates a payment's message id"`
 	Bucket          string        `envconfig:"BUCKET" default:"CHAIN_WATCHER" desc:"JetStream key-value bucket of the checkpoint (key cursor-<chainId>)"`
 	Replicas        int           `envconfig:"REPLICAS" default:"1" desc:"replicas of the stream and the bucket in a NATS cluster"`
-	EpochLength     time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"epoch length of the block-time epoch source, whole seconds: epoch = block timestamp / this (DECISIONS D7); keep it equal to the validators' EPOCH_LENGTH (0: 384s)"`
+	EpochLength     time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"epoch length, whole seconds: epoch = unix time / this (DECISIONS D7), from block timestamps or beacon slot times; keep it equal to the validators' EPOCH_LENGTH (0: 384s)"`
 	EpochInterval   time.Duration `envconfig:"EPOCH_INTERVAL" default:"12s" desc:"how often the epoch source is read; an update is published on chain.<chainId>.epochs when the current or finalized epoch changed (0: 12s)"`
-	BeaconURL       string        `envconfig:"BEACON_URL" default:"" desc:"beacon node API base URL; when set, epochs come from it (head slot / 32, finalized checkpoint) instead of block timestamps"`
+	BeaconURL       string        `envconfig:"BEACON_URL" default:"" desc:"beacon node API base URL; when set, epochs come from its head slot and finalized checkpoint (converted to the same unix-time numbering) instead of block timestamps"`
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health and /metrics endpoints; empty disables them"`
 
 	// HTTPListener, when set, serves /health and /metrics instead of listening on
@@ -53,16 +113,42 @@ type Config struct {
 	HTTPListener net.Listener `ignored:"true"`
 }
 
-// LoadConfig reads the configuration from the environment and validates it.
+// LoadConfig reads the configuration from the environment, fills the
+// settings the environment does not set from the mode's preset, and
+// validates it.
 func LoadConfig() (Config, error) {
 	var cfg Config
 	if err := envconfig.Process(EnvPrefix, &cfg); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	preset, ok := PresetOf(cfg.Mode)
+	if !ok {
+		return Config{}, fmt.Errorf("%w: MODE %q must be MOCK, TESTNET or MAINNET", ErrInvalidConfig, cfg.Mode)
+	}
+	cfg.applyPreset(preset, envSet)
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// envSet reports whether the variable name is set, as envconfig looks it
+// up: WATCHER_<name>, else the bare name. Set to anything, even empty, it
+// is the operator's value and the preset stays out of it.
+func envSet(name string) bool {
+	if _, ok := os.LookupEnv(EnvPrefix + "_" + name); ok {
+		return true
+	}
+	_, ok := os.LookupEnv(name)
+	return ok
+}
+
+// mode is the effective mode: Mode, "" meaning ModeMock.
+func (c Config) mode() Mode {
+	if c.Mode == "" {
+		return ModeMock
+	}
+	return c.Mode
 }
 
 // Usage prints the environment variables, their types, defaults and
@@ -84,6 +170,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if _, ok := PresetOf(c.Mode); !ok {
+		bad("MODE %q must be MOCK, TESTNET or MAINNET", c.Mode)
 	}
 	if urls := c.RPCURLs(); len(urls) == 0 {
 		bad("RPC_URL is empty")

@@ -166,7 +166,8 @@ func (h *harness) epochCount() uint64 {
 }
 
 // TestPublishesEpochsFromBeacon: with BEACON_URL set the epochs come from
-// the beacon API (head slot / 32, the finalized checkpoint); a beacon node
+// the beacon API (head slot and finalized checkpoint, in the unix-time
+// numbering of the block-time source); a beacon node
 // that fails is retried and shown on /health, and payments go on.
 func TestPublishesEpochsFromBeacon(t *testing.T) {
 	h := newHarness(t)
@@ -179,6 +180,10 @@ func TestPublishesEpochsFromBeacon(t *testing.T) {
 		}
 		s := slot.Load()
 		switch r.URL.Path {
+		case "/eth/v1/beacon/genesis": // at unix time 0: slot n starts at 12n s
+			fmt.Fprint(w, `{"data":{"genesis_time":"0"}}`)
+		case "/eth/v1/config/spec":
+			fmt.Fprint(w, `{"data":{"SECONDS_PER_SLOT":"12","SLOTS_PER_EPOCH":"32"}}`)
 		case "/eth/v1/beacon/headers/head":
 			fmt.Fprintf(w, `{"data":{"header":{"message":{"slot":"%d"}}}}`, s)
 		case "/eth/v1/beacon/states/head/finality_checkpoints":
@@ -199,7 +204,10 @@ func TestPublishesEpochsFromBeacon(t *testing.T) {
 			return ok && u.Current == current && u.Finalized == finalized && u.Source == payment.EpochSourceBeacon
 		}, "no beacon update %d/%d", current, finalized)
 	}
-	waitFor(100, 98)
+	// Slot 3200 starts at 38400 s, in epoch 100; the finalized checkpoint
+	// (beacon epoch 98) is the block at 37632 s, which opens epoch 98, so
+	// epoch 97 is the newest final one.
+	waitFor(100, 97)
 
 	failing.Store(1)
 	testenv.Eventually(t, wait, func() bool {
@@ -215,7 +223,7 @@ func TestPublishesEpochsFromBeacon(t *testing.T) {
 
 	failing.Store(0)
 	slot.Store(3232)
-	waitFor(101, 99)
+	waitFor(101, 98)
 	testenv.Eventually(t, wait, func() bool {
 		_, body := getHealth(t, w.health)
 		e, _ := body["epochs"].(map[string]any)

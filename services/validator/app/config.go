@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/kelseyhightower/envconfig"
 )
 
 // Mode is the deployment mode of the contract.
@@ -56,12 +58,12 @@ type Config struct {
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
 	ContractAddress string `envconfig:"CONTRACT_ADDRESS" desc:"payment contract address; required unless MOCK"`
-	Confirmations   uint64 `envconfig:"CONFIRMATIONS" default:"2" desc:"confirmations the chain-watcher waits for (published in /v1/blockchain/config)"`
+	Confirmations   uint64 `envconfig:"CONFIRMATIONS" desc:"confirmations the chain-watcher waits for (published in /v1/blockchain/config); default by MODE as the watcher's: MOCK 2, TESTNET 3, MAINNET 12"`
 	USDCAddress     string `envconfig:"USDC_ADDRESS" desc:"stablecoin token address, published for clients"`
 
 	NATSURL       string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server with JetStream"`
 	PaymentStream string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
-	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" default:"2m" desc:"how long a proposal waits for its payment before payment_not_found"`
+	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a proposal waits for its payment before payment_not_found; default by MODE: MOCK and TESTNET 2m, MAINNET 5m (12 confirmations of 12 s blocks and a poll take about 2.6 min)"`
 	// The leader publishes the replicated events to NATS JetStream
 	// (internal/eventpub, DECISIONS D8). Zero values take the defaults.
 	NATSEvents           string        `envconfig:"NATS_EVENTS" default:"auto" desc:"leader publishes the replicated events to NATS_EVENTS_STREAM: auto (in TESTNET and MAINNET, which use NATS_URL anyway), on (in MOCK too), off"`
@@ -99,6 +101,50 @@ type Config struct {
 	EventsStreamRate     float64       `envconfig:"EVENTS_STREAM_RATE" default:"1000" desc:"events per second one stream sends at most; faster events wait in its queue; 0: 1000"`
 	EventsStreamQueue    int           `envconfig:"EVENTS_STREAM_QUEUE" default:"4096" desc:"events queued for one stream; on overflow the oldest are dropped and the client gets a dropped event; 0: 4096"`
 	EventsKeepAlive      time.Duration `envconfig:"EVENTS_KEEPALIVE" default:"15s" desc:"interval of the keep-alive comments on an idle event stream; 0: 15s"`
+}
+
+// EnvPrefix is the prefix of the validator's environment variables
+// (DECISIONS D10), e.g. SVC_VALIDATOR_MODE.
+const EnvPrefix = "SVC_VALIDATOR"
+
+// LoadConfig reads the configuration from the environment, fills the
+// settings whose default depends on the mode where the environment does not
+// set them, and validates it.
+func LoadConfig() (Config, error) {
+	var cfg Config
+	if err := envconfig.Process(EnvPrefix, &cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.applyModeDefaults(func(name string) bool {
+		// As envconfig looks a variable up: prefixed, else bare. Set to
+		// anything, it is the operator's value.
+		if _, ok := os.LookupEnv(EnvPrefix + "_" + name); ok {
+			return true
+		}
+		_, ok := os.LookupEnv(name)
+		return ok
+	})
+	return cfg, cfg.Validate()
+}
+
+// applyModeDefaults fills the settings that follow the chain's block time
+// and the confirmations its chain-watcher waits for (the watcher's
+// WATCHER_MODE presets), unless set reports them set. An unknown mode is
+// left to Validate.
+func (c *Config) applyModeDefaults(set func(name string) bool) {
+	confirmations, wait := uint64(2), 2*time.Minute
+	switch c.Mode {
+	case Testnet:
+		confirmations = 3
+	case Mainnet:
+		confirmations, wait = 12, 5*time.Minute
+	}
+	if !set("CONFIRMATIONS") {
+		c.Confirmations = confirmations
+	}
+	if !set("PAYMENT_WAIT") {
+		c.PaymentWait = wait
+	}
 }
 
 // Validate reports a configuration that cannot run.

@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCluster(t *testing.T) {
@@ -57,5 +58,37 @@ func TestValidateQueueAndLimitSettings(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestModeDefaults: CONFIRMATIONS and PAYMENT_WAIT follow the mode unless the
+// environment sets them, 0 included.
+func TestModeDefaults(t *testing.T) {
+	t.Setenv("SVC_VALIDATOR_CONTRACT_ADDRESS", "0x00000000000000000000000000000000000000c1")
+	for mode, want := range map[Mode]struct {
+		confirmations uint64
+		wait          time.Duration
+	}{Mock: {2, 2 * time.Minute}, Testnet: {3, 2 * time.Minute}, Mainnet: {12, 5 * time.Minute}} {
+		t.Setenv("SVC_VALIDATOR_MODE", string(mode))
+		cfg, err := LoadConfig()
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if cfg.Confirmations != want.confirmations || cfg.PaymentWait != want.wait {
+			t.Errorf("%s: confirmations %d, payment wait %s; want %d, %s", mode, cfg.Confirmations, cfg.PaymentWait, want.confirmations, want.wait)
+		}
+	}
+	t.Setenv("SVC_VALIDATOR_CONFIRMATIONS", "0")
+	t.Setenv("SVC_VALIDATOR_PAYMENT_WAIT", "30s")
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Confirmations != 0 || cfg.PaymentWait != 30*time.Second {
+		t.Errorf("set in the environment: confirmations %d, payment wait %s; want 0, 30s", cfg.Confirmations, cfg.PaymentWait)
+	}
+	t.Setenv("SVC_VALIDATOR_MODE", "PRODUCTION")
+	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "MODE") {
+		t.Errorf("an unknown mode: %v", err)
 	}
 }

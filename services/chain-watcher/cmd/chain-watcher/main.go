@@ -23,7 +23,9 @@ func main() {
 
 func run() int {
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s\n\nchain-watcher is configured through the environment:\n\n", os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s\n\nchain-watcher is configured through the environment. "+
+			"WATCHER_MODE (MOCK, TESTNET or MAINNET) supplies the defaults given \"by MODE\";\n"+
+			"a variable set explicitly overrides them.\n\n", os.Args[0])
 		if err := app.Usage(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}

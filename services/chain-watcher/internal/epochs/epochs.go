@@ -7,7 +7,8 @@
 // through the watcher's RPC pool (the finalized epoch from the chain's
 // finalized block, or current - 2 where the endpoint has no such tag), and
 // Beacon asks a beacon node's API for its head slot and finalized
-// checkpoint.
+// checkpoint and converts them to the same numbering (unix time / length),
+// so that one deployment may use either.
 //
 // The published figures never go backwards within a run: each is the
 // highest read so far, so a lagging endpoint or a reading that lost the
@@ -30,8 +31,8 @@ import (
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
 )
 
-// DefaultLength is the default epoch length of the block-time source: 32
-// slots of 12 s (DECISIONS D7).
+// DefaultLength is the default epoch length of both sources: 32 slots of
+// 12 s (DECISIONS D7).
 const DefaultLength = 384 * time.Second
 
 // DefaultInterval is how often a source is read by default: once a slot.

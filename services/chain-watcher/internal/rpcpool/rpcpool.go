@@ -31,6 +31,11 @@
 // Every endpoint must serve the chain the first answer of ChainID named:
 // each is checked once before its first use, and one that serves another
 // chain is excluded for good.
+//
+// A block hash that decides a reorg is not taken from one endpoint:
+// AgreedHash asks every endpoint that is up and answers what a majority of
+// those that answered say, so that one endpoint on a stale or minority
+// fork cannot make the watcher retract payments that are still canonical.
 package rpcpool
 
 import (
@@ -47,6 +52,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"go.uber.org/zap"
 
@@ -95,6 +101,10 @@ var ErrNoEndpoint = errors.New("rpcpool: no usable endpoint")
 
 // ErrWrongChain marks an endpoint that serves another chain than the pool's.
 var ErrWrongChain = errors.New("rpcpool: endpoint serves another chain")
+
+// ErrNoAgreement is returned by AgreedHash when the endpoints that answered
+// name different blocks and none has a majority.
+var ErrNoAgreement = errors.New("rpcpool: the endpoints disagree on the block")
 
 // Config configures a Pool. Zero values mean the defaults.
 type Config struct {
@@ -279,6 +289,7 @@ const (
 	logs               // eth_getLogs: range errors are answers
 	header             // a numbered header: "not found" asks the others
 	tag                // a tagged header (finalized): errors are answers
+	vote               // a numbered header for AgreedHash: "not found" abstains
 )
 
 // ChainID returns the chain id of the endpoints: the first endpoint that
@@ -355,6 +366,160 @@ func (p *Pool) FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.
 	return out, err
 }
 
+// AgreedHash returns the hash of the canonical block at number as the
+// endpoints agree on it, for decisions that retract payments (a reorg):
+// one endpoint on a stale or minority fork must not decide alone.
+//
+// Every endpoint that is up is asked at once (when none is, every endpoint
+// of the pool's chain); the answer is the hash a strict majority of the
+// endpoints that answered a hash name. Endpoints that answer another hash
+// are counted as failed (passed over for their cooldown, like any failure,
+// so the next reads go elsewhere). An endpoint that has no block there
+// abstains: it lags, which is not a fork; found is false only when no
+// endpoint that answered has the block. No majority (two endpoints, two
+// hashes) is ErrNoAgreement, with no penalty since nothing says which is
+// right: the caller retries later. When no endpoint answered at all, the
+// rounds are repeated as for any call. One endpoint alone decides only
+// when it is the only one configured or up.
+func (p *Pool) AgreedHash(ctx context.Context, number uint64) (hash common.Hash, found bool, err error) {
+	const method = "eth_getBlockByNumber"
+	n := new(big.Int).SetUint64(number)
+	retry := backoff.New(p.cfg.Retry, p.rand)
+	for round := 1; ; round++ {
+		voters := p.voters()
+		if len(voters) == 0 {
+			return common.Hash{}, false, ErrNoEndpoint
+		}
+		ballots := make([]ballot, len(voters))
+		var wg sync.WaitGroup
+		for j, i := range voters {
+			wg.Go(func() {
+				b := ballot{i: i}
+				b.elapsed, b.ran, b.err = p.call(ctx, i, func(ctx context.Context, _ int, c Client) error {
+					h, err := c.HeaderByNumber(ctx, n)
+					switch {
+					case err != nil:
+						return err
+					case h == nil || h.Number == nil || h.Number.Cmp(n) != 0:
+						return fmt.Errorf("header for block %d is another block", number)
+					}
+					b.hash = h.Hash()
+					return nil
+				})
+				ballots[j] = b
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return common.Hash{}, false, err
+		}
+		hash, found, decided, again, err := p.count(method, number, ballots)
+		if decided || !again || round >= p.cfg.Attempts {
+			return hash, found, err
+		}
+		wait := retry.Next()
+		p.log.Warn("no RPC endpoint answered the block; retrying", zap.Uint64("block", number),
+			zap.Int("round", round), zap.Duration("backoff", wait), zap.Error(err))
+		if serr := p.cfg.Sleep(ctx, wait); serr != nil {
+			return common.Hash{}, false, cmpErr(err, serr)
+		}
+	}
+}
+
+// ballot is one endpoint's answer to AgreedHash.
+type ballot struct {
+	i       int
+	ran     bool // the call was made (the chain check passed)
+	elapsed time.Duration
+	err     error
+	hash    common.Hash // when err is nil
+}
+
+// count decides a vote and records each endpoint's part in it. decided is
+// false when no endpoint answered; again is true when a failure may pass
+// in another round.
+func (p *Pool) count(method string, number uint64, ballots []ballot) (hash common.Hash, found, decided, again bool, err error) {
+	votes := map[common.Hash]int{}
+	hashes, abstained := 0, 0
+	for _, b := range ballots {
+		if !b.ran {
+			if !errors.Is(b.err, ErrWrongChain) {
+				again = true // a failed chain check, recorded by call
+			}
+			err = p.wrap(b.i, method, b.err)
+			continue
+		}
+		switch classify(vote, b.err) {
+		case done:
+			votes[b.hash]++
+			hashes++
+		case absent:
+			abstained++
+		case rejected:
+			err = p.wrap(b.i, method, b.err)
+		case transient:
+			err = p.wrap(b.i, method, b.err)
+			again = true
+		}
+	}
+	winner, top := common.Hash{}, 0
+	for h, c := range votes {
+		if c > top {
+			winner, top = h, c
+		}
+	}
+	majority := top*2 > hashes
+	for _, b := range ballots {
+		switch {
+		case !b.ran:
+		case b.err == nil && majority && b.hash != winner:
+			p.failed(b.i, method, fmt.Errorf("block %d is %s there, %s on %d of the %d endpoints that answered it",
+				number, b.hash.Hex(), winner.Hex(), top, hashes))
+		default:
+			p.record(b.i, method, vote, b.elapsed, b.err)
+		}
+	}
+	switch {
+	case hashes > 0 && majority:
+		return winner, true, true, false, nil
+	case hashes > 0:
+		var named []string
+		for _, b := range ballots {
+			if b.ran && b.err == nil {
+				named = append(named, p.eps[b.i].name+" "+b.hash.Hex())
+			}
+		}
+		p.log.Warn("RPC endpoints disagree on a block hash", zap.Uint64("block", number), zap.Strings("answers", named))
+		return common.Hash{}, false, true, false, fmt.Errorf("%w %d: %s", ErrNoAgreement, number, strings.Join(named, ", "))
+	case abstained > 0:
+		return common.Hash{}, false, true, false, nil
+	}
+	return common.Hash{}, false, false, again, err
+}
+
+// voters returns the endpoints AgreedHash asks: those up (not cooling
+// down), or when none is, every one not excluded for serving another
+// chain, in the configured order.
+func (p *Pool) voters() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	var up, all []int
+	for i, e := range p.eps {
+		if e.wrong != nil {
+			continue
+		}
+		all = append(all, i)
+		if !now.Before(e.downUntil) {
+			up = append(up, i)
+		}
+	}
+	if len(up) > 0 {
+		return up
+	}
+	return all
+}
+
 // outcome of one try, by what the call does next.
 type outcome int
 
@@ -375,7 +540,7 @@ func classify(k kind, err error) outcome {
 	case errors.As(err, &unchecked):
 		return transient
 	case errors.Is(err, ethereum.NotFound):
-		if k == header {
+		if k == header || k == vote {
 			return absent
 		}
 		return done
@@ -448,32 +613,43 @@ func cmpErr(err, ctxErr error) error {
 
 // try runs f on endpoint i with the call timeout and records the outcome.
 func (p *Pool) try(ctx context.Context, i int, method string, k kind, f func(context.Context, int, Client) error) error {
-	e := p.eps[i]
+	elapsed, ran, err := p.call(ctx, i, f)
+	if ran && ctx.Err() == nil { // a caller that gave up says nothing of the endpoint
+		p.record(i, method, k, elapsed, err)
+	}
+	return err
+}
+
+// call runs f on endpoint i with the call timeout, once the endpoint is
+// known to serve the pool's chain; ran is false when that check failed
+// (a failed check is recorded here).
+func (p *Pool) call(ctx context.Context, i int, f func(context.Context, int, Client) error) (elapsed time.Duration, ran bool, err error) {
 	if err := p.check(ctx, i); err != nil {
 		if !errors.Is(err, ErrWrongChain) && ctx.Err() == nil {
 			p.failed(i, "eth_chainId", err)
 		}
-		return err
+		return 0, false, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	start := p.cfg.Now()
-	err := f(cctx, i, e.client)
-	elapsed := p.cfg.Now().Sub(start)
+	err = f(cctx, i, p.eps[i].client)
+	elapsed = p.cfg.Now().Sub(start)
 	timedOut := err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if timedOut {
 		err = fmt.Errorf("%w after %s: %w", rpcerr.ErrTimeout, p.cfg.CallTimeout, err)
 	}
-	if ctx.Err() != nil {
-		return err // the caller gave up: says nothing of the endpoint
-	}
+	return elapsed, true, err
+}
+
+// record counts the outcome of a call against endpoint i, or for it.
+func (p *Pool) record(i int, method string, k kind, elapsed time.Duration, err error) {
 	switch o := classify(k, err); {
 	case o == transient || o == done && err != nil && rpcerr.IsTimeout(err):
 		p.failed(i, method, err)
 	default:
 		p.answered(i, k, elapsed)
 	}
-	return err
 }
 
 // uncheckedError is a failure to ask an endpoint for its chain id before
@@ -533,7 +709,9 @@ func (p *Pool) answered(i int, k kind, elapsed time.Duration) {
 			e.latency = time.Duration(latencyWeight*float64(elapsed) + (1-latencyWeight)*float64(e.latency))
 		}
 	}
-	if p.current != i {
+	// A vote asks every endpoint at once: answering one says nothing of
+	// which should take the next calls.
+	if p.current != i && k != vote {
 		p.log.Info("RPC calls now go to another endpoint", zap.String("from", p.eps[p.current].name), zap.String("to", e.name))
 		p.current = i
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
 
@@ -46,7 +47,8 @@ type fake struct {
 	head    uint64
 	latency time.Duration
 	fail    func(method string) error
-	hang    bool // FilterLogs waits for its context
+	hang    bool   // FilterLogs waits for its context
+	fork    uint64 // when not 0, its numbered headers are another branch's
 
 	mu    sync.Mutex
 	calls []string
@@ -96,7 +98,7 @@ func (f *fake) HeaderByNumber(_ context.Context, n *big.Int) (*types.Header, err
 	if n.Uint64() > f.head {
 		return nil, ethereum.NotFound
 	}
-	return &types.Header{Number: n}, nil
+	return &types.Header{Number: n, Time: f.fork}, nil
 }
 
 func (f *fake) FilterLogs(ctx context.Context, _ ethereum.FilterQuery) ([]types.Log, error) {
@@ -430,5 +432,141 @@ func TestErrorsHideTheURL(t *testing.T) {
 	}
 	if h := p.Health()[0]; strings.Contains(h.LastError, "SECRETKEY") || !strings.Contains(h.LastError, "1:rpc.example") {
 		t.Fatalf("health %+v", h)
+	}
+}
+
+// canonical is the hash the fakes not on a fork answer for block n.
+func canonical(n int64) common.Hash { return (&types.Header{Number: big.NewInt(n)}).Hash() }
+
+// TestAgreedHashMajority: two of three endpoints agree, the third is on
+// another branch: the majority's hash is the answer, and the third is
+// counted as failed and left out of the next vote; no vote moves the
+// endpoint in use.
+func TestAgreedHashMajority(t *testing.T) {
+	e := newEnv(t, 3, Config{})
+	e.eps[2].fork = 1
+	hash, found, err := e.pool.AgreedHash(context.Background(), 50)
+	if err != nil || !found || hash != canonical(50) {
+		t.Fatalf("got %s %v %v, want %s", hash.Hex(), found, err, canonical(50).Hex())
+	}
+	for i, f := range e.eps {
+		if n := f.count("eth_getBlockByNumber"); n != 1 {
+			t.Errorf("endpoint %d asked %d times", i, n)
+		}
+	}
+	if h := e.health(2); h.Up || h.Errors != 1 || !strings.Contains(h.LastError, "block 50") {
+		t.Fatalf("the endpoint on another branch: %+v", h)
+	}
+	if h0, h1 := e.health(0), e.health(1); h0.Errors+h1.Errors != 0 || !h0.Current {
+		t.Fatalf("the agreeing endpoints: %+v %+v", h0, h1)
+	}
+	// Cooling down, the third is not asked; the two others still agree.
+	if hash, found, err := e.pool.AgreedHash(context.Background(), 60); err != nil || !found || hash != canonical(60) ||
+		e.eps[2].count("eth_getBlockByNumber") != 1 {
+		t.Fatalf("second vote: %s %v %v", hash.Hex(), found, err)
+	}
+	// Once back, it is asked again, and fails again for longer.
+	e.clock.Advance(5 * time.Second)
+	if _, _, err := e.pool.AgreedHash(context.Background(), 70); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.health(2); h.ConsecutiveFailures != 2 || h.Errors != 2 {
+		t.Fatalf("after a second disagreement: %+v", h)
+	}
+}
+
+// TestAgreedHashNoMajority: one endpoint against one is no decision, an
+// error without a penalty for either (nothing says which is right) and
+// without retry rounds; with a third endpoint down it is the same.
+func TestAgreedHashNoMajority(t *testing.T) {
+	e := newEnv(t, 2, Config{})
+	e.eps[1].fork = 1
+	if _, _, err := e.pool.AgreedHash(context.Background(), 50); !errors.Is(err, ErrNoAgreement) ||
+		!strings.Contains(err.Error(), canonical(50).Hex()) {
+		t.Fatalf("1 vs 1: %v", err)
+	}
+	if len(e.waits) != 0 || e.health(0).Errors+e.health(1).Errors != 0 {
+		t.Fatalf("waits %v, health %+v", e.waits, e.pool.Health())
+	}
+
+	e = newEnv(t, 3, Config{})
+	e.eps[1].fork = 1
+	e.eps[2].fail = func(string) error { return unavailable }
+	if _, _, err := e.pool.AgreedHash(context.Background(), 50); !errors.Is(err, ErrNoAgreement) {
+		t.Fatalf("1 vs 1 and one down: %v", err)
+	}
+	if h := e.health(2); h.Up || h.Errors != 1 {
+		t.Fatalf("the endpoint down: %+v", h)
+	}
+}
+
+// TestAgreedHashOneDown: an endpoint that fails is counted as usual and
+// the two others decide; a single endpoint decides alone.
+func TestAgreedHashOneDown(t *testing.T) {
+	e := newEnv(t, 3, Config{})
+	e.eps[0].fail = func(string) error { return unavailable }
+	if hash, found, err := e.pool.AgreedHash(context.Background(), 50); err != nil || !found || hash != canonical(50) {
+		t.Fatalf("got %s %v %v", hash.Hex(), found, err)
+	}
+	if h := e.health(0); h.Up || h.Errors != 1 {
+		t.Fatalf("the endpoint down: %+v", h)
+	}
+
+	one := newEnv(t, 1, Config{})
+	one.eps[0].fork = 7
+	want := (&types.Header{Number: big.NewInt(50), Time: 7}).Hash()
+	if hash, found, err := one.pool.AgreedHash(context.Background(), 50); err != nil || !found || hash != want {
+		t.Fatalf("a single endpoint: %s %v %v", hash.Hex(), found, err)
+	}
+}
+
+// TestAgreedHashMissingBlock: an endpoint without the block (it lags)
+// abstains without a penalty; the block is missing only when no endpoint
+// that answered has it.
+func TestAgreedHashMissingBlock(t *testing.T) {
+	e := newEnv(t, 2, Config{}) // heads 100 and 101
+	if hash, found, err := e.pool.AgreedHash(context.Background(), 101); err != nil || !found || hash != canonical(101) {
+		t.Fatalf("block only the second has: %s %v %v", hash.Hex(), found, err)
+	}
+	if e.health(0).Errors != 0 {
+		t.Fatal("a lagging endpoint was counted as failed")
+	}
+	if _, found, err := e.pool.AgreedHash(context.Background(), 500); err != nil || found {
+		t.Fatalf("block nobody has: %v %v", found, err)
+	}
+}
+
+// TestAgreedHashRetriesWhenNobodyAnswers: when every endpoint fails, the
+// vote is held again after the backoff, up to Attempts rounds.
+func TestAgreedHashRetriesWhenNobodyAnswers(t *testing.T) {
+	e := newEnv(t, 2, Config{Attempts: 3, Retry: backoff.Policy{Initial: 100 * time.Millisecond, Max: time.Second}})
+	calls := 0
+	var mu sync.Mutex
+	for _, f := range e.eps {
+		f.fail = func(m string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if m != "eth_getBlockByNumber" {
+				return nil
+			}
+			if calls++; calls <= 4 {
+				return unavailable
+			}
+			return nil
+		}
+	}
+	hash, found, err := e.pool.AgreedHash(context.Background(), 50)
+	if err != nil || !found || hash != canonical(50) {
+		t.Fatalf("got %s %v %v", hash.Hex(), found, err)
+	}
+	if !slices.Equal(e.waits, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}) {
+		t.Fatalf("waits %v", e.waits)
+	}
+	for _, f := range e.eps {
+		f.fail = func(string) error { return unavailable }
+	}
+	e.waits = nil
+	if _, _, err := e.pool.AgreedHash(context.Background(), 50); !errors.As(err, new(rpc.HTTPError)) || len(e.waits) != 2 {
+		t.Fatalf("nobody answers: %v, waits %v", err, e.waits)
 	}
 }

@@ -45,6 +45,15 @@ type Chain interface {
 	FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error)
 }
 
+// Agreer is what a Chain of several endpoints may offer (*rpcpool.Pool
+// does): the hash of the canonical block at number as the endpoints agree
+// on it, found false when none of them has the block. CanonicalHash uses
+// it, since its answers decide reorgs: one endpoint on a stale fork must
+// not make the caller retract payments that are still canonical.
+type Agreer interface {
+	AgreedHash(ctx context.Context, number uint64) (hash common.Hash, found bool, err error)
+}
+
 // DefaultMaxRange is the default number of blocks per eth_getLogs call.
 // Providers cap ranges (often at 2,000 to 10,000 blocks) or the size of the
 // answer; a bounded range also bounds the work redone after a failure.
@@ -186,8 +195,24 @@ func (w *Watcher) rangeSizeChanged() {
 }
 
 // CanonicalHash returns the hash of the canonical block at number; found is
-// false when the chain has no block there (a reorg made it shorter).
+// false when the chain has no block there (a reorg made it shorter). The
+// caller decides reorgs by it, so when the Chain is an Agreer the hash is
+// the one its endpoints agree on.
 func (w *Watcher) CanonicalHash(ctx context.Context, number uint64) (hash common.Hash, found bool, err error) {
+	if a, ok := w.chain.(Agreer); ok {
+		hash, found, err := a.AgreedHash(ctx, number)
+		if err != nil {
+			return common.Hash{}, false, fmt.Errorf("watch: agreed hash of block %d: %w", number, err)
+		}
+		return hash, found, nil
+	}
+	return w.hashOf(ctx, number)
+}
+
+// hashOf returns the hash of block number as the chain's endpoint in use
+// sees it: the reads of one batch stay on one node's view, which is what
+// their consistency checks compare.
+func (w *Watcher) hashOf(ctx context.Context, number uint64) (hash common.Hash, found bool, err error) {
 	h, err := w.chain.HeaderByNumber(ctx, new(big.Int).SetUint64(number))
 	if errors.Is(err, ethereum.NotFound) {
 		return common.Hash{}, false, nil
@@ -317,7 +342,7 @@ func (r *rangeRefused) Unwrap() error { return r.err }
 // read reads blocks next..to as one consistent batch (see Next), without
 // the head figures and confirmations.
 func (w *Watcher) read(ctx context.Context, next, to uint64, parent common.Hash) (Batch, error) {
-	last, found, err := w.CanonicalHash(ctx, to)
+	last, found, err := w.hashOf(ctx, to)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -336,7 +361,7 @@ func (w *Watcher) read(ctx context.Context, next, to uint64, parent common.Hash)
 	if err != nil {
 		return Batch{}, err
 	}
-	again, found, err := w.CanonicalHash(ctx, to)
+	again, found, err := w.hashOf(ctx, to)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -368,7 +393,7 @@ func (w *Watcher) anchors(ctx context.Context, next, to uint64, parent common.Ha
 		out = append(out, Cursor{Block: next, Hash: first.Hash()})
 	}
 	if d := w.cfg.AnchorDepth; d > 0 && to >= d && to-d > next {
-		hash, found, err := w.CanonicalHash(ctx, to-d)
+		hash, found, err := w.hashOf(ctx, to-d)
 		if err != nil {
 			return nil, err
 		}

@@ -13,10 +13,12 @@ import (
 	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/contentledger/contentledger/pkg/paycontract"
 	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/testenv"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 	"github.com/contentledger/contentledger/tools/devchain"
@@ -553,5 +555,65 @@ func TestNextRefusesConflictingRepeats(t *testing.T) {
 	w := newWatcherOn(t, chain, &picky{Chain: chain.Client(), limit: 100, conflicting: true}, watch.Config{})
 	if _, _, err := w.Next(ctx, chain.DeployBlock, common.Hash{}); !errors.Is(err, watch.ErrInconsistentChain) {
 		t.Fatalf("Next = %v, want ErrInconsistentChain", err)
+	}
+}
+
+// The watcher's production chain offers agreed hashes.
+var _ watch.Agreer = (*rpcpool.Pool)(nil)
+
+// forked is an endpoint on another branch: every numbered header it
+// answers has another hash.
+type forked struct{ *ethclient.Client }
+
+func (c forked) HeaderByNumber(ctx context.Context, n *big.Int) (*types.Header, error) {
+	h, err := c.Client.HeaderByNumber(ctx, n)
+	if err == nil && n != nil && n.Sign() >= 0 {
+		h = types.CopyHeader(h)
+		h.Extra = []byte("a minority fork")
+	}
+	return h, err
+}
+
+// TestCanonicalHashAgreedByEndpoints: over a pool, the canonical hash
+// that decides a reorg is the one most endpoints answer, even when the
+// endpoint in use is on another branch; one endpoint against one is no
+// answer at all.
+func TestCanonicalHashAgreedByEndpoints(t *testing.T) {
+	ctx := testenv.Context(t)
+	chain := testenv.Chain(t)
+	commit(t, chain, 3)
+	n := head(t, ctx, chain) - 1
+	want := header(t, ctx, chain, n).Hash()
+	dial := func() *ethclient.Client {
+		c, err := ethclient.Dial(chain.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	on := func(clients ...rpcpool.Client) *watch.Watcher {
+		var eps []rpcpool.Endpoint
+		for i, c := range clients {
+			eps = append(eps, rpcpool.Endpoint{Name: fmt.Sprint(i + 1), Client: c})
+		}
+		p, err := rpcpool.New(eps, rpcpool.Config{Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newWatcherOn(t, chain, p, watch.Config{})
+	}
+
+	if got, found, err := newWatcherOn(t, chain, forked{dial()}, watch.Config{}).CanonicalHash(ctx, n); err != nil || !found || got == want {
+		t.Fatalf("the forked endpoint alone: %s %v %v", got.Hex(), found, err)
+	}
+	if got, found, err := on(forked{dial()}, dial(), dial()).CanonicalHash(ctx, n); err != nil || !found || got != want {
+		t.Fatalf("two of three: %s %v %v, want %s", got.Hex(), found, err, want.Hex())
+	}
+	if _, _, err := on(forked{dial()}, dial()).CanonicalHash(ctx, n); !errors.Is(err, rpcpool.ErrNoAgreement) {
+		t.Fatalf("one against one: %v", err)
+	}
+	if _, found, err := on(forked{dial()}, dial(), dial()).CanonicalHash(ctx, n+100); err != nil || found {
+		t.Fatalf("a block no endpoint has: %v %v", found, err)
 	}
 }

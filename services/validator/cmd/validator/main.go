@@ -8,19 +8,14 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/services/validator/app"
 )
 
 func main() {
-	var cfg app.Config
-	if err := envconfig.Process("SVC_VALIDATOR", &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
-		os.Exit(2)
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := app.LoadConfig()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
 		os.Exit(2)
 	}
