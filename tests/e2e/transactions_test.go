@@ -55,7 +55,8 @@ func TestTransactionStates(t *testing.T) {
 
 	harness.Eventually(t, 30*time.Second, func() bool {
 		tx = api.Transaction{}
-		return getJSON(t, n.ValidatorURL+"/v1/transactions/"+unspentTx.Hex(), &tx) == http.StatusOK
+		// OBSERVED first, while it waits for its confirmations.
+		return getJSON(t, n.ValidatorURL+"/v1/transactions/"+unspentTx.Hex(), &tx) == http.StatusOK && tx.State != api.TxObserved
 	})
 	if tx.State != api.TxConfirmed || tx.Payments[0].ProposalStatus != nil || tx.Payments[0].ProposalID != unspent.ID.Hex() {
 		t.Fatalf("unspent transaction %+v", tx)

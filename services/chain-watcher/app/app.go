@@ -5,11 +5,14 @@
 // JetStream key-value bucket once the logs up to it are acknowledged, and
 // retracts what it published from blocks a reorg dropped (internal/relay).
 // Beside them it publishes the chain's current and finalized epoch when
-// they change (internal/epochs).
+// they change (internal/epochs), and the chain's head, finalized and safe
+// blocks, its cursor and the payments not published yet, for operators
+// (internal/chainstatus).
 // See DESIGN.md in the module for the reasoning.
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
+	"github.com/contentledger/contentledger/services/chain-watcher/internal/chainstatus"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/checkpoint"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/heads"
@@ -54,7 +58,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	st := newStatus()
+	st := newStatus(cfg.mode())
 	m := newMetrics()
 	stopHTTP, err := serveHTTP(cfg, st, m, log)
 	if err != nil {
@@ -150,6 +154,32 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if err != nil {
 		return ignoreCancel(ctx, err)
 	}
+	// The chain status goes in the checkpoint's bucket, declared above.
+	var statusKV jetstream.KeyValue
+	err = retry(ctx, log, "open status bucket", func(ctx context.Context) error {
+		var err error
+		statusKV, err = js.KeyValue(ctx, cmp.Or(cfg.Bucket, checkpoint.DefaultBucket))
+		return err
+	})
+	if err != nil {
+		return ignoreCancel(ctx, err)
+	}
+	chainStatus, err := chainstatus.New(eth, statusKV, chainstatus.Config{
+		ChainID:       chainID,
+		Contract:      cfg.contract(),
+		Confirmations: cfg.Confirmations,
+		Finalized:     cfg.Finalized,
+		Interval:      cfg.PollInterval,
+		Cursor:        st.cursorNow,
+		Logger:        log.Named("status"),
+		OnStep: func(s payment.WatcherStatus, written bool, err error) {
+			st.setChain(s, written, err)
+			m.chainStatus(s, written, err)
+		},
+	})
+	if err != nil {
+		return err
+	}
 	w, err := watch.New(eth, watch.Config{
 		ChainID:       chainID,
 		Contract:      cfg.contract(),
@@ -212,7 +242,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	log.Info("chain watcher starting", zap.Uint64("start_block", cfg.StartBlock),
+	log.Info("chain watcher starting", zap.String("mode", string(cfg.mode())), zap.Uint64("start_block", cfg.StartBlock),
 		zap.Uint64("confirmations", cfg.Confirmations), zap.Bool("finalized", cfg.Finalized),
 		zap.Uint64("reorg_depth", cfg.reorgDepth()), zap.String("stream", cfg.Stream),
 		zap.String("epoch_source", epochSourceName(cfg)))
@@ -228,6 +258,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	defer func() {
 		stopEpochs()
 		<-epochsDone
+	}()
+	// The chain status runs beside the relay too, and stops before NATS
+	// and the endpoints close.
+	statusCtx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		chainStatus.Run(statusCtx)
+	}()
+	defer func() {
+		stopStatus()
+		<-statusDone
 	}()
 	headsCtx, stopHeads := context.WithCancel(ctx)
 	headsDone := make(chan struct{})

@@ -19,6 +19,8 @@ import (
 
 // status is what /health reports. It belongs to one Run.
 type status struct {
+	mode Mode // fixed at start
+
 	mu        sync.Mutex
 	ready     bool
 	chainID   uint64
@@ -31,9 +33,10 @@ type status struct {
 	// endpoints reports the RPC endpoints' health; nil until they exist.
 	endpoints func() []rpcpool.EndpointHealth
 	epochs    epochReport
+	chain     chainReport
 }
 
-func newStatus() *status { return &status{} }
+func newStatus(mode Mode) *status { return &status{mode: mode} }
 
 func (s *status) setReady(chainID uint64) {
 	s.mu.Lock()
@@ -46,6 +49,35 @@ func (s *status) setCursor(c watch.Cursor) {
 	defer s.mu.Unlock()
 	s.cursor = &c
 	s.updatedAt = time.Now()
+}
+
+// cursorNow is the relay's cursor as last reported (the chain status
+// reads it from here: the relay's own state is its loop's alone).
+func (s *status) cursorNow() (watch.Cursor, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cursor == nil {
+		return watch.Cursor{}, false
+	}
+	return *s.cursor, true
+}
+
+// setChain records a step of the chain status loop. Its errors do not fail
+// /health: payments are still published.
+func (s *status) setChain(cs payment.WatcherStatus, written bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.chain.LastError, s.chain.LastErrorAt = err.Error(), time.Now().UTC().Format(time.RFC3339Nano)
+		return
+	}
+	s.chain.LastError, s.chain.LastErrorAt = "", ""
+	s.chain.Head, s.chain.Safe, s.chain.Finalized, s.chain.Pending = cs.Head.Number, cs.Safe, cs.Finalized, len(cs.Pending)
+	s.chain.HeadTime = time.Unix(int64(cs.HeadTimeS), 0).UTC().Format(time.RFC3339)
+	if written {
+		s.chain.Written = true
+		s.chain.WrittenAt = time.UnixMilli(cs.ObservedAtMs).UTC().Format(time.RFC3339Nano)
+	}
 }
 
 func (s *status) setHead(h uint64) {
@@ -117,9 +149,27 @@ type epochReport struct {
 	LastErrorAt string `json:"lastErrorAt,omitempty"`
 }
 
+// chainReport is the chain status part of /health: the chain as last read
+// for the status-<chainId> key, and the loop's last error.
+type chainReport struct {
+	// Written is false until a status was written; WrittenAt is when
+	// the last one written was read.
+	Written   bool    `json:"written"`
+	WrittenAt string  `json:"writtenAt,omitempty"`
+	Head      uint64  `json:"head,omitempty"`
+	HeadTime  string  `json:"headTime,omitempty"`
+	Safe      uint64  `json:"safeBlock,omitempty"`
+	Finalized *uint64 `json:"finalizedBlock,omitempty"`
+	// Pending counts the payments seen above the cursor or the safe block.
+	Pending     int    `json:"pendingPayments"`
+	LastError   string `json:"lastError,omitempty"`
+	LastErrorAt string `json:"lastErrorAt,omitempty"`
+}
+
 // healthReport is the JSON body of /health.
 type healthReport struct {
 	Status      string `json:"status"` // "ok", "starting" or "failing"
+	Mode        Mode   `json:"mode"`   // MOCK, TESTNET or MAINNET: which presets apply
 	ChainID     uint64 `json:"chainId,omitempty"`
 	CursorBlock uint64 `json:"cursorBlock,omitempty"`
 	CursorHash  string `json:"cursorHash,omitempty"`
@@ -133,6 +183,8 @@ type healthReport struct {
 	Endpoints []rpcpool.EndpointHealth `json:"endpoints,omitempty"`
 	// Epochs are the epoch updates' state.
 	Epochs epochReport `json:"epochs"`
+	// Chain is the chain status published for the validators.
+	Chain chainReport `json:"chain"`
 }
 
 // report returns the body and the HTTP status: 200 when the watcher runs and
@@ -140,7 +192,8 @@ type healthReport struct {
 func (s *status) report() (healthReport, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := healthReport{Status: "ok", ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr, BlockRange: s.rangeSize, Epochs: s.epochs}
+	r := healthReport{Status: "ok", Mode: s.mode, ChainID: s.chainID, HeadBlock: s.head, LastError: s.lastErr, BlockRange: s.rangeSize, Epochs: s.epochs,
+		Chain: s.chain}
 	if s.endpoints != nil {
 		r.Endpoints = s.endpoints()
 	}

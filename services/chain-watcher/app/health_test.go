@@ -15,7 +15,7 @@ import (
 )
 
 func TestHealthTransitions(t *testing.T) {
-	st := newStatus()
+	st := newStatus(ModeTestnet)
 	get := func(method string) (int, healthReport) {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -32,7 +32,7 @@ func TestHealthTransitions(t *testing.T) {
 		t.Errorf("before ready: %d %+v", code, r)
 	}
 	st.setReady(1337)
-	if code, r := get(http.MethodGet); code != http.StatusOK || r.Status != "ok" || r.ChainID != 1337 {
+	if code, r := get(http.MethodGet); code != http.StatusOK || r.Status != "ok" || r.ChainID != 1337 || r.Mode != ModeTestnet {
 		t.Errorf("ready: %d %+v", code, r)
 	}
 	st.setStep(errors.New("rpc down"))
@@ -61,7 +61,7 @@ func TestHealthTransitions(t *testing.T) {
 // TestHealthEpochs: /health shows the last published epoch update and the
 // epoch source's last error, which does not fail the watcher's health.
 func TestHealthEpochs(t *testing.T) {
-	st := newStatus()
+	st := newStatus(ModeMock)
 	st.setReady(1337)
 	report := func() (healthReport, int) {
 		t.Helper()

@@ -32,6 +32,10 @@ type metrics struct {
 	epochCurrent, epochFinalized prometheus.Gauge
 	epochUpdates                 *prometheus.CounterVec
 	epochErrors, epochBehind     prometheus.Counter
+	// Chain status (internal/chainstatus): the figures last read.
+	safe, finalized, pending prometheus.Gauge
+	statusWrites             prometheus.Counter
+	statusErrors             prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -89,9 +93,30 @@ func newMetrics() *metrics {
 			Name: "chainwatcher_epoch_readings_behind_total",
 			Help: "Epoch readings with a figure below the published one (a lagging endpoint); that figure is not published.",
 		}),
+		safe: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_safe_block",
+			Help: "Newest block the watcher may read (head minus confirmations, or the finalized block), as the chain status last read it.",
+		}),
+		finalized: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_finalized_block",
+			Help: "The chain's finalized block as the chain status last read it; 0 when the endpoint does not answer the tag.",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chainwatcher_pending_payments",
+			Help: "ProposalPaid logs seen on chain above the cursor (or the safe block), not published yet.",
+		}),
+		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chainwatcher_status_writes_total",
+			Help: "Chain statuses written to the key-value bucket (status-<chainId>): on change, or when unchanged for 30 s.",
+		}),
+		statusErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chainwatcher_status_errors_total",
+			Help: "Chain status steps that failed to read the chain or write the status (retried every poll interval).",
+		}),
 	}
 	m.reg.MustRegister(m.blocksRead, m.heads, m.published, m.retractions, m.rangeSize, m.head, m.cursor, m.lag,
 		m.epochCurrent, m.epochFinalized, m.epochUpdates, m.epochErrors, m.epochBehind,
+		m.safe, m.finalized, m.pending, m.statusWrites, m.statusErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -106,6 +131,23 @@ func (m *metrics) progress(c watch.Cursor, head uint64) {
 	if head > 0 {
 		m.head.Set(float64(head))
 		m.lag.Set(float64(head - min(head, c.Block)))
+	}
+}
+
+// chainStatus records a step of the chain status loop.
+func (m *metrics) chainStatus(s payment.WatcherStatus, written bool, err error) {
+	if err != nil {
+		m.statusErrors.Inc()
+		return
+	}
+	m.safe.Set(float64(s.Safe))
+	m.finalized.Set(0)
+	if s.Finalized != nil {
+		m.finalized.Set(float64(*s.Finalized))
+	}
+	m.pending.Set(float64(len(s.Pending)))
+	if written {
+		m.statusWrites.Inc()
 	}
 }
 

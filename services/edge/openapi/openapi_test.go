@@ -42,6 +42,7 @@ func TestMarkers(t *testing.T) {
 	want := map[string]string{
 		"/health":                                   "",
 		"/health/cluster":                           api.ClusterHealthVersion,
+		"/v1/chain/status":                          api.ChainStatusVersion,
 		"/v1/consensus/leader":                      api.ConsensusLeaderVersion,
 		"/v1/consensus/status":                      api.ConsensusStatusVersion,
 		"/v1/consensus/state-hash":                  api.StateHashVersion,

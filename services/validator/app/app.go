@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,6 +116,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		index    *payments.Index
 		paySrc   pipeline.Payments
 		follower *payments.Follower
+		// chainStatus is the chain-watcher's status: observability, kept
+		// in memory (none in MOCK mode, where no watcher runs).
+		chainStatus *payments.ChainStatus
 	)
 	if cfg.VerifiesPayments() {
 		nc, err = nats.Connect(cfg.NATSURL, nats.Name(fmt.Sprintf("validator-%d", cfg.NodeID)),
@@ -132,6 +136,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		// back (pipeline.Retractions, asserted below).
 		paySrc = index
 		follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: index, Log: log.Named("payments")}
+		chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: log.Named("chainstatus")}
 	}
 	events, err := newEventPublishing(cfg, nc, machine, node, log.Named("eventpub"))
 	if err != nil {
@@ -201,7 +206,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
 		startedAt: cluster.startedAt, now: now}
 	ops.register(e)
-	(&txViews{cfg: cfg, machine: machine, payments: index, now: now}).register(e)
+	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
+	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
+	if streamsNC := cmp.Or(nc, events.nc); streamsNC != nil {
+		if chainView.js, err = jetstream.New(streamsNC); err != nil {
+			return fmt.Errorf("validator: JetStream: %w", err)
+		}
+	}
+	chainView.register(e)
 	newConfigViews(cfg).register(e)
 	streams := newEventStreams(cfg, machine, log.Named("events"))
 	streams.register(e)
@@ -225,6 +237,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Go(func() { newOpsCounterWatch(opsEvents, peers.Stats, db.WriteStalls).run(ctx, time.Second) })
 	if follower != nil {
 		bg.Go(func() { errc <- follower.Run(ctx) })
+	}
+	if chainStatus != nil {
+		bg.Go(func() { chainStatus.Run(ctx) })
 	}
 	bg.Go(func() { events.run(ctx) })
 	go func() { errc <- srv.Serve(ln) }()

@@ -63,6 +63,7 @@ type Config struct {
 
 	NATSURL       string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server with JetStream"`
 	PaymentStream string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
+	WatcherBucket string        `envconfig:"WATCHER_BUCKET" default:"CHAIN_WATCHER" desc:"the chain-watcher's key-value bucket (its BUCKET), where it keeps the chain status shown on /v1/chain/status"`
 	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a proposal waits for its payment before payment_not_found; default by MODE: MOCK and TESTNET 2m, MAINNET 5m (12 confirmations of 12 s blocks and a poll take about 2.6 min)"`
 	// The leader publishes the replicated events to NATS JetStream
 	// (internal/eventpub, DECISIONS D8). Zero values take the defaults.
@@ -127,24 +128,29 @@ func LoadConfig() (Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// applyModeDefaults fills the settings that follow the chain's block time
-// and the confirmations its chain-watcher waits for (the watcher's
-// WATCHER_MODE presets), unless set reports them set. An unknown mode is
-// left to Validate.
+// applyModeDefaults fills the settings whose default depends on the mode
+// (modeDefaults) unless set reports them set.
 func (c *Config) applyModeDefaults(set func(name string) bool) {
-	confirmations, wait := uint64(2), 2*time.Minute
-	switch c.Mode {
-	case Testnet:
-		confirmations = 3
-	case Mainnet:
-		confirmations, wait = 12, 5*time.Minute
-	}
+	confirmations, wait := modeDefaults(c.Mode)
 	if !set("CONFIRMATIONS") {
 		c.Confirmations = confirmations
 	}
 	if !set("PAYMENT_WAIT") {
 		c.PaymentWait = wait
 	}
+}
+
+// modeDefaults are the defaults that follow the chain's block time and the
+// confirmations its chain-watcher waits for (the watcher's WATCHER_MODE
+// presets). An unknown mode gets MOCK's, and is refused by Validate.
+func modeDefaults(m Mode) (confirmations uint64, paymentWait time.Duration) {
+	switch m {
+	case Testnet:
+		return 3, 2 * time.Minute
+	case Mainnet:
+		return 12, 5 * time.Minute
+	}
+	return 2, 2 * time.Minute
 }
 
 // Validate reports a configuration that cannot run.

@@ -54,7 +54,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "chain", "high", true
 	case "USDC_ADDRESS":
 		return "chain", "medium", true
-	case "NATS_URL", "PAYMENT_STREAM":
+	case "NATS_URL", "PAYMENT_STREAM", "WATCHER_BUCKET":
 		return "chain", "high", true
 	case "PAYMENT_WAIT":
 		return "chain", "medium", true
@@ -200,7 +200,8 @@ func typeName(t reflect.Type) string {
 	return "string"
 }
 
-// settings describes every field of cfg that has an envconfig name.
+// settings describes every field of cfg that has an envconfig name; the
+// defaults that depend on the mode are cfg.Mode's.
 func settings(cfg Config) []setting {
 	v := reflect.ValueOf(cfg)
 	t := v.Type()
@@ -219,6 +220,13 @@ func settings(cfg Config) []setting {
 		}
 		if f.Type == reflect.TypeFor[Mode]() {
 			s.enum = []string{string(Mock), string(Testnet), string(Mainnet)}
+		}
+		confirmations, wait := modeDefaults(cfg.Mode)
+		switch name {
+		case "CONFIRMATIONS":
+			s.def = strconv.FormatUint(confirmations, 10)
+		case "PAYMENT_WAIT":
+			s.def = wait.String()
 		}
 		if s.def != "" {
 			if d, ok := parseSetting(f.Type, s.def); ok {

@@ -77,7 +77,7 @@ func TestConfigRoutes(t *testing.T) {
 	if e := entries[configPrefix+"MODE"]; len(e.Enum) != 3 || e.Risk != "high" || e.ReloadMode != "restart" || e.Default != "" {
 		t.Fatalf("MODE %+v", e)
 	}
-	if e := entries[configPrefix+"PAYMENT_WAIT"]; e.Type != "duration" || e.Default != "2m" || e.Description == "" || e.Component != "chain" {
+	if e := entries[configPrefix+"PAYMENT_WAIT"]; e.Type != "duration" || e.Default != "2m0s" || e.Description == "" || e.Component != "chain" {
 		t.Fatalf("PAYMENT_WAIT %+v", e)
 	}
 	if e := entries[configPrefix+"AUTH_TOKEN"]; e.Type != "secret" || !e.Secret {

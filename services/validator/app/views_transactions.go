@@ -2,8 +2,10 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -26,7 +29,10 @@ type txViews struct {
 	cfg      Config
 	machine  *state.Machine
 	payments *payments.Index // nil in MOCK mode
-	now      func() time.Time
+	// chain is the chain-watcher's status: the payments seen on chain
+	// and not published yet, OBSERVED here (nil in MOCK mode).
+	chain *payments.ChainStatus
+	now   func() time.Time
 
 	mu      sync.Mutex
 	summary *api.TransactionSummary // the last one, kept like the live scan (minRescan)
@@ -53,8 +59,10 @@ func (v *txViews) serveSummary(c echo.Context) error {
 	for _, st := range api.TransactionStates() {
 		s.ByState[st] = 0
 	}
-	s.Gaps = append(s.Gaps, api.Gap{Field: "byState.OBSERVED",
-		Reason: "the chain-watcher publishes a payment once it has its confirmations: validators never see one only observed"})
+	if v.payments != nil && !v.hasChainStatus() {
+		s.Gaps = append(s.Gaps, api.Gap{Field: "byState.OBSERVED",
+			Reason: "no status received from the chain-watcher yet: payments without their confirmations are not known"})
+	}
 	if v.payments == nil {
 		s.Gaps = append(s.Gaps, api.Gap{Field: "total", Reason: "MOCK mode: payments are not observed"})
 	} else {
@@ -72,6 +80,13 @@ func (v *txViews) serveSummary(c echo.Context) error {
 		})
 		if err != nil {
 			return err
+		}
+		// Seen on chain, not published yet: OBSERVED unless this
+		// validator has the transaction confirmed already.
+		for _, p := range v.pending() {
+			if _, known := byTx[p.TxHash]; !known {
+				byTx[p.TxHash] = api.TxObserved
+			}
 		}
 		for _, st := range byTx {
 			s.ByState[st]++
@@ -93,7 +108,8 @@ func (v *txViews) serveTransaction(c echo.Context) error {
 	if v.payments != nil {
 		logs = v.payments.Transaction(tx)
 	}
-	if len(logs) == 0 {
+	observed := v.observedOnly(tx, logs)
+	if len(logs) == 0 && len(observed) == 0 {
 		return apierror.New(apierror.NotFound, "no payment of transaction %s is observed", tx.Hex())
 	}
 	out := api.Transaction{ContractVersion: api.TransactionVersion, NodeID: v.cfg.NodeID, TxHash: tx.Hex(), Gaps: []api.Gap{}}
@@ -116,9 +132,70 @@ func (v *txViews) serveTransaction(c echo.Context) error {
 		out.Payments = append(out.Payments, tp)
 		out.State = moreAdvanced(out.State, st)
 	}
+	for _, p := range observed {
+		tp, err := v.observedPayment(p)
+		if err != nil {
+			return err
+		}
+		out.Payments = append(out.Payments, tp)
+		out.State = moreAdvanced(out.State, api.TxObserved)
+	}
+	slices.SortFunc(out.Payments, func(a, b api.TransactionPayment) int {
+		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.LogIndex, b.LogIndex))
+	})
 	out.Gaps = append(out.Gaps, api.Gap{Field: "payments[].confirmations",
-		Reason: "as published by the chain-watcher; validators do not follow the chain head"})
+		Reason: "as the chain-watcher counted them when it published the payment, or for an OBSERVED one in its last status"})
 	return c.JSON(http.StatusOK, out)
+}
+
+func (v *txViews) hasChainStatus() bool {
+	if v.chain == nil {
+		return false
+	}
+	_, _, ok := v.chain.Latest()
+	return ok
+}
+
+// pending is every payment the watcher's last status lists.
+func (v *txViews) pending() []payment.PendingPayment {
+	if v.chain == nil {
+		return nil
+	}
+	return v.chain.PendingAll()
+}
+
+// observedOnly is the payments of tx the watcher's last status lists whose
+// proposal this validator has no log of from the transaction: once the
+// payment is published, the published log speaks for it.
+func (v *txViews) observedOnly(tx common.Hash, logs []payments.TxLog) []payment.PendingPayment {
+	if v.chain == nil {
+		return nil
+	}
+	var out []payment.PendingPayment
+	for _, p := range v.chain.Pending(tx) {
+		if !slices.ContainsFunc(logs, func(l payments.TxLog) bool { return l.Payment.ProposalID == p.ProposalID }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// observedPayment is a payment seen on chain and not published yet.
+func (v *txViews) observedPayment(p payment.PendingPayment) (api.TransactionPayment, error) {
+	tp := api.TransactionPayment{ProposalID: p.ProposalID.Hex(), LogIndex: p.LogIndex, BlockNumber: p.BlockNumber,
+		BlockHash: p.BlockHash.Hex(), Confirmations: p.Confirmations, Payer: p.Payer.Hex(), Amount: p.Amount.String(),
+		Token: p.Token.String(), Class: p.Class.String(), State: api.TxObserved,
+		History: []api.TransactionStateChange{{State: api.TxObserved, AtMs: int64(p.TimestampS) * 1000}}}
+	rec, err := v.machine.Proposal(p.ProposalID)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+	case err != nil:
+		return tp, err
+	default:
+		status := api.StatusName(rec.GetStatus())
+		tp.ProposalStatus = &status
+	}
+	return tp, nil
 }
 
 // stateOf is the state of one payment log, and the record of its proposal

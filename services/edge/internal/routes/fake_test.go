@@ -378,6 +378,8 @@ func (f *fake) body(r *http.Request) (int, any) {
 				ProposalStatus: &spentBy, History: []api.TransactionStateChange{{State: api.TxObserved, AtMs: mined.UnixMilli()},
 					{State: api.TxConfirmed, AtMs: epoch.UnixMilli()}, {State: api.TxMatched, AtMs: committed.UnixMilli()}}}},
 			Gaps: []api.Gap{{Field: "payments[].confirmations", Reason: "as published by the chain-watcher"}}}
+	case p == "/v1/chain/status":
+		return http.StatusOK, fakeChainStatus(f.id, epoch, 1)
 	case p == "/v1/blockchain/config":
 		return http.StatusOK, api.BlockchainConfig{ContractVersion: "blockchain.config.v1", Mode: "TESTNET", ChainID: 11155111,
 			ContractAddress: "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512", PaymentsVerified: true, RequiredConfirmations: 2,
@@ -511,4 +513,21 @@ func assertError(t *testing.T, status, wantStatus int, body map[string]any, code
 		t.Fatalf("error %v, want code %s retryable %v", e, code, retryable)
 	}
 	return e
+}
+
+// fakeChainStatus is a validator's chain status: head 1000 at epoch, the
+// watcher lag blocks behind the safe block, the status half a second old.
+func fakeChainStatus(id uint64, epoch time.Time, lag uint64) api.ChainStatus {
+	fin, cursor, cursorHash := uint64(960), 998-lag, "0x"+strings.Repeat("c0", 32)
+	headLag := 1000 - cursor
+	return api.ChainStatus{ContractVersion: api.ChainStatusVersion, NodeID: id, Mode: "TESTNET", ChainID: 11155111,
+		Watcher: &api.WatcherStatus{Head: 1000, HeadHash: "0x" + strings.Repeat("aa", 32), HeadTime: epoch, HeadAgeMs: 4000,
+			FinalizedBlock: &fin, SafeBlock: 998, Confirmations: 2, CursorBlock: &cursor, CursorHash: &cursorHash, LagBlocks: &lag,
+			HeadLagBlocks: &headLag, PendingPayments: 1, ObservedAt: epoch.Add(3500 * time.Millisecond),
+			ReceivedAt: epoch.Add(3600 * time.Millisecond), AgeMs: 500},
+		Streams: []api.StreamState{
+			{Name: "CHAIN_EVENTS", Messages: 40, Bytes: 12_000, FirstSeq: 1, LastSeq: 40, Consumers: 3, ReadAt: epoch},
+			{Name: "LEDGER_EVENTS", Messages: 7, Bytes: 2_100, FirstSeq: 1, LastSeq: 7, Consumers: 0, ReadAt: epoch},
+		},
+		Gaps: []api.Gap{}}
 }

@@ -16,10 +16,60 @@ type gap struct {
 	SourceRoute string `json:"sourceRoute,omitempty"`
 }
 
-// Reasons shared by several views.
-const (
-	noChainSource = "no validator route publishes the chain head or the watcher's position yet"
-)
+// statusStaleMs is the age past which the chain-watcher's status no longer
+// tells its lag: the watcher writes it on every change and at least every
+// 30 s, so a status this old means the watcher is stopped or cannot write.
+const statusStaleMs = 120_000
+
+// chainView is the chain as a validator received it from the chain-watcher
+// (/v1/chain/status); gaps say what it cannot tell and why.
+type chainView struct {
+	status *api.ChainStatus // nil: no validator answered
+	from   string
+	gaps   []gap
+}
+
+// readChain reads the chain status from any validator. Its absence leaves
+// only the chain figures unknown, never the view that wants them.
+func readChain(r *reader) chainView {
+	var cs api.ChainStatus
+	if _, err := r.read(at(srcChainStatus), &cs); err != nil {
+		return chainView{gaps: []gap{{Field: "chain", Reason: "no validator answered " + srcChainStatus, SourceRoute: srcChainStatus}}}
+	}
+	v := chainView{status: &cs, from: r.answeredBy(at(srcChainStatus))}
+	for _, g := range cs.Gaps {
+		// The validator's own gaps, named as the source names them.
+		v.gaps = append(v.gaps, gap{Field: "chainStatus." + g.Field, Reason: g.Reason, SourceRoute: srcChainStatus})
+	}
+	return v
+}
+
+// watcher is the chain-watcher's status; nil when no validator has one.
+func (v chainView) watcher() *api.WatcherStatus {
+	if v.status == nil {
+		return nil
+	}
+	return v.status.Watcher
+}
+
+// lag is the watcher's lag behind the safe block, in blocks: what an
+// operator acts on, since the watcher waits for its confirmations by
+// design (head - cursor is never below them). Unknown without a status, a
+// cursor, or with a stale status (a stopped watcher's last lag says
+// nothing); why is the returned reason.
+func (v chainView) lag() (*float64, string) {
+	w := v.watcher()
+	switch {
+	case w == nil:
+		return nil, "no chain-watcher status reached the validators (see gaps of " + srcChainStatus + ")"
+	case w.AgeMs > statusStaleMs:
+		return nil, "the chain-watcher's last status is " + strconv.FormatInt(w.AgeMs/1000, 10) +
+			" s old (it writes one at least every 30 s): the watcher is stopped or cannot reach NATS"
+	case w.LagBlocks == nil:
+		return nil, "the chain-watcher has no cursor yet"
+	}
+	return num(float64(*w.LagBlocks)), ""
+}
 
 // pulse is what the overview and the signals derive from: the cluster as a
 // validator sees it, the leader's queue and replication, every validator's
@@ -32,7 +82,9 @@ type pulse struct {
 	// it, blocked the wallets whose writes GC debt blocks; nil when no
 	// validator told, and gaps say why.
 	diskUse, blocked *float64
-	gaps             []gap
+	// chain is the chain-watcher's status, for the watcher's lag.
+	chain chainView
+	gaps  []gap
 }
 
 // readPulse fails when a figure every signal needs is missing. The disk and
@@ -71,6 +123,10 @@ func readPulse(r *reader) (pulse, error) {
 	if p.diskUse == nil {
 		p.gaps = append(p.gaps, gap{Field: "signals.diskUse", Reason: "no validator reported the use of its data directory's disk",
 			SourceRoute: srcStorage})
+	}
+	p.chain = readChain(r)
+	if lag, why := p.chain.lag(); lag == nil {
+		p.gaps = append(p.gaps, gap{Field: "signals.watcherLag", Reason: why, SourceRoute: srcChainStatus})
 	}
 	return p, nil
 }
@@ -264,20 +320,56 @@ func (s *server) network(c echo.Context) error {
 	if reported {
 		connected = allOK
 	}
+	cv := readChain(r)
+	chain, gaps := networkChain(bc.ChainID, cv)
+	var streams any
+	if cv.status != nil && cv.status.Streams != nil {
+		streams = cv.status.Streams
+	} else {
+		gaps = append(gaps, gap{Field: "nats.streams", Reason: "no validator reported the JetStream streams", SourceRoute: srcChainStatus})
+	}
 	return s.envelope(c, map[string]any{
-		"chain": map[string]any{
-			"chainId": bc.ChainID, "head": nil, "headAgeMs": nil, "finalizedBlock": nil, "watcherLagBlocks": nil,
-		},
-		"nats":         map[string]any{"connected": connected, "streams": nil, "validators": validators},
+		"chain":        chain,
+		"nats":         map[string]any{"connected": connected, "streams": streams, "validators": validators},
 		"peers":        peers,
 		"measuredFrom": r.answeredBy(at(srcClusterHealth)),
-		"gaps": []gap{
-			{Field: "chain.head", Reason: noChainSource},
-			{Field: "chain.headAgeMs", Reason: noChainSource},
-			{Field: "chain.finalizedBlock", Reason: noChainSource},
-			{Field: "chain.watcherLagBlocks", Reason: noChainSource},
-			{Field: "nats.streams", Reason: "no validator route publishes JetStream stream state yet"},
-		},
-		"sources": r.attempts(),
+		"gaps":         gaps,
+		"sources":      r.attempts(),
 	})
+}
+
+// networkChain is the chain part of the network view. headAgeMs is the
+// validator's now - head timestamp, at least 0 (a block stamped ahead of
+// the clock, as dev chains do, is not from the future); watcherLagBlocks is
+// the lag behind the safe block (chainView.lag).
+func networkChain(chainID uint64, cv chainView) (map[string]any, []gap) {
+	chain := map[string]any{"chainId": chainID, "head": nil, "headAgeMs": nil, "finalizedBlock": nil, "watcherLagBlocks": nil}
+	gaps := append([]gap{}, cv.gaps...)
+	w := cv.watcher()
+	if w == nil {
+		if cv.status != nil {
+			for _, f := range []string{"chain.head", "chain.headAgeMs", "chain.finalizedBlock", "chain.watcherLagBlocks"} {
+				gaps = append(gaps, gap{Field: f, Reason: "no chain-watcher status reached the validator", SourceRoute: srcChainStatus})
+			}
+		}
+		return chain, gaps
+	}
+	chain["head"], chain["headHash"], chain["headTime"] = w.Head, w.HeadHash, w.HeadTime
+	chain["headAgeMs"] = max(0, w.HeadAgeMs)
+	chain["safeBlock"], chain["confirmations"] = w.SafeBlock, w.Confirmations
+	chain["cursorBlock"], chain["headLagBlocks"] = w.CursorBlock, w.HeadLagBlocks
+	chain["pendingPayments"], chain["statusAgeMs"], chain["observedAt"] = w.PendingPayments, w.AgeMs, w.ObservedAt
+	chain["reportedBy"] = cv.from
+	if w.FinalizedBlock != nil {
+		chain["finalizedBlock"] = *w.FinalizedBlock
+	} else {
+		gaps = append(gaps, gap{Field: "chain.finalizedBlock", Reason: "the chain-watcher's endpoint does not answer the finalized tag",
+			SourceRoute: srcChainStatus})
+	}
+	if lag, why := cv.lag(); lag != nil {
+		chain["watcherLagBlocks"] = uint64(*lag)
+	} else {
+		gaps = append(gaps, gap{Field: "chain.watcherLagBlocks", Reason: why, SourceRoute: srcChainStatus})
+	}
+	return chain, gaps
 }

@@ -375,7 +375,7 @@ func TestOverviewAndSignals(t *testing.T) {
 		t.Fatalf("overview %v", data)
 	}
 	data = getData(t, srv.URL+"/ops/v1/signals")
-	if data["status"] != "ok" || len(data["gaps"].([]any)) != 1 {
+	if data["status"] != "ok" || len(data["gaps"].([]any)) != 0 {
 		t.Fatalf("signals %v", data)
 	}
 	signals := map[string]map[string]any{}
@@ -415,12 +415,12 @@ func TestOverviewAndSignals(t *testing.T) {
 		fc.nodes[1].answer(route, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) })
 	}
 	d := getData(t, one.URL+"/ops/v1/signals")
-	if d["status"] != "ok" || len(d["gaps"].([]any)) != 3 {
+	if d["status"] != "ok" || len(d["gaps"].([]any)) != 2 {
 		t.Fatalf("no storage routes: %v", d)
 	}
 	for _, s := range d["signals"].([]any) {
 		s := s.(map[string]any)
-		if id := s["id"]; (id == "diskUse" || id == "gcDebtBlocks" || id == "watcherLag") != (s["severity"] == "unknown") {
+		if id := s["id"]; (id == "diskUse" || id == "gcDebtBlocks") != (s["severity"] == "unknown") {
 			t.Errorf("no storage routes: signal %v", s)
 		}
 	}
@@ -455,7 +455,6 @@ func TestGapsAreSaid(t *testing.T) {
 		"/ops/v1/durability":           {"lastCommitAt"},
 		"/ops/v1/runtime/msgbus":       {"nats"},
 		"/ops/v1/runtime/media-driver": {},
-		"/ops/v1/network":              {},
 		"/ops/v1/runtime/blobstore":    {"gatewayUrl", "lastCheck"},
 		"/ops/v1/runtime/storage":      {},
 		"/ops/v1/tarmk":                {"packingEfficiency"},

@@ -26,7 +26,9 @@ type thresholds struct {
 // Thresholds of the signals whose scale does not come from the cluster.
 // They are the edge's defaults, set so that a healthy cluster under load
 // stays below warn: a backlog of this size or age means the release path
-// is not keeping up.
+// is not keeping up. The watcher's lag is counted behind the safe block
+// (0 when caught up, whatever the confirmations): 12 blocks is a couple of
+// minutes of mainnet, 64 two epochs.
 const (
 	queueDepthWarn, queueDepthCritical         = 1_000, 10_000
 	verifierWaitWarnMs, verifierWaitCriticalMs = 30_000, 120_000
@@ -79,6 +81,7 @@ func deriveSignals(p pulse) ([]signal, string) {
 		}
 	}
 	pending, verified, inFlight := p.queued()
+	watcherLag, _ := p.chain.lag()
 	above := func(warn, critical *float64) thresholds { return thresholds{warn, critical, "above"} }
 	sigs := []signal{
 		{ID: "leader", Label: "Leader known", Value: boolNum(p.cluster.Leader != 0), Unit: "bool",
@@ -95,8 +98,8 @@ func deriveSignals(p pulse) ([]signal, string) {
 			Thresholds: above(num(logLagWarn), num(logLagCritical)), Source: srcReplication},
 		{ID: "applyLag", Label: "Committed, not applied", Value: num(float64(applyLag)), Unit: "entries",
 			Thresholds: above(num(logLagWarn), num(logLagCritical)), Source: srcClusterHealth},
-		{ID: "watcherLag", Label: "Chain watcher lag", Unit: "blocks",
-			Thresholds: above(num(watcherLagWarn), num(watcherLagCritical))},
+		{ID: "watcherLag", Label: "Chain watcher lag behind the safe block", Value: watcherLag, Unit: "blocks",
+			Thresholds: above(num(watcherLagWarn), num(watcherLagCritical)), Source: srcChainStatus},
 		{ID: "diskUse", Label: "Disk use", Value: p.diskUse, Unit: "ratio",
 			Thresholds: above(num(diskUseWarn), num(diskUseCritical)), Source: srcStorage},
 		{ID: "gcDebtBlocks", Label: "Wallets blocked by GC debt", Value: p.blocked, Unit: "wallets",
@@ -126,7 +129,7 @@ func (s *server) signals(c echo.Context) error {
 	return s.envelope(c, map[string]any{
 		"status":  status,
 		"signals": sigs,
-		"gaps":    append([]gap{{Field: "signals.watcherLag", Reason: noChainSource}}, p.gaps...),
+		"gaps":    append([]gap{}, p.gaps...),
 		"sources": r.attempts(),
 	})
 }

@@ -57,6 +57,7 @@ const (
 	srcEventsStats      = "/v1/events/stats"
 	srcTxSummary        = "/v1/transactions/summary"
 	srcTransaction      = "/v1/transactions/{transactionId}"
+	srcChainStatus      = "/v1/chain/status"
 )
 
 // consumedSources lists the routes above; a test holds it equal to the
@@ -66,7 +67,7 @@ func consumedSources() []string {
 		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,
 		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain, srcGcStatus, srcGcEstimate,
 		srcCompaction, srcFragmentation, srcFragWallet, srcFragTop, srcStorage, srcRuntime, srcConfig, srcConfigSchema,
-		srcConfigSources, srcConfigCoverage, srcConfigDelta, srcEventsRecent, srcEventsStats, srcTxSummary, srcTransaction}
+		srcConfigSources, srcConfigCoverage, srcConfigDelta, srcEventsRecent, srcEventsStats, srcTxSummary, srcTransaction, srcChainStatus}
 }
 
 // call is one request to a source route: the route's template in the
