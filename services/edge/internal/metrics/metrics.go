@@ -6,6 +6,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,19 @@ type Metrics struct {
 	upstream *prometheus.CounterVec
 	cache    *prometheus.CounterVec
 	views    *prometheus.CounterVec
+
+	// byRoute holds each route's series (*routeSeries), found once:
+	// WithLabelValues hashes and copies its labels on every call, and
+	// nearly every request counts into the same few series.
+	byRoute sync.Map
+}
+
+// routeSeries are one route's request series.
+type routeSeries struct {
+	latency prometheus.Observer
+	mu      sync.Mutex
+	status  map[int]prometheus.Counter
+	views   map[string]prometheus.Counter
 }
 
 // New returns the metrics in a new registry, with the Go runtime's and
@@ -60,8 +74,26 @@ func New() *Metrics {
 
 // Request counts one answered request.
 func (m *Metrics) Request(route string, status int, took time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route).Observe(took.Seconds())
+	rs := m.route(route)
+	rs.latency.Observe(took.Seconds())
+	rs.mu.Lock()
+	c, ok := rs.status[status]
+	if !ok {
+		c = m.requests.WithLabelValues(route, strconv.Itoa(status))
+		rs.status[status] = c
+	}
+	rs.mu.Unlock()
+	c.Inc()
+}
+
+// route returns the series of route, made at its first request.
+func (m *Metrics) route(route string) *routeSeries {
+	if rs, ok := m.byRoute.Load(route); ok {
+		return rs.(*routeSeries)
+	}
+	rs, _ := m.byRoute.LoadOrStore(route, &routeSeries{latency: m.latency.WithLabelValues(route),
+		status: map[int]prometheus.Counter{}, views: map[string]prometheus.Counter{}})
+	return rs.(*routeSeries)
 }
 
 // Call counts one call to a validator.
@@ -76,7 +108,15 @@ func (m *Metrics) Lookup(template, result string) {
 
 // View counts one ops view answered, kept or composed.
 func (m *Metrics) View(route, result string) {
-	m.views.WithLabelValues(route, result).Inc()
+	rs := m.route(route)
+	rs.mu.Lock()
+	c, ok := rs.views[result]
+	if !ok {
+		c = m.views.WithLabelValues(route, result)
+		rs.views[result] = c
+	}
+	rs.mu.Unlock()
+	c.Inc()
 }
 
 // Handler serves the registry in the Prometheus text format.

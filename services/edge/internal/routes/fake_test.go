@@ -61,7 +61,7 @@ type fakeCluster struct {
 }
 
 // newCluster starts n fake validators.
-func newCluster(t *testing.T, n int) *fakeCluster {
+func newCluster(t testing.TB, n int) *fakeCluster {
 	t.Helper()
 	fc := &fakeCluster{hashAt: func(uint64) string { return "0xaa" }}
 	for i := range n {

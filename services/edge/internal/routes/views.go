@@ -117,6 +117,9 @@ func (vc *viewCache) put(key string, v *view, current func(*view) bool) {
 // viewKey is the route and query of a request: the view's parameters.
 func viewKey(c echo.Context) string {
 	u := c.Request().URL
+	if u.RawQuery == "" {
+		return u.Path // no copy: most views take no parameter
+	}
 	return u.Path + "?" + u.RawQuery
 }
 
@@ -177,18 +180,19 @@ func (s *server) replay(c echo.Context, key string) bool {
 	if !ok {
 		return false
 	}
-	src := make([]byte, 0, 256*len(v.encoded))
-	src = append(src, '[')
-	for i, e := range v.encoded {
-		if i > 0 {
-			src = append(src, ',')
+	err := s.renderEncoded(c, v.data, func(b []byte) []byte {
+		b = append(b, '[')
+		for i, e := range v.encoded {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, e[0]...)
+			b = strconv.AppendInt(b, ages[i], 10)
+			b = append(b, e[1]...)
 		}
-		src = append(src, e[0]...)
-		src = strconv.AppendInt(src, ages[i], 10)
-		src = append(src, e[1]...)
-	}
-	src = append(src, ']')
-	if err := s.renderEncoded(c, v.data, src); err != nil {
+		return append(b, ']')
+	})
+	if err != nil {
 		s.log.Debug("writing a kept view", zap.Error(err))
 	}
 	return true
@@ -284,13 +288,20 @@ func (s *server) render(c echo.Context, data []byte, sources []upstream.Source) 
 	if err != nil {
 		return err
 	}
-	return s.renderEncoded(c, data, src)
+	return s.renderEncoded(c, data, func(b []byte) []byte { return append(b, src...) })
 }
 
-// renderEncoded is render with the sources encoded.
-func (s *server) renderEncoded(c echo.Context, data, src []byte) error {
-	b := make([]byte, 0, len(s.envelopeHead)+len(data)+len(src)+64)
-	b = append(b, s.envelopeHead...)
+// maxKeptBody bounds the answer buffers kept for reuse: one large answer
+// (a wallet's 50 items) must not pin its buffer for good.
+const maxKeptBody = 256 << 10
+
+// renderEncoded is render with the sources appended by appendSources.
+func (s *server) renderEncoded(c echo.Context, data []byte, appendSources func([]byte) []byte) error {
+	bp, _ := s.bodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b := append((*bp)[:0], s.envelopeHead...)
 	b = s.cfg.Now().UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, s.envelopeMid...)
 	b = append(b, data[:len(data)-1]...)
@@ -298,11 +309,18 @@ func (s *server) renderEncoded(c echo.Context, data, src []byte) error {
 		b = append(b, ',')
 	}
 	b = append(b, `"sources":`...)
-	b = append(b, src...)
+	b = appendSources(b)
 	b = append(b, "}}\n"...)
 	// With its length known the body goes in one piece, not chunked.
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
-	return c.JSONBlob(http.StatusOK, b)
+	// The response copies the body before JSONBlob returns (into its
+	// buffered writer, or straight to the connection), so b is free again.
+	err := c.JSONBlob(http.StatusOK, b)
+	if cap(b) <= maxKeptBody {
+		*bp = b
+		s.bodies.Put(bp)
+	}
+	return err
 }
 
 // envelopeParts pre-encodes what surrounds generatedAt in every envelope.

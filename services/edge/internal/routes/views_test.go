@@ -53,7 +53,7 @@ func numberAt(data map[string]any, k string) float64 {
 
 // keptEdge is cachedEdge with the cache's clock given and the leader kept
 // for the test's length.
-func keptEdge(t *testing.T, ttl time.Duration, clk *clock, urls ...string) *httptest.Server {
+func keptEdge(t testing.TB, ttl time.Duration, clk *clock, urls ...string) *httptest.Server {
 	t.Helper()
 	m := metrics.New()
 	pool, err := upstream.NewPool(upstream.Config{URLs: urls, Timeout: time.Second, Observer: m})
