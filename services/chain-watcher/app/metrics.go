@@ -176,7 +176,7 @@ func (m *metrics) epochPublished(u payment.EpochUpdate, res publish.Result) {
 
 // countingPublisher counts what the stream acknowledged.
 type countingPublisher struct {
-	next relay.Publisher
+	next relay.BatchPublisher
 	m    *metrics
 }
 
@@ -192,6 +192,20 @@ func (p countingPublisher) PublishDebt(ctx context.Context, d payment.DebtPaid) 
 	res, err := p.next.PublishDebt(ctx, d)
 	if err == nil {
 		p.m.acked("debt_paid", d.Removed, res)
+	}
+	return res, err
+}
+
+// PublishLogs keeps the relay's batches (relay.BatchPublisher) and counts
+// each log acknowledged.
+func (p countingPublisher) PublishLogs(ctx context.Context, logs []publish.Log) ([]publish.Result, error) {
+	res, err := p.next.PublishLogs(ctx, logs)
+	for i, r := range res {
+		event := "proposal_paid"
+		if logs[i].Debt != nil {
+			event = "debt_paid"
+		}
+		p.m.acked(event, logs[i].Removed(), r)
 	}
 	return res, err
 }

@@ -2,14 +2,16 @@
 // chain events stream and publishes each payment as a protobuf
 // ledgerpb.Payment on chain.<chainId>.payments, and each debt payment as a
 // ledgerpb.DebtPayment on chain.<chainId>.debts, with the log's
-// Nats-Msg-Id, waiting for the stream's acknowledgement. Epoch updates go
-// on chain.<chainId>.epochs as JSON (payment.EpochUpdate), the same way.
+// Nats-Msg-Id, waiting for the stream's acknowledgement: one at a time, or a
+// range's logs in order as atomic batches (PublishLogs). Epoch updates go on
+// chain.<chainId>.epochs as JSON (payment.EpochUpdate), one at a time.
 package publish
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,6 +81,10 @@ func EnsureStream(ctx context.Context, js StreamManager, cfg StreamConfig) (*jet
 		Replicas:    replicas,
 		Duplicates:  cfg.DuplicateWindow,
 		PersistMode: jetstream.DefaultPersistMode,
+		// A range's logs go as atomic batches (PublishLogs). A server
+		// older than 2.12 ignores the setting; the publisher then
+		// publishes one log at a time.
+		AllowAtomicPublish: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("publish: declare stream %s: %w", cfg.Name, err)
@@ -98,16 +104,49 @@ type Sender interface {
 }
 
 // Publisher publishes payments, debt payments and epoch updates to one
-// stream.
+// stream. It is safe for concurrent use; PublishLogs calls run one at a
+// time.
 type Publisher struct {
 	js     Sender
 	stream string
+	// nc sends the messages of atomic batches; nil when the Sender has no
+	// connection (then PublishLogs publishes one log at a time).
+	nc *nats.Conn
+
+	// mu guards what follows: one batch at a time.
+	mu sync.Mutex
+	// atomicOff: the stream or server refused atomic batches.
+	atomicOff   bool
+	maxBatch    int
+	batchPrefix string
+	batches     uint64
+	// msg serves every message of a batch (core publication copies it).
+	msg nats.Msg
+}
+
+// Option tunes a Publisher.
+type Option func(*Publisher)
+
+// WithMaxBatch caps the logs of one atomic batch at n (1 publishes one log
+// at a time). The default is MaxBatch, the server's own default limit; a
+// lower server limit is learnt from its refusal.
+func WithMaxBatch(n int) Option {
+	return func(p *Publisher) { p.maxBatch = max(n, 1) }
 }
 
 // NewPublisher returns a Publisher that expects its messages to land in
-// stream.
-func NewPublisher(js Sender, stream string) *Publisher {
-	return &Publisher{js: js, stream: stream}
+// stream. Atomic batches need the core connection: js must also have
+// Conn() *nats.Conn, as jetstream.JetStream has.
+func NewPublisher(js Sender, stream string, opts ...Option) *Publisher {
+	p := &Publisher{js: js, stream: stream, maxBatch: MaxBatch, batchPrefix: newBatchPrefix()}
+	if c, ok := js.(interface{ Conn() *nats.Conn }); ok {
+		p.nc = c.Conn()
+	}
+	p.msg.Header = nats.Header{}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // Result is the stream's acknowledgement of one message.

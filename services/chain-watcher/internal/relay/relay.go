@@ -28,6 +28,11 @@
 // journals of a batch that began and did not checkpoint; each step first
 // settles them (retracting those a reorg dropped meanwhile).
 //
+// A range's logs are published in chain order as atomic batches when the
+// publisher can (BatchPublisher): a batch is sent once the one before it was
+// acknowledged, and the stream stores it whole or not at all, so the stream
+// order is the chain order as with one log at a time.
+//
 // Crash safety, step by step (the stream deduplicates a message id within
 // its duplicate window, and that is the mechanism relied on):
 //
@@ -76,6 +81,19 @@ type Reader interface {
 type Publisher interface {
 	Publish(ctx context.Context, p payment.ProposalPaid) (publish.Result, error)
 	PublishDebt(ctx context.Context, d payment.DebtPaid) (publish.Result, error)
+}
+
+// BatchPublisher is a Publisher that also publishes many logs in order,
+// each acknowledged, in fewer round trips (atomic batches); the relay uses
+// it when its Publisher has it. *publish.Publisher implements it.
+//
+// PublishLogs returns one result per log, or, with an error, the results
+// of the logs acknowledged before it (a prefix). An error wrapping
+// publish.ErrAtomicUnavailable means that batches are refused and it went
+// on to one log at a time: the rest is published again.
+type BatchPublisher interface {
+	Publisher
+	PublishLogs(ctx context.Context, logs []publish.Log) ([]publish.Result, error)
 }
 
 // Store keeps the state and the journals; *checkpoint.Store implements it.
@@ -539,45 +557,82 @@ func (r *Relay) retract(ctx context.Context, e checkpoint.Block) error {
 }
 
 // publish publishes payments and debt payments merged by (block, log
-// index), each acknowledged before the next: the stream holds them in
-// chain order.
+// index), each acknowledged before the checkpoint that follows, in chain
+// order: as batches when the publisher can (each batch sent once the one
+// before was acknowledged, and stored whole and in order), else one at a
+// time, each acknowledged before the next. Either way a log reaches the
+// stream only after every log before it in chain order is there.
 func (r *Relay) publish(ctx context.Context, ps []payment.ProposalPaid, ds []payment.DebtPaid) error {
+	logs := make([]publish.Log, 0, len(ps)+len(ds))
 	for len(ps) > 0 || len(ds) > 0 {
-		var (
-			res  publish.Result
-			err  error
-			what string
-			f    []zap.Field
-		)
 		if len(ds) == 0 || len(ps) > 0 && chainBefore(ps[0].BlockNumber, ps[0].LogIndex, ds[0].BlockNumber, ds[0].LogIndex) {
-			p := ps[0]
+			logs = append(logs, publish.Log{Payment: &ps[0]})
 			ps = ps[1:]
-			res, err = r.pub.Publish(ctx, p)
-			what, f = "payment", []zap.Field{zap.String("msg_id", p.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()), zap.Uint64("block", p.BlockNumber)}
-			if p.Removed {
-				what = "payment retraction"
-			}
 		} else {
-			d := ds[0]
+			logs = append(logs, publish.Log{Debt: &ds[0]})
 			ds = ds[1:]
-			res, err = r.pub.PublishDebt(ctx, d)
-			what, f = "debt payment", []zap.Field{zap.String("msg_id", d.MsgID()), zap.String("wallet", d.Wallet.Hex()), zap.Uint64("block", d.BlockNumber)}
-			if d.Removed {
-				what = "debt payment retraction"
-			}
 		}
-		if err != nil {
+	}
+	bp, batches := r.pub.(BatchPublisher)
+	refusals := 0
+	for len(logs) > 0 {
+		if !batches {
+			res, err := r.publishOne(ctx, logs[0])
+			if err != nil {
+				return err
+			}
+			r.logPublished(logs[0], res)
+			logs = logs[1:]
+			continue
+		}
+		res, err := bp.PublishLogs(ctx, logs)
+		for i, l := range logs[:min(len(res), len(logs))] {
+			r.logPublished(l, res[i])
+		}
+		logs = logs[min(len(res), len(logs)):]
+		switch {
+		case errors.Is(err, publish.ErrAtomicUnavailable) && refusals == 0:
+			// Returned once, when the publisher switched to one log at a
+			// time: slower, not wrong.
+			refusals++
+			r.log.Warn("atomic batch publication unavailable; publishing one log at a time", zap.Error(err))
+		case err != nil:
 			return err
 		}
-		msg := what + " published"
-		if res.Duplicate {
-			// Published before a restart whose checkpoint lagged, or by a
-			// second watcher: the stream kept the first copy.
-			msg = what + " already in the stream"
-		}
-		r.log.Info(msg, append(f, zap.Uint64("seq", res.Sequence))...)
 	}
 	return nil
+}
+
+// publishOne publishes one log through the Publisher.
+func (r *Relay) publishOne(ctx context.Context, l publish.Log) (publish.Result, error) {
+	if l.Debt != nil {
+		return r.pub.PublishDebt(ctx, *l.Debt)
+	}
+	return r.pub.Publish(ctx, *l.Payment)
+}
+
+// logPublished logs one acknowledged log.
+func (r *Relay) logPublished(l publish.Log, res publish.Result) {
+	var (
+		what string
+		f    []zap.Field
+	)
+	if d := l.Debt; d != nil {
+		what, f = "debt payment", []zap.Field{zap.String("msg_id", d.MsgID()), zap.String("wallet", d.Wallet.Hex()), zap.Uint64("block", d.BlockNumber)}
+	} else {
+		p := l.Payment
+		what, f = "payment", []zap.Field{zap.String("msg_id", p.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()), zap.Uint64("block", p.BlockNumber)}
+	}
+	if l.Removed() {
+		what += " retraction"
+	}
+	msg := what + " published"
+	if res.Duplicate {
+		// Published before a restart whose checkpoint lagged, or by a
+		// second watcher: the stream kept the first copy.
+		msg = what + " already in the stream"
+	}
+	r.log.Info(msg, append(f, zap.Uint64("seq", res.Sequence))...)
 }
 
 func chainBefore(blockA uint64, indexA uint, blockB uint64, indexB uint) bool {
