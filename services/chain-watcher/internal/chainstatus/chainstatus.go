@@ -31,13 +31,9 @@ import (
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/watch"
 )
 
-// Chain is what the loop reads; *rpcpool.Pool satisfies it (as it does
-// watch.Chain).
-type Chain interface {
-	BlockNumber(ctx context.Context) (uint64, error)
-	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
-	FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error)
-}
+// Chain is what the loop reads: the watcher's reading interface, which
+// *rpcpool.Pool satisfies.
+type Chain = watch.Chain
 
 // Store keeps the latest status; jetstream.KeyValue satisfies it.
 type Store interface {

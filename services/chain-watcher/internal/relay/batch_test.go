@@ -109,20 +109,8 @@ func (e *env) checkOnceInChainOrder(want int) []msg {
 // batchIDs returns the Nats-Batch-Id of every message of the stream.
 func (e *env) batchIDs() []string {
 	e.t.Helper()
-	s, err := e.js.Stream(e.ctx, stream)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := s.Info(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	var out []string
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(e.ctx, seq)
-		if err != nil {
-			e.t.Fatal(err)
-		}
+	for _, m := range e.stored() {
 		out = append(out, m.Header.Get(publish.BatchIDHeader))
 	}
 	return out

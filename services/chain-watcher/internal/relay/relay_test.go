@@ -154,8 +154,8 @@ func (m msg) String() string {
 	return fmt.Sprintf("%s %s", m.subject, m.id)
 }
 
-// messages reads the whole stream in order.
-func (e *env) messages() []msg {
+// stored returns every message of the stream, in order.
+func (e *env) stored() []*jetstream.RawStreamMsg {
 	e.t.Helper()
 	s, err := e.js.Stream(e.ctx, stream)
 	if err != nil {
@@ -165,12 +165,23 @@ func (e *env) messages() []msg {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []msg
+	var out []*jetstream.RawStreamMsg
 	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
 		raw, err := s.GetMsg(e.ctx, seq)
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		out = append(out, raw)
+	}
+	return out
+}
+
+// messages reads the whole stream in order.
+func (e *env) messages() []msg {
+	e.t.Helper()
+	var out []msg
+	for _, raw := range e.stored() {
+		seq := raw.Sequence
 		m := msg{subject: raw.Subject, id: raw.Header.Get(jetstream.MsgIDHeader)}
 		if raw.Subject == payment.DebtSubject(e.chain.ChainID) {
 			var w ledgerpb.DebtPayment
