@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -43,10 +42,9 @@ const (
 )
 
 // Run runs the watcher until ctx is cancelled and returns nil after a clean
-// shutdown. It returns an error for an invalid configuration, an endpoint
-// that cannot be dialled at all, a checkpoint that cannot be read, a
-// malformed log of the contract, or a reorg deeper than REORG_DEPTH;
-// unreachable services are retried.
+// shutdown. It returns an error for an invalid configuration, a checkpoint
+// that cannot be read, a malformed log of the contract, or a reorg deeper
+// than REORG_DEPTH; unreachable services (endpoints, NATS) are retried.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -70,11 +68,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 	var subscribers []heads.Endpoint
 	for i, u := range cfg.RPCURLs() {
 		name := rpcpool.Name(i, u)
-		c, err := ethclient.DialContext(ctx, u)
-		if err != nil {
-			// Named, not quoted: the URL may hold an API key.
-			return fmt.Errorf("dial ethereum endpoint %s: %s", name, strings.ReplaceAll(err.Error(), u, "<"+name+">"))
-		}
+		c := newLazyEndpoint(u, name)
 		defer c.Close()
 		endpoints = append(endpoints, rpcpool.Endpoint{Name: name, URL: u, Client: c})
 		if strings.HasPrefix(u, "ws://") || strings.HasPrefix(u, "wss://") {
