@@ -37,4 +37,7 @@ func TestBackfillInAtomicBatches(t *testing.T) {
 	if got := w.metric(t, `chainwatcher_logs_published_total{event="proposal_paid",result="stored"}`); got != float64(len(txs)) {
 		t.Errorf("%v payments counted as stored, want %d", got, len(txs))
 	}
+	if got := w.metric(t, `chainwatcher_publish_delay_seconds_count{event="proposal_paid"}`); got != float64(len(txs)) {
+		t.Errorf("a publication delay measured for %v payments, want %d", got, len(txs))
+	}
 }

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,11 +25,14 @@ type metrics struct {
 	blocksRead  prometheus.Counter
 	published   *prometheus.CounterVec
 	retractions *prometheus.CounterVec
-	rangeSize   prometheus.Gauge
-	head        prometheus.Gauge
-	cursor      prometheus.Gauge
-	lag         prometheus.Gauge
-	heads       prometheus.Counter
+	// delay is block time to the stream's acknowledgement of a log it
+	// stored: the confirmations waited for, plus the watcher's own lag.
+	delay     *prometheus.HistogramVec
+	rangeSize prometheus.Gauge
+	head      prometheus.Gauge
+	cursor    prometheus.Gauge
+	lag       prometheus.Gauge
+	heads     prometheus.Counter
 	// Epochs: the figures of the last update the stream acknowledged.
 	epochCurrent, epochFinalized prometheus.Gauge
 	epochUpdates                 *prometheus.CounterVec
@@ -57,6 +62,12 @@ func newMetrics() *metrics {
 			Name: "chainwatcher_retractions_published_total",
 			Help: "Retractions (removed = true) of logs a reorg dropped, acknowledged by the stream, by event and result.",
 		}, []string{"event", "result"}),
+		delay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chainwatcher_publish_delay_seconds",
+			Help: "From the timestamp of a log's block to the stream's acknowledgement of it (stored, not a duplicate or a retraction), by event: the confirmations waited for plus the watcher's lag. Whole seconds of block time.",
+			// From a dev chain's immediate blocks to hours behind.
+			Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 180, 300, 600, 1800, 3600},
+		}, []string{"event"}),
 		rangeSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "chainwatcher_block_range_size",
 			Help: "Blocks the next eth_getLogs range asks for at most (shrinks on the provider's range errors).",
@@ -114,7 +125,7 @@ func newMetrics() *metrics {
 			Help: "Chain status steps that failed to read the chain or write the status (retried every poll interval).",
 		}),
 	}
-	m.reg.MustRegister(m.blocksRead, m.heads, m.published, m.retractions, m.rangeSize, m.head, m.cursor, m.lag,
+	m.reg.MustRegister(m.blocksRead, m.heads, m.published, m.retractions, m.delay, m.rangeSize, m.head, m.cursor, m.lag,
 		m.epochCurrent, m.epochFinalized, m.epochUpdates, m.epochErrors, m.epochBehind,
 		m.safe, m.finalized, m.pending, m.statusWrites, m.statusErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -151,7 +162,7 @@ func (m *metrics) chainStatus(s payment.WatcherStatus, written bool, err error) 
 	}
 }
 
-func (m *metrics) acked(event string, removed bool, res publish.Result) {
+func (m *metrics) acked(event string, removed bool, blockTime uint64, res publish.Result) {
 	result := "stored"
 	if res.Duplicate {
 		result = "duplicate"
@@ -161,6 +172,11 @@ func (m *metrics) acked(event string, removed bool, res publish.Result) {
 		return
 	}
 	m.published.WithLabelValues(event, result).Inc()
+	if !res.Duplicate {
+		// A block stamped ahead of this clock (dev chains do) counts as 0.
+		delay := time.Since(time.Unix(int64(min(blockTime, math.MaxInt64)), 0))
+		m.delay.WithLabelValues(event).Observe(max(0, delay.Seconds()))
+	}
 }
 
 // epochPublished records an acknowledged epoch update.
@@ -183,7 +199,7 @@ type countingPublisher struct {
 func (p countingPublisher) Publish(ctx context.Context, pay payment.ProposalPaid) (publish.Result, error) {
 	res, err := p.next.Publish(ctx, pay)
 	if err == nil {
-		p.m.acked("proposal_paid", pay.Removed, res)
+		p.m.acked("proposal_paid", pay.Removed, pay.Timestamp, res)
 	}
 	return res, err
 }
@@ -191,7 +207,7 @@ func (p countingPublisher) Publish(ctx context.Context, pay payment.ProposalPaid
 func (p countingPublisher) PublishDebt(ctx context.Context, d payment.DebtPaid) (publish.Result, error) {
 	res, err := p.next.PublishDebt(ctx, d)
 	if err == nil {
-		p.m.acked("debt_paid", d.Removed, res)
+		p.m.acked("debt_paid", d.Removed, d.Timestamp, res)
 	}
 	return res, err
 }
@@ -201,11 +217,11 @@ func (p countingPublisher) PublishDebt(ctx context.Context, d payment.DebtPaid) 
 func (p countingPublisher) PublishLogs(ctx context.Context, logs []publish.Log) ([]publish.Result, error) {
 	res, err := p.next.PublishLogs(ctx, logs)
 	for i, r := range res {
-		event := "proposal_paid"
-		if logs[i].Debt != nil {
-			event = "debt_paid"
+		if d := logs[i].Debt; d != nil {
+			p.m.acked("debt_paid", d.Removed, d.Timestamp, r)
+		} else {
+			p.m.acked("proposal_paid", logs[i].Payment.Removed, logs[i].Payment.Timestamp, r)
 		}
-		p.m.acked(event, logs[i].Removed(), r)
 	}
 	return res, err
 }
