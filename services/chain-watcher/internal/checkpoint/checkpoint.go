@@ -7,7 +7,8 @@
 //
 //   - cursor-<chainId>: the State, one JSON value written by compare-and-set:
 //     the cursor (last fully handled block), the recent handled blocks
-//     within the reorg window, and the blocks of a batch being published.
+//     within the reorg window, the blocks of a batch being published, and
+//     the blocks in the window whose messages were retracted (how often).
 //   - published-<chainId>-<block>-<hash>: a Journal, what was (or is about
 //     to be) published from one block: the exact messages, so that their
 //     retractions carry the same payload. One key per block keeps every
@@ -71,6 +72,15 @@ type Block struct {
 	Journaled bool `json:"journaled,omitempty"`
 }
 
+// Retracted is a block whose messages a reorg retracted, and how many
+// times: the generation of its next publication, should the chain take it
+// back (publish.Log.Generation).
+type Retracted struct {
+	Number uint64      `json:"block"`
+	Hash   common.Hash `json:"hash"`
+	Count  uint32      `json:"count"`
+}
+
 // State is what the watcher records of its progress.
 type State struct {
 	// Cursor is the last fully handled block: every payment at or below it
@@ -85,14 +95,21 @@ type State struct {
 	// and was not checkpointed: a crash may have left their messages in
 	// the stream, so a reorg must retract them too.
 	Inflight []Block
+	// Retracted are the blocks at most the reorg depth below the cursor (or
+	// above it) whose messages were retracted, ascending: only those can
+	// become canonical again without a reorg deeper than the window.
+	Retracted []Retracted
 }
 
 // Journal is what was published from one block, in chain order.
 type Journal struct {
-	Block    uint64
-	Hash     common.Hash
-	Payments []payment.ProposalPaid
-	Debts    []payment.DebtPaid
+	Block uint64
+	Hash  common.Hash
+	// Generation is the generation the block's messages were published in
+	// (publish.Log.Generation): their retractions carry it too.
+	Generation uint32
+	Payments   []payment.ProposalPaid
+	Debts      []payment.DebtPaid
 }
 
 // Store holds the state and journals of one chain. It remembers the
@@ -139,10 +156,11 @@ func Open(ctx context.Context, js KeyValueCreator, cfg Config, chainID uint64) (
 // plainly. block and hash are the cursor, as before reorg handling existed,
 // so older states load as a cursor without recent blocks.
 type record struct {
-	Block    uint64      `json:"block"`
-	Hash     common.Hash `json:"hash"`
-	Recent   []Block     `json:"recent,omitempty"`
-	Inflight []Block     `json:"inflight,omitempty"`
+	Block     uint64      `json:"block"`
+	Hash      common.Hash `json:"hash"`
+	Recent    []Block     `json:"recent,omitempty"`
+	Inflight  []Block     `json:"inflight,omitempty"`
+	Retracted []Retracted `json:"retracted,omitempty"`
 }
 
 // Load returns the stored state; found is false when none was stored yet.
@@ -162,7 +180,7 @@ func (s *Store) Load(ctx context.Context) (st State, found bool, err error) {
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
 		return State{}, true, fmt.Errorf("%w: %s revision %d: %v", ErrCorrupt, s.key, e.Revision(), err)
 	}
-	return State{Cursor: watch.Cursor{Block: r.Block, Hash: r.Hash}, Recent: r.Recent, Inflight: r.Inflight}, true, nil
+	return State{Cursor: watch.Cursor{Block: r.Block, Hash: r.Hash}, Recent: r.Recent, Inflight: r.Inflight, Retracted: r.Retracted}, true, nil
 }
 
 // Save records st. It is a compare-and-set on the revision this Store last
@@ -170,7 +188,7 @@ func (s *Store) Load(ctx context.Context) (st State, found bool, err error) {
 // watcher on the same chain), Save changes nothing and returns ErrConflict.
 // The state may move backwards: a reorg rewinds the cursor.
 func (s *Store) Save(ctx context.Context, st State) error {
-	val, err := json.Marshal(record{Block: st.Cursor.Block, Hash: st.Cursor.Hash, Recent: st.Recent, Inflight: st.Inflight})
+	val, err := json.Marshal(record{Block: st.Cursor.Block, Hash: st.Cursor.Hash, Recent: st.Recent, Inflight: st.Inflight, Retracted: st.Retracted})
 	if err != nil {
 		return fmt.Errorf("checkpoint: encode state: %w", err)
 	}
@@ -191,18 +209,20 @@ func (s *Store) Save(ctx context.Context, st State) error {
 }
 
 // journalRecord is the stored form of a Journal: the messages as published
-// (protobuf, base64 in JSON).
+// (protobuf, base64 in JSON). A journal written before generations existed
+// has none: generation 0.
 type journalRecord struct {
-	Block    uint64      `json:"block"`
-	Hash     common.Hash `json:"hash"`
-	Payments [][]byte    `json:"payments,omitempty"`
-	Debts    [][]byte    `json:"debts,omitempty"`
+	Block      uint64      `json:"block"`
+	Hash       common.Hash `json:"hash"`
+	Generation uint32      `json:"generation,omitempty"`
+	Payments   [][]byte    `json:"payments,omitempty"`
+	Debts      [][]byte    `json:"debts,omitempty"`
 }
 
 // PutJournal stores the journal of one block, replacing an earlier one of
 // the same block and hash.
 func (s *Store) PutJournal(ctx context.Context, j Journal) error {
-	r := journalRecord{Block: j.Block, Hash: j.Hash}
+	r := journalRecord{Block: j.Block, Hash: j.Hash, Generation: j.Generation}
 	for _, p := range j.Payments {
 		b, err := proto.Marshal(p.Proto())
 		if err != nil {
@@ -243,7 +263,7 @@ func (s *Store) Journal(ctx context.Context, block uint64, hash common.Hash) (j 
 	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Block != block || r.Hash != hash {
 		return Journal{}, true, fmt.Errorf("%w: %s revision %d", ErrCorrupt, key, e.Revision())
 	}
-	j = Journal{Block: block, Hash: hash}
+	j = Journal{Block: block, Hash: hash, Generation: r.Generation}
 	for _, b := range r.Payments {
 		var m ledgerpb.Payment
 		if err := proto.Unmarshal(b, &m); err != nil {

@@ -30,6 +30,8 @@ func TestSaveLoadCompareAndSet(t *testing.T) {
 		Cursor:   watch.Cursor{Block: 20, Hash: common.HexToHash("0x20")},
 		Recent:   []checkpoint.Block{{Number: 12, Hash: common.HexToHash("0x12"), Journaled: true}, {Number: 20, Hash: common.HexToHash("0x20")}},
 		Inflight: []checkpoint.Block{{Number: 22, Hash: common.HexToHash("0x22"), Journaled: true}},
+		Retracted: []checkpoint.Retracted{{Number: 13, Hash: common.HexToHash("0x13"), Count: 1},
+			{Number: 13, Hash: common.HexToHash("0x1313"), Count: 2}},
 	}
 	// A reorg rewinds: the state may move back.
 	for _, st := range []checkpoint.State{s20, s10, s20} {
@@ -115,6 +117,18 @@ func TestJournal(t *testing.T) {
 	}
 	if _, found, err := store.Journal(ctx, 7, other); found || err != nil {
 		t.Fatalf("journal of another hash: found=%v err=%v", found, err)
+	}
+	// A block published again after its retraction keeps its generation.
+	readopted := j
+	readopted.Hash, readopted.Generation = other, 2
+	readopted.Payments = []payment.ProposalPaid{j.Payments[0]}
+	readopted.Payments[0].BlockHash = other
+	readopted.Debts = nil
+	if err := store.PutJournal(ctx, readopted); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := store.Journal(ctx, 7, other); err != nil || !found || !reflect.DeepEqual(got, readopted) {
+		t.Fatalf("Journal = %+v, %v, %v; want %+v", got, found, err, readopted)
 	}
 	for range 2 {
 		if err := store.DropJournal(ctx, 7, hash); err != nil {

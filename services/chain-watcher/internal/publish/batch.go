@@ -67,6 +67,12 @@ var ErrAtomicUnavailable = errors.New("publish: atomic batch publication unavail
 type Log struct {
 	Payment *payment.ProposalPaid
 	Debt    *payment.DebtPaid
+	// Generation counts the retractions of the log's block published
+	// before this message: 0 for a first publication. A block that a reorg
+	// dropped and the chain then took back is published again under new
+	// ids (generation 1, 2, …), which the stream's deduplication of the
+	// earlier ones does not swallow.
+	Generation uint32
 }
 
 // PaymentLog is the Log of a ProposalPaid log.
@@ -75,12 +81,34 @@ func PaymentLog(p payment.ProposalPaid) Log { return Log{Payment: &p} }
 // DebtLog is the Log of a DebtPaid log.
 func DebtLog(d payment.DebtPaid) Log { return Log{Debt: &d} }
 
-// MsgID is the log's Nats-Msg-Id.
+// MsgID is the log's Nats-Msg-Id: the payment's own (DECISIONS D8),
+// <chainId>:<blockHash>:<logIndex>, with ":removed" for a retraction. From
+// generation 1 on, ":g<generation>" follows the log index (before
+// ":removed"), so that every publication of a re-adopted block and every
+// retraction of it has an id of its own, while a publication repeated in
+// the same generation (after a crash) keeps its id and is deduplicated.
 func (l Log) MsgID() string {
-	if l.Debt != nil {
+	var id string
+	removed := l.Removed()
+	switch {
+	case l.Generation == 0 && l.Debt != nil:
 		return l.Debt.MsgID()
+	case l.Generation == 0:
+		return l.Payment.MsgID()
+	case l.Debt != nil:
+		d := *l.Debt
+		d.Removed = false
+		id = d.MsgID()
+	default:
+		p := *l.Payment
+		p.Removed = false
+		id = p.MsgID()
 	}
-	return l.Payment.MsgID()
+	id += ":g" + strconv.FormatUint(uint64(l.Generation), 10)
+	if removed {
+		id += ":removed"
+	}
+	return id
 }
 
 // Removed tells whether the log is a retraction.
@@ -92,13 +120,14 @@ func (l Log) Removed() bool {
 }
 
 // message returns the subject, the message id and the encoded body of l.
+// The body is the log's alone: the generation is in the id only.
 func (l Log) message() (subject, msgID string, data []byte, err error) {
 	var m proto.Message
 	switch {
 	case l.Debt != nil:
-		subject, msgID, m = payment.DebtSubject(l.Debt.ChainID), l.Debt.MsgID(), l.Debt.Proto()
+		subject, msgID, m = payment.DebtSubject(l.Debt.ChainID), l.MsgID(), l.Debt.Proto()
 	case l.Payment != nil:
-		subject, msgID, m = payment.Subject(l.Payment.ChainID), l.Payment.MsgID(), l.Payment.Proto()
+		subject, msgID, m = payment.Subject(l.Payment.ChainID), l.MsgID(), l.Payment.Proto()
 	default:
 		return "", "", nil, errors.New("publish: empty log")
 	}
@@ -208,15 +237,18 @@ func smallerBatch(description string, n int) int {
 	return max(n/2, 1)
 }
 
-// publishLog publishes one log on its own.
+// publishLog publishes one log on its own, under its id (generation
+// included), like Publish and PublishDebt.
 func (p *Publisher) publishLog(ctx context.Context, l Log) (Result, error) {
+	subject, msgID, data, err := l.message()
+	if err != nil {
+		return Result{}, err
+	}
+	what := "payment"
 	if l.Debt != nil {
-		return p.PublishDebt(ctx, *l.Debt)
+		what = "debt payment"
 	}
-	if l.Payment == nil {
-		return Result{}, errors.New("publish: empty log")
-	}
-	return p.Publish(ctx, *l.Payment)
+	return p.send(ctx, what, subject, msgID, data)
 }
 
 // batchAck is the server's answer to a batch's commit.

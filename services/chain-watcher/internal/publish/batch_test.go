@@ -1,8 +1,10 @@
 package publish_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -330,4 +332,78 @@ func TestPublishLogsRefusesAnotherStream(t *testing.T) {
 		t.Fatalf("a batch expecting another stream: %v, want API error %d", err, streamNotMatch)
 	}
 	checkIDs(t, streamMessages(t, ctx, js), nil)
+}
+
+// generation returns logs as published in generation gen, retractions when
+// removed is set.
+func generation(logs []publish.Log, gen uint32, removed bool) []publish.Log {
+	out := make([]publish.Log, len(logs))
+	for i, l := range logs {
+		if l.Debt != nil {
+			d := *l.Debt
+			d.Removed = removed
+			out[i] = publish.Log{Debt: &d, Generation: gen}
+		} else {
+			p := *l.Payment
+			p.Removed = removed
+			out[i] = publish.Log{Payment: &p, Generation: gen}
+		}
+	}
+	return out
+}
+
+// TestPublishLogsGenerations: the logs of a block published, retracted,
+// published again (generation 1) and retracted again each get ids of their
+// own, ":g1" before ":removed", and the same payload as the first
+// publication but for removed; a generation published twice is stored
+// once. Both in batches and one log at a time.
+func TestPublishLogsGenerations(t *testing.T) {
+	for _, batches := range []bool{true, false} {
+		t.Run(map[bool]string{true: "batches", false: "one at a time"}[batches], func(t *testing.T) {
+			ctx := testenv.Context(t)
+			js := testenv.JetStream(t, testenv.NATS(t))
+			declare(t, ctx, js)
+			pub := publish.NewPublisher(js, "CHAIN_EVENTS")
+			if !batches {
+				pub = publish.NewPublisher(senderOnly{js}, "CHAIN_EVENTS")
+			}
+			logs := sampleLogs(4) // one block
+			var want []string
+			for _, step := range []struct {
+				gen     uint32
+				removed bool
+				suffix  string
+			}{{0, false, ""}, {0, true, ":removed"}, {1, false, ":g1"}, {1, false, ":g1"}, {1, true, ":g1:removed"}} {
+				res, err := pub.PublishLogs(ctx, generation(logs, step.gen, step.removed))
+				if err != nil || len(res) != len(logs) {
+					t.Fatalf("PublishLogs generation %d removed=%v: %d results, %v", step.gen, step.removed, len(res), err)
+				}
+				again := step.gen == 1 && !step.removed && len(want) == 3*len(logs)
+				for i := range logs {
+					id := fmt.Sprintf("1337:%s:%d%s", common.BigToHash(big.NewInt(100)).Hex(), i, step.suffix)
+					if res[i].Duplicate != again {
+						t.Errorf("%s: duplicate=%v", id, res[i].Duplicate)
+					}
+					if !again {
+						want = append(want, id)
+					}
+				}
+			}
+			got := streamMessages(t, ctx, js)
+			checkIDs(t, got, want)
+			s, err := js.Stream(ctx, "CHAIN_EVENTS")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The generation is in the id only: generation 1's payloads
+			// are generation 0's.
+			for i := range logs {
+				first, err1 := s.GetMsg(ctx, got[i].seq)
+				readopted, err2 := s.GetMsg(ctx, got[2*len(logs)+i].seq)
+				if err1 != nil || err2 != nil || !bytes.Equal(first.Data, readopted.Data) || first.Subject != readopted.Subject {
+					t.Errorf("log %d: generation 1 payload differs from generation 0 (%v, %v)", i, err1, err2)
+				}
+			}
+		})
+	}
 }

@@ -48,6 +48,18 @@
 //
 // Journals are purged after the save that stops referencing them (a crash
 // in between leaves an unreferenced key behind, harmless).
+//
+// A block can be retracted and then become canonical again (the chain flips
+// back). Its messages' ids were spent on its first publication, and the
+// stream would drop them as duplicates within its window, leaving consumers
+// with the retraction only. So the state counts the retractions of each
+// block within the window (State.Retracted), and the block's logs are
+// published in the generation that count names (publish.Log.Generation,
+// ":g<n>" in the id); the journal records it, so a later retraction names
+// the same ids with ":removed". The count is saved in the state that stops
+// naming the retracted journal: a crash before that save publishes the same
+// retractions again (same generation, deduplicated), and one between a
+// re-publication and its checkpoint publishes the same generation again.
 package relay
 
 import (
@@ -77,7 +89,9 @@ type Reader interface {
 	CanonicalHash(ctx context.Context, number uint64) (common.Hash, bool, error)
 }
 
-// Publisher publishes to the stream; *publish.Publisher implements it.
+// Publisher publishes to the stream; *publish.Publisher implements it. The
+// logs of a re-adopted block (generation above 0) have ids Publish and
+// PublishDebt cannot give: they need a BatchPublisher.
 type Publisher interface {
 	Publish(ctx context.Context, p payment.ProposalPaid) (publish.Result, error)
 	PublishDebt(ctx context.Context, d payment.DebtPaid) (publish.Result, error)
@@ -286,7 +300,11 @@ type blockKey struct {
 // handle journals, publishes and checkpoints one batch.
 func (r *Relay) handle(ctx context.Context, b watch.Batch) error {
 	bottom := b.To - min(b.To, r.cfg.Depth) // the window is [bottom, To]
-	journals := journalsOf(b, bottom)
+	// Blocks retracted before are published in their next generation
+	// (overtaken blocks below are not in the batch, so retracting them
+	// changes none of these).
+	gens := generations(r.st.Retracted)
+	journals := journalsOf(b, bottom, gens)
 
 	// Inflight blocks of an interrupted batch inside this range that this
 	// batch does not publish again were dropped by a reorg: they are
@@ -308,9 +326,14 @@ func (r *Relay) handle(ctx context.Context, b watch.Batch) error {
 			pending = append(pending, e)
 		}
 	}
+	retracted := r.st.Retracted
 	for _, e := range overtaken {
-		if err := r.retract(ctx, e); err != nil {
+		gen, found, err := r.retract(ctx, e)
+		if err != nil {
 			return err
+		}
+		if found {
+			retracted = countRetraction(retracted, e, gen)
 		}
 	}
 
@@ -327,7 +350,7 @@ func (r *Relay) handle(ctx context.Context, b watch.Batch) error {
 			// unchecked (zero hash), so a restart resumes at the range.
 			st.Cursor = watch.Cursor{Block: max(b.From, 1) - 1}
 		}
-		st.Inflight = ahead
+		st.Inflight, st.Retracted = ahead, retracted
 		if err := r.save(ctx, st); err != nil {
 			return err
 		}
@@ -337,7 +360,7 @@ func (r *Relay) handle(ctx context.Context, b watch.Batch) error {
 			return err
 		}
 	}
-	if err := r.publish(ctx, b.Payments, b.Debts); err != nil {
+	if err := r.publish(ctx, b.Payments, b.Debts, gens); err != nil {
 		return err
 	}
 
@@ -365,7 +388,15 @@ func (r *Relay) handle(ctx context.Context, b watch.Batch) error {
 			gone = append(gone, e) // published again, but below the window now
 		}
 	}
-	st := checkpoint.State{Cursor: b.Cursor, Recent: kept, Inflight: inflight}
+	// A retracted block below the window cannot become canonical again
+	// without a reorg deeper than the window, which stops the relay.
+	var keptRetracted []checkpoint.Retracted
+	for _, e := range retracted {
+		if e.Number >= bottom {
+			keptRetracted = append(keptRetracted, e)
+		}
+	}
+	st := checkpoint.State{Cursor: b.Cursor, Recent: kept, Inflight: inflight, Retracted: keptRetracted}
 	if err := r.save(ctx, st); err != nil {
 		return err
 	}
@@ -379,8 +410,8 @@ func (r *Relay) handle(ctx context.Context, b watch.Batch) error {
 }
 
 // journalsOf groups the batch's logs of blocks at or above bottom by block,
-// in chain order.
-func journalsOf(b watch.Batch, bottom uint64) []checkpoint.Journal {
+// in chain order, each with the generation it is published in.
+func journalsOf(b watch.Batch, bottom uint64, gens map[blockKey]uint32) []checkpoint.Journal {
 	var out []checkpoint.Journal
 	at := func(n uint64, h common.Hash) *checkpoint.Journal {
 		for i := range out {
@@ -388,7 +419,7 @@ func journalsOf(b watch.Batch, bottom uint64) []checkpoint.Journal {
 				return &out[i]
 			}
 		}
-		out = append(out, checkpoint.Journal{Block: n, Hash: h})
+		out = append(out, checkpoint.Journal{Block: n, Hash: h, Generation: gens[blockKey{n, h}]})
 		return &out[len(out)-1]
 	}
 	for _, p := range b.Payments {
@@ -404,6 +435,31 @@ func journalsOf(b watch.Batch, bottom uint64) []checkpoint.Journal {
 		}
 	}
 	slices.SortFunc(out, func(a, b checkpoint.Journal) int { return cmp.Compare(a.Block, b.Block) })
+	return out
+}
+
+// generations returns the generation each retracted block is published in
+// next: the number of its retractions.
+func generations(rs []checkpoint.Retracted) map[blockKey]uint32 {
+	out := make(map[blockKey]uint32, len(rs))
+	for _, e := range rs {
+		out[blockKey{e.Number, e.Hash}] = e.Count
+	}
+	return out
+}
+
+// countRetraction returns rs recording that block e's messages of
+// generation gen were retracted: its next publication is generation gen+1
+// (never lower than one already recorded).
+func countRetraction(rs []checkpoint.Retracted, e checkpoint.Block, gen uint32) []checkpoint.Retracted {
+	out := slices.Clone(rs)
+	i := slices.IndexFunc(out, func(x checkpoint.Retracted) bool { return x.Number == e.Number && x.Hash == e.Hash })
+	if i < 0 {
+		out = append(out, checkpoint.Retracted{Number: e.Number, Hash: e.Hash})
+		i = len(out) - 1
+	}
+	out[i].Count = max(out[i].Count, gen+1)
+	slices.SortStableFunc(out, func(x, y checkpoint.Retracted) int { return cmp.Compare(x.Number, y.Number) })
 	return out
 }
 
@@ -449,6 +505,7 @@ func (r *Relay) settleInflight(ctx context.Context) error {
 		return nil
 	}
 	var keep, dropped []checkpoint.Block
+	retracted := r.st.Retracted
 	for _, e := range r.st.Inflight {
 		hash, found, err := r.reader.CanonicalHash(ctx, e.Number)
 		if err != nil {
@@ -458,8 +515,12 @@ func (r *Relay) settleInflight(ctx context.Context) error {
 			keep = append(keep, e)
 			continue
 		}
-		if err := r.retract(ctx, e); err != nil {
+		gen, found, err := r.retract(ctx, e)
+		if err != nil {
 			return err
+		}
+		if found {
+			retracted = countRetraction(retracted, e, gen)
 		}
 		dropped = append(dropped, e)
 	}
@@ -467,7 +528,7 @@ func (r *Relay) settleInflight(ctx context.Context) error {
 		return nil
 	}
 	st := r.st
-	st.Inflight = keep
+	st.Inflight, st.Retracted = keep, retracted
 	if err := r.save(ctx, st); err != nil {
 		return err
 	}
@@ -507,19 +568,25 @@ func (r *Relay) reorg(ctx context.Context) (rewound bool, err error) {
 		return false, nil
 	}
 	var journaled []checkpoint.Block
+	retracted := r.st.Retracted
 	for _, e := range dropped {
 		if e.Journaled {
-			if err := r.retract(ctx, e); err != nil {
+			gen, found, err := r.retract(ctx, e)
+			if err != nil {
 				return false, err
+			}
+			if found {
+				retracted = countRetraction(retracted, e, gen)
 			}
 			journaled = append(journaled, e)
 		}
 	}
 	to := recent[ancestor]
 	st := checkpoint.State{
-		Cursor:   watch.Cursor{Block: to.Number, Hash: to.Hash},
-		Recent:   slices.Clone(recent[:ancestor+1]),
-		Inflight: r.st.Inflight,
+		Cursor:    watch.Cursor{Block: to.Number, Hash: to.Hash},
+		Recent:    slices.Clone(recent[:ancestor+1]),
+		Inflight:  r.st.Inflight,
+		Retracted: retracted,
 	}
 	if err := r.save(ctx, st); err != nil {
 		return false, err
@@ -536,16 +603,16 @@ func (r *Relay) reorg(ctx context.Context) (rewound bool, err error) {
 }
 
 // retract publishes the retraction of every message journaled for a block:
-// the same payload with removed = true, under the ":removed" message id.
-func (r *Relay) retract(ctx context.Context, e checkpoint.Block) error {
+// the same payload with removed = true, under the message id of the
+// generation the journal records, with ":removed". found is false when
+// there is no journal (nothing to retract); gen is the generation
+// retracted.
+func (r *Relay) retract(ctx context.Context, e checkpoint.Block) (gen uint32, found bool, err error) {
 	j, found, err := r.store.Journal(ctx, e.Number, e.Hash)
-	if err != nil {
-		return err
-	}
-	if !found {
+	if err != nil || !found {
 		// The journal is written before anything is published: without
 		// one, nothing was.
-		return nil
+		return 0, false, err
 	}
 	for i := range j.Payments {
 		j.Payments[i].Removed = true
@@ -553,7 +620,7 @@ func (r *Relay) retract(ctx context.Context, e checkpoint.Block) error {
 	for i := range j.Debts {
 		j.Debts[i].Removed = true
 	}
-	return r.publish(ctx, j.Payments, j.Debts)
+	return j.Generation, true, r.publish(ctx, j.Payments, j.Debts, map[blockKey]uint32{{j.Block, j.Hash}: j.Generation})
 }
 
 // publish publishes payments and debt payments merged by (block, log
@@ -561,15 +628,16 @@ func (r *Relay) retract(ctx context.Context, e checkpoint.Block) error {
 // order: as batches when the publisher can (each batch sent once the one
 // before was acknowledged, and stored whole and in order), else one at a
 // time, each acknowledged before the next. Either way a log reaches the
-// stream only after every log before it in chain order is there.
-func (r *Relay) publish(ctx context.Context, ps []payment.ProposalPaid, ds []payment.DebtPaid) error {
+// stream only after every log before it in chain order is there. gens
+// names the generation of the logs of re-adopted blocks (0 for the rest).
+func (r *Relay) publish(ctx context.Context, ps []payment.ProposalPaid, ds []payment.DebtPaid, gens map[blockKey]uint32) error {
 	logs := make([]publish.Log, 0, len(ps)+len(ds))
 	for len(ps) > 0 || len(ds) > 0 {
 		if len(ds) == 0 || len(ps) > 0 && chainBefore(ps[0].BlockNumber, ps[0].LogIndex, ds[0].BlockNumber, ds[0].LogIndex) {
-			logs = append(logs, publish.Log{Payment: &ps[0]})
+			logs = append(logs, publish.Log{Payment: &ps[0], Generation: gens[blockKey{ps[0].BlockNumber, ps[0].BlockHash}]})
 			ps = ps[1:]
 		} else {
-			logs = append(logs, publish.Log{Debt: &ds[0]})
+			logs = append(logs, publish.Log{Debt: &ds[0], Generation: gens[blockKey{ds[0].BlockNumber, ds[0].BlockHash}]})
 			ds = ds[1:]
 		}
 	}
@@ -605,6 +673,11 @@ func (r *Relay) publish(ctx context.Context, ps []payment.ProposalPaid, ds []pay
 
 // publishOne publishes one log through the Publisher.
 func (r *Relay) publishOne(ctx context.Context, l publish.Log) (publish.Result, error) {
+	if l.Generation > 0 {
+		// Publish would use the first generation's id, which the stream
+		// drops as a duplicate: the payment would be lost to consumers.
+		return publish.Result{}, fmt.Errorf("relay: %s is of a re-adopted block and needs a BatchPublisher", l.MsgID())
+	}
 	if l.Debt != nil {
 		return r.pub.PublishDebt(ctx, *l.Debt)
 	}
@@ -618,10 +691,10 @@ func (r *Relay) logPublished(l publish.Log, res publish.Result) {
 		f    []zap.Field
 	)
 	if d := l.Debt; d != nil {
-		what, f = "debt payment", []zap.Field{zap.String("msg_id", d.MsgID()), zap.String("wallet", d.Wallet.Hex()), zap.Uint64("block", d.BlockNumber)}
+		what, f = "debt payment", []zap.Field{zap.String("msg_id", l.MsgID()), zap.String("wallet", d.Wallet.Hex()), zap.Uint64("block", d.BlockNumber)}
 	} else {
 		p := l.Payment
-		what, f = "payment", []zap.Field{zap.String("msg_id", p.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()), zap.Uint64("block", p.BlockNumber)}
+		what, f = "payment", []zap.Field{zap.String("msg_id", l.MsgID()), zap.String("proposal_id", p.ProposalID.Hex()), zap.Uint64("block", p.BlockNumber)}
 	}
 	if l.Removed() {
 		what += " retraction"

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +146,7 @@ func (e *env) forkWith(block uint64, fork func(common.Hash) error) {
 type msg struct {
 	subject, id string
 	removed     bool
+	gen         uint32 // the generation its id names
 	tx, block   common.Hash
 	number      uint64
 	index       uint
@@ -193,8 +196,9 @@ func (e *env) messages() []msg {
 				e.t.Fatal(err)
 			}
 			m.removed, m.tx, m.block, m.number, m.index, m.wire = d.Removed, d.TxHash, d.BlockHash, d.BlockNumber, d.LogIndex, &w
-			if d.MsgID() != m.id {
-				e.t.Errorf("message %d: id %s for debt payment %s", seq, m.id, d.MsgID())
+			m.gen = idGeneration(m.id)
+			if want := (publish.Log{Debt: &d, Generation: m.gen}).MsgID(); want != m.id {
+				e.t.Errorf("message %d: id %s for debt payment %s", seq, m.id, want)
 			}
 		} else {
 			var w ledgerpb.Payment
@@ -206,13 +210,25 @@ func (e *env) messages() []msg {
 				e.t.Fatal(err)
 			}
 			m.removed, m.tx, m.block, m.number, m.index, m.wire = p.Removed, p.TxHash, p.BlockHash, p.BlockNumber, p.LogIndex, &w
-			if p.MsgID() != m.id {
-				e.t.Errorf("message %d: id %s for payment %s", seq, m.id, p.MsgID())
+			m.gen = idGeneration(m.id)
+			if want := (publish.Log{Payment: &p, Generation: m.gen}).MsgID(); want != m.id {
+				e.t.Errorf("message %d: id %s for payment %s", seq, m.id, want)
 			}
 		}
 		out = append(out, m)
 	}
 	return out
+}
+
+// idGeneration reads the generation a message id names (":g<n>"), 0 when
+// none.
+func idGeneration(id string) uint32 {
+	for part := range strings.SplitSeq(id, ":") {
+		if g, err := strconv.ParseUint(strings.TrimPrefix(part, "g"), 10, 32); err == nil && strings.HasPrefix(part, "g") {
+			return uint32(g)
+		}
+	}
+	return 0
 }
 
 // canonical returns the hash of the canonical block at n.
