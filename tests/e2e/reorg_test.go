@@ -20,7 +20,10 @@ import (
 // fork drops the payment's block and the new branch never mines it. The
 // chain-watcher retracts the payment, the leader records it on the
 // committed proposal through raft, and the validator's status route shows
-// the proposal's payment as orphaned, with the retracted block.
+// the proposal's payment as orphaned, with the retracted block. Then the
+// chain flips back to the dropped block: the watcher publishes the payment
+// again (its next generation of message ids), and the mark goes; the
+// proposal keeps the payment it committed on.
 func TestReorgAfterCommitIsSignalled(t *testing.T) {
 	n := harness.Start(t, harness.Options{})
 	key := devKey(t, 4)
@@ -48,6 +51,21 @@ func TestReorgAfterCommitIsSignalled(t *testing.T) {
 	if s.Status != api.StatusCommitted || o.BlockHash != receipt.BlockHash.Hex() || o.TxHash != tx.Hex() ||
 		o.BlockNumber != receipt.BlockNumber.Uint64() || common.HexToHash(s.Payment.BlockHash) != receipt.BlockHash {
 		t.Fatalf("status after the reorg: %+v, orphaned %+v", s, o)
+	}
+
+	if err := n.Chain.Fork(receipt.BlockHash); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, func() bool {
+		var got api.ProposalStatus
+		if code := getJSON(t, n.ValidatorURL+"/v1/proposals/"+p.ID.Hex()+"/status", &got); code != http.StatusOK {
+			return false
+		}
+		s = got
+		return got.PaymentOrphaned == nil
+	})
+	if s.Status != api.StatusCommitted || s.Payment == nil || common.HexToHash(s.Payment.BlockHash) != receipt.BlockHash {
+		t.Fatalf("status after the flip back: %+v", s)
 	}
 }
 

@@ -39,6 +39,15 @@ import (
 // the same transaction is mined again. Apply ignores an entry that no
 // longer fits the record, so repeats and stale entries are harmless, and a
 // new leader simply looks again.
+//
+// The chain may also flip back: the dropped block becomes canonical again,
+// and the watcher publishes its logs again. The index then holds as current
+// the very log it last saw retracted, and the leader proposes a
+// PaymentReorg whose replacement is that log: the mark of a committed
+// record goes, and a pending record's decision carrying the log commits. A
+// decision on such a log waits for that entry to be applied (verifier.go,
+// awaitsRestore); otherwise it could reach the log first and be rejected
+// payment_orphaned on a payment the chain has.
 
 // Retractions is what the payment source knows of payments a reorg took
 // back. *payments.Index implements it; a source without it (MOCK mode, a
@@ -173,7 +182,11 @@ func (p *Pipeline) proposeReorgs(ctx context.Context, src Retractions, f *reorgF
 		}
 		f.proposed[key] = now
 		op.AtMs = now.UnixMilli()
-		p.log.Warn("a payment was taken back by a chain reorganization; recording it on the proposal",
+		msg := "a payment was taken back by a chain reorganization; recording it on the proposal"
+		if repl := op.GetReplacement(); repl != nil && logOf(repl) == logOf(op.GetRetracted()) {
+			msg = "a payment a chain reorganization took back is canonical again; recording it on the proposal"
+		}
+		p.log.Warn(msg,
 			zap.String("proposal_id", id.Hex()), zap.String("status", rec.GetStatus().String()),
 			zap.String("retracted_block", x.BlockHash.Hex()), zap.Uint("log_index", x.LogIndex),
 			zap.Bool("re_mined", op.GetReplacement() != nil))
@@ -204,6 +217,9 @@ func (p *Pipeline) reorgOp(rec *ledgerpb.ProposalRecord, x, cur payment.Proposal
 		switch {
 		case held == nil: // MOCK mode commits hold none
 			return nil, true
+		case repl != nil && logOf(repl) == logOf(held) && rec.GetPaymentOrphaned() != nil:
+			// Its block is canonical again (the chain flipped back).
+			return &ledgerpb.PaymentReorg{ProposalId: prop.GetId(), Retracted: held, Replacement: repl}, false
 		case repl != nil && logOf(repl) == logOf(held):
 			return nil, true // paid by the log it holds
 		case repl != nil:
@@ -215,12 +231,11 @@ func (p *Pipeline) reorgOp(rec *ledgerpb.ProposalRecord, x, cur payment.Proposal
 	case ledgerpb.Status_STATUS_PENDING:
 		// Its decision may be on its way with the retracted payment. A
 		// PENDING record can still change, so it is never settled.
+		// A replacement may be the retracted log itself, canonical again:
+		// the mark then lets the decision carrying it commit.
 		retracted := x
 		retracted.Removed = false // the payment as it was observed
 		wire := retracted.Proto()
-		if repl != nil && logOf(repl) == logOf(wire) {
-			repl = nil
-		}
 		if m := rec.GetPaymentOrphaned(); m != nil && logOf(&ledgerpb.Payment{BlockHash: m.GetBlockHash(), LogIndex: m.GetLogIndex()}) == logOf(wire) &&
 			proto.Equal(m.GetReplacement(), repl) {
 			return nil, false // marked as the index says

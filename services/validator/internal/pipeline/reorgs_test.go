@@ -37,6 +37,10 @@ type machineLedger struct {
 	leader atomic.Bool
 	hold   atomic.Pointer[chan struct{}] // decisions wait until it is closed
 	reorgs atomic.Int64                  // PaymentReorg entries proposed
+	// holdReorgs holds PaymentReorg entries the same way; heldReorgs
+	// counts those waiting.
+	holdReorgs atomic.Pointer[chan struct{}]
+	heldReorgs atomic.Int64
 }
 
 func newMachineLedger(t *testing.T) *machineLedger {
@@ -70,6 +74,16 @@ func (l *machineLedger) Propose(ctx context.Context, data []byte) error {
 	}
 	if e.GetPaymentReorg() != nil {
 		l.reorgs.Add(1)
+		if hold := l.holdReorgs.Load(); hold != nil {
+			l.heldReorgs.Add(1)
+			select {
+			case <-*hold:
+				l.heldReorgs.Add(-1)
+			case <-ctx.Done():
+				l.heldReorgs.Add(-1)
+				return ctx.Err()
+			}
+		}
 	}
 	if hold := l.hold.Load(); hold != nil && decides(e.GetBatch()) {
 		select {
@@ -297,4 +311,94 @@ func TestRetractionAfterCommitIsRecorded(t *testing.T) {
 	if c, _ := l.m.Counts(); c.GetPaymentOrphaned() != 0 {
 		t.Fatalf("counts after the re-mine %v", c)
 	}
+}
+
+// TestReadoptedPaymentIsRestored: the chain flips back, and a payment's
+// block, dropped by a reorg, is canonical again (the watcher publishes the
+// log again after its retraction). A committed record's mark goes and it
+// keeps its payment; a decision held before raft while its payment was
+// retracted and re-adopted commits; and a proposal decided after the
+// re-adoption waits for the restoring entry rather than reach the log
+// before it and be rejected payment_orphaned.
+func TestReadoptedPaymentIsRestored(t *testing.T) {
+	index := payments.NewIndex()
+	p, l := startOnMachine(t, index, func(c *Config) { c.PaymentWait = 10 * time.Second })
+	key, _ := crypto.GenerateKey()
+
+	t.Run("committed", func(t *testing.T) {
+		id := common.HexToHash("0x1a")
+		orig := paidIn(id, id, 0x40)
+		index.Observe(orig)
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+			t.Fatal(err)
+		}
+		committed := waitRecord(t, l, id, "committed", func(r *ledgerpb.ProposalRecord) bool {
+			return r.GetStatus() == ledgerpb.Status_STATUS_COMMITTED
+		})
+		index.Observe(retraction(orig))
+		waitRecord(t, l, id, "marked", func(r *ledgerpb.ProposalRecord) bool { return r.GetPaymentOrphaned() != nil })
+		index.Observe(orig) // canonical again
+		rec := waitRecord(t, l, id, "restored", func(r *ledgerpb.ProposalRecord) bool { return r.GetPaymentOrphaned() == nil })
+		if !proto.Equal(rec.GetPayment(), committed.GetPayment()) {
+			t.Fatalf("payment after the restoration %v, want %v", rec.GetPayment(), committed.GetPayment())
+		}
+		if c, _ := l.m.Counts(); c.GetPaymentOrphaned() != 0 {
+			t.Fatalf("counts %v", c)
+		}
+	})
+
+	t.Run("decision on its way", func(t *testing.T) {
+		id := common.HexToHash("0x1b")
+		paid := paidIn(id, id, 0x41)
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+			t.Fatal(err)
+		}
+		hold := make(chan struct{})
+		l.hold.Store(&hold)
+		defer l.hold.Store(nil)
+		index.Observe(paid) // decided; the decision waits at raft
+		waitStats(t, p, "verified", func(s Stats) bool { return s.Verified >= 1 })
+		index.Observe(retraction(paid))
+		waitRecord(t, l, id, "marked", func(r *ledgerpb.ProposalRecord) bool { return r.GetPaymentOrphaned() != nil })
+		index.Observe(paid)
+		waitRecord(t, l, id, "mark restored", func(r *ledgerpb.ProposalRecord) bool {
+			return r.GetPaymentOrphaned().GetReplacement() != nil
+		})
+		close(hold)
+		if s := final(t, p, id); s.Status != api.StatusCommitted || s.Payment == nil || s.Payment.BlockHash != paid.BlockHash.Hex() {
+			t.Fatalf("decision on a restored payment: %+v", s)
+		}
+	})
+
+	t.Run("decided after the re-adoption", func(t *testing.T) {
+		id := common.HexToHash("0x1c")
+		paid := paidIn(id, id, 0x42)
+		index.Observe(paid)
+		index.Observe(retraction(paid))
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+			t.Fatal(err)
+		}
+		waitRecord(t, l, id, "marked while parked", func(r *ledgerpb.ProposalRecord) bool {
+			return r.GetStatus() == ledgerpb.Status_STATUS_PENDING && r.GetPaymentOrphaned() != nil
+		})
+		hold := make(chan struct{})
+		l.holdReorgs.Store(&hold)
+		index.Observe(paid) // canonical again: the restoring entry is held
+		deadline := time.Now().Add(5 * time.Second)
+		for l.heldReorgs.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no restoring PaymentReorg proposed")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(4 * restoreRecheck) // several rechecks: the decision must wait
+		if rec, _, err := l.Record(id); err != nil || rec.GetStatus() != ledgerpb.Status_STATUS_PENDING {
+			t.Fatalf("decided before its payment's restoration: %v %v", rec, err)
+		}
+		l.holdReorgs.Store(nil)
+		close(hold)
+		if s := final(t, p, id); s.Status != api.StatusCommitted || s.Payment == nil || s.Payment.BlockHash != paid.BlockHash.Hex() {
+			t.Fatalf("decision on a restored payment: %+v", s)
+		}
+	})
 }

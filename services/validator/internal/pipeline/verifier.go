@@ -33,6 +33,13 @@ import (
 // parkScanInterval bounds how often the parker looks parked proposals up.
 const parkScanInterval = 10 * time.Millisecond
 
+// restoreRecheck is how often the parker looks again at proposals whose
+// payment is back on the chain after a reorg and whose record still
+// carries the retraction's mark (awaitsRestore): applying the leader's
+// restoring entry does not change the payment index, so nothing else
+// wakes it.
+const restoreRecheck = 50 * time.Millisecond
+
 // verifyState is the verifiers' queues and counters.
 type verifyState struct {
 	queue chan *ledgerpb.ProposalRecord // accepted, to be decided
@@ -87,7 +94,7 @@ func (p *Pipeline) verifyWorker(ctx context.Context) {
 				continue
 			}
 			id := common.BytesToHash(rec.GetProposal().GetId())
-			if paid, ok := p.payments.Lookup(id); ok {
+			if paid, ok := p.payments.Lookup(id); ok && !p.awaitsRestore(id, paid) {
 				p.dispatch(rec, paid, true)
 				continue
 			}
@@ -127,6 +134,32 @@ func (p *Pipeline) orphaned(id common.Hash) bool {
 	return ok
 }
 
+// awaitsRestore reports whether paid is a log a reorg took back and the
+// chain then took again (the index's last retraction for id names it) while
+// id's applied record still carries the retraction's mark without it: a
+// decision on the log would be rejected payment_orphaned if it reached the
+// raft log before the leader's restoring PaymentReorg (reorgs.go), so it
+// waits for that entry to be applied.
+func (p *Pipeline) awaitsRestore(id common.Hash, paid payment.ProposalPaid) bool {
+	r := p.retractions()
+	if r == nil {
+		return false
+	}
+	x, ok := r.Retracted(id)
+	if !ok || x.BlockHash != paid.BlockHash || x.LogIndex != paid.LogIndex {
+		return false
+	}
+	rec, found, err := p.record(id)
+	if err != nil || !found {
+		// Without a readable record there is no mark to wait for; the
+		// decision's apply checks the mark in any case.
+		return false
+	}
+	m := rec.GetPaymentOrphaned()
+	return m != nil && common.BytesToHash(m.GetBlockHash()) == paid.BlockHash && uint(m.GetLogIndex()) == paid.LogIndex &&
+		m.GetReplacement() == nil
+}
+
 // dispatchOrphaned rejects a proposal whose payment a reorg took back and
 // the chain did not mine again: payment_orphaned, replicated like every
 // rejection.
@@ -148,6 +181,19 @@ func (p *Pipeline) parker(ctx context.Context) {
 	// changed is taken before each scan, so a payment observed during the
 	// scan closes it and is looked at by the next one.
 	changed := p.payments.Changed()
+	// recheck is set while a waiting proposal's payment awaits its
+	// restoration (awaitsRestore).
+	var recheck <-chan time.Time
+	ready := func(id common.Hash) (payment.ProposalPaid, bool) {
+		paid, ok := p.payments.Lookup(id)
+		if ok && p.awaitsRestore(id, paid) {
+			if recheck == nil {
+				recheck = time.After(restoreRecheck)
+			}
+			return paid, false
+		}
+		return paid, ok
+	}
 	for {
 		p.verifier.parked.Store(int64(len(waiting)))
 		next := time.Hour
@@ -160,7 +206,7 @@ func (p *Pipeline) parker(ctx context.Context) {
 			id := common.BytesToHash(w.rec.GetProposal().GetId())
 			// The payment may have been observed after the worker looked
 			// and before the last scan: look once more.
-			if paid, ok := p.payments.Lookup(id); ok {
+			if paid, ok := ready(id); ok {
 				p.verifier.waitedFound.Add(1)
 				p.dispatch(w.rec, paid, true)
 				continue
@@ -177,13 +223,10 @@ func (p *Pipeline) parker(ctx context.Context) {
 			}
 			lastScan = time.Now()
 			changed = p.payments.Changed()
-			for id, w := range waiting {
-				if paid, ok := p.payments.Lookup(id); ok {
-					delete(waiting, id)
-					p.verifier.waitedFound.Add(1)
-					p.dispatch(w.rec, paid, true)
-				}
-			}
+			p.dispatchReady(waiting, ready)
+		case <-recheck:
+			recheck = nil
+			p.dispatchReady(waiting, ready)
 		case <-timer.C:
 			now := p.cfg.Now()
 			for len(deadlines) > 0 && !deadlines[0].deadline.After(now) {
@@ -193,7 +236,9 @@ func (p *Pipeline) parker(ctx context.Context) {
 					continue // decided meanwhile
 				}
 				delete(waiting, d.id)
-				// One last look: the payment may have arrived since the scan.
+				// One last look: the payment may have arrived since the
+				// scan. One still awaiting its restoration is decided
+				// now too: its wait is over.
 				paid, found := p.payments.Lookup(d.id)
 				if !found && p.orphaned(d.id) {
 					p.dispatchOrphaned(w.rec)
@@ -203,6 +248,17 @@ func (p *Pipeline) parker(ctx context.Context) {
 			}
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// dispatchReady decides the waiting proposals whose payment is ready.
+func (p *Pipeline) dispatchReady(waiting map[common.Hash]parked, ready func(common.Hash) (payment.ProposalPaid, bool)) {
+	for id, w := range waiting {
+		if paid, ok := ready(id); ok {
+			delete(waiting, id)
+			p.verifier.waitedFound.Add(1)
+			p.dispatch(w.rec, paid, true)
 		}
 	}
 }

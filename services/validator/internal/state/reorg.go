@@ -16,6 +16,10 @@ package state
 //     replacement (the same transaction re-mined in another block), the
 //     record's payment becomes the replacement and the mark goes: the
 //     proposal is paid on the canonical chain again.
+//   - A replacement may be the retracted log itself: its block was dropped
+//     and then became canonical again (the chain flipped back). That
+//     restores it like any replacement: a COMMITTED record loses its mark,
+//     and a PENDING record's decision carrying the log commits.
 //   - A PENDING record keeps the retraction as its mark. Its decision may be
 //     on its way with the retracted payment (decided before the retraction,
 //     not yet applied): applying that decision then REJECTS it
@@ -59,8 +63,9 @@ func (a *applier) paymentReorg(op *ledgerpb.PaymentReorg) error {
 		return err
 	}
 	if repl != nil && (!bytes.Equal(repl.GetTxHash(), retracted.GetTxHash()) || !bytes.Equal(repl.GetProposalId(), op.GetProposalId()) ||
-		sameLog(repl, retracted) || len(repl.GetBlockHash()) != 32) {
-		// A replacement is the same transaction's log in another block.
+		len(repl.GetBlockHash()) != 32) {
+		// A replacement is the same transaction's log: re-mined in another
+		// block, or the retracted one canonical again.
 		repl = nil
 	}
 	next := proto.Clone(rec).(*ledgerpb.ProposalRecord)
@@ -72,8 +77,12 @@ func (a *applier) paymentReorg(op *ledgerpb.PaymentReorg) error {
 		switch {
 		case op.GetReplacement() != nil && repl == nil:
 			return nil // a malformed replacement: not a retraction either
+		case repl != nil && sameLog(repl, retracted) && rec.GetPaymentOrphaned() == nil:
+			return nil // canonical again, and never marked
 		case repl != nil:
-			next.Payment = repl
+			if !sameLog(repl, retracted) {
+				next.Payment = repl // re-mined; a restored log keeps the payment committed
+			}
 			if next.PaymentOrphaned != nil {
 				next.PaymentOrphaned = nil
 				a.meta.counts.PaymentOrphaned -= min(1, a.meta.counts.PaymentOrphaned)

@@ -153,6 +153,63 @@ func TestPaymentReorgStopsPendingDecision(t *testing.T) {
 	}
 }
 
+// TestPaymentReorgRestoresReadoptedLog: a replacement that is the
+// retracted log itself (its block canonical again after the chain flipped
+// back) restores it: a committed record loses its mark and keeps the
+// payment it committed with; a pending record's decision carrying the log
+// commits. Never marked, a restoration changes nothing.
+func TestPaymentReorgRestoresReadoptedLog(t *testing.T) {
+	m := newMachine(t)
+	l := newLog(t)
+	paid := writeItem(1, alice, "p", `{}`)
+	paid.Payment = minedPayment(1, 0xb1)
+	accept := writeItem(2, alice, "q", `{}`)
+	accept.Payment, accept.Accept = nil, true
+	l.batch(1, paid, accept)
+	mustApply(t, m, l.entries...)
+	committed := mustRecord(t, m, 1)
+
+	before := len(l.entries)
+	l.reorg(1, minedPayment(1, 0xb1), minedPayment(1, 0xb1), 2)
+	mustApply(t, m, l.entries[before:]...)
+	if got := mustRecord(t, m, 1); !proto.Equal(got, committed) {
+		t.Fatalf("restoring an unmarked record changed it: %v", got)
+	}
+
+	// Retracted, then canonical again: the mark comes and goes.
+	before = len(l.entries)
+	l.reorg(1, minedPayment(1, 0xb1), nil, 3)
+	mustApply(t, m, l.entries[before:]...)
+	if mustRecord(t, m, 1).GetPaymentOrphaned() == nil || orphaned(t, m) != 1 {
+		t.Fatal("the retraction did not mark the record")
+	}
+	restored := minedPayment(1, 0xb1)
+	restored.Confirmations = 9 // read again, later
+	before = len(l.entries)
+	l.reorg(1, minedPayment(1, 0xb1), restored, 4)
+	mustApply(t, m, l.entries[before:]...)
+	if got := mustRecord(t, m, 1); !proto.Equal(got, committed) || orphaned(t, m) != 0 {
+		t.Fatalf("after the restoration: %v (orphaned %d), want %v", got, orphaned(t, m), committed)
+	}
+
+	// A pending proposal: marked, restored, then its decision on the log
+	// commits.
+	before = len(l.entries)
+	l.reorg(2, minedPayment(2, 0xb2), nil, 5)
+	l.reorg(2, minedPayment(2, 0xb2), minedPayment(2, 0xb2), 6)
+	decided := writeItem(2, alice, "q", `{}`)
+	decided.Payment = minedPayment(2, 0xb2)
+	l.batch(7, decided)
+	mustApply(t, m, l.entries[before:]...)
+	if rec := mustRecord(t, m, 2); rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED || !proto.Equal(rec.GetPayment(), minedPayment(2, 0xb2)) ||
+		rec.GetPaymentOrphaned() != nil {
+		t.Fatalf("decided on a restored payment: %v", rec)
+	}
+	if _, err := m.Node(path(alice, "q")); err != nil {
+		t.Fatalf("the committed proposal's node: %v", err)
+	}
+}
+
 // TestPaymentReorgScenario: after the scenario's reorg entries (pinned by
 // TestStateHashGolden) record 8 holds its re-mined payment and 9 is
 // rejected payment_orphaned.
