@@ -22,7 +22,7 @@ var (
 
 // proposalPaidLog builds a log as the contract emits it; the real contract's
 // logs are checked in tools/contracts.
-func proposalPaidLog(t *testing.T, tier, token uint8) types.Log {
+func proposalPaidLog(t testing.TB, tier, token uint8) types.Log {
 	t.Helper()
 	ev := ledgerABI.abi.Events[PaymentLedgerProposalPaidEventName]
 	data, err := ev.Inputs.NonIndexed().Pack(big.NewInt(2_000_000_000_000_000), tier, validator, big.NewInt(1_700_000_000))
