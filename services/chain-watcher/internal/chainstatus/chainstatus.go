@@ -86,10 +86,9 @@ type Loop struct {
 	decoder paycontract.Decoder
 	log     *zap.Logger
 
-	// read is the last status read: while the head, safe block and
-	// cursor stay the same, its payments are reused rather than asked
-	// again (one eth_getLogs per block, not per poll).
-	read      *payment.WatcherStatus
+	// window is what the last reads found of the pending payments; the
+	// next read asks only for the blocks above it (pendingWindow).
+	window    *pendingWindow
 	last      payment.WatcherStatus
 	written   bool
 	writtenAt time.Time
@@ -226,16 +225,109 @@ func (l *Loop) Read(ctx context.Context) (payment.WatcherStatus, error) {
 		from = number + 1 - l.cfg.MaxBlocks
 	}
 	s.PendingFrom = from
-	if r := l.read; r != nil && r.Head == s.Head && r.PendingFrom == from {
-		s.Pending, s.PendingTruncated = r.Pending, r.PendingTruncated
-		l.read = &s
-		return s, nil
-	}
-	if s.Pending, s.PendingTruncated, err = l.pending(ctx, from, s.Head); err != nil {
+	w, err := l.pendingOf(ctx, from, head, now)
+	if err != nil {
 		return payment.WatcherStatus{}, err
 	}
-	l.read = &s
+	s.Pending = make([]payment.PendingPayment, 0, len(w.paid))
+	for _, p := range w.paid {
+		s.Pending = append(s.Pending, payment.PendingFromPaid(p, number))
+	}
+	s.PendingTruncated = w.truncated()
 	return s, nil
+}
+
+// pendingWindow is the pending payments read up to a head: the newest
+// MaxPendingPayments of blocks from..head, in chain order. While that
+// head stays canonical, a read at a later head asks eth_getLogs only for
+// the blocks above it, so a watcher polling a busy chain, or one far
+// behind it, reads each block's logs once, not MaxBlocks of them per poll.
+// A full read every Refresh bounds what a reorg during a read could leave
+// (the logs of one read are one provider's view, but a reorg between two
+// reads below the old head is caught by the continuity check only at the
+// head).
+type pendingWindow struct {
+	from   uint64
+	head   payment.StatusBlock
+	paid   []payment.ProposalPaid
+	fullAt time.Time
+	// dropped is one above the newest block a payment was left out of
+	// (beyond MaxPendingPayments): while from is below it, the list is
+	// truncated.
+	dropped uint64
+}
+
+func (w *pendingWindow) truncated() bool { return w.from < w.dropped }
+
+// add appends the payments of the blocks above w.head, keeping the newest
+// MaxPendingPayments.
+func (w *pendingWindow) add(paid []payment.ProposalPaid) {
+	w.paid = append(w.paid, paid...)
+	if n := len(w.paid) - payment.MaxPendingPayments; n > 0 {
+		w.dropped = max(w.dropped, w.paid[n-1].BlockNumber+1)
+		w.paid = slices.Delete(w.paid, 0, n)
+	}
+}
+
+// advance moves the window's first block up to from.
+func (w *pendingWindow) advance(from uint64) {
+	w.from = from
+	i, _ := slices.BinarySearchFunc(w.paid, from, func(p payment.ProposalPaid, n uint64) int { return cmp.Compare(p.BlockNumber, n) })
+	w.paid = slices.Delete(w.paid, 0, i)
+}
+
+// pendingOf returns the window of blocks from..head: the last one moved on
+// when its head is an ancestor of head (or head itself) and from has not
+// moved back, else read anew.
+func (l *Loop) pendingOf(ctx context.Context, from uint64, head *types.Header, now time.Time) (*pendingWindow, error) {
+	number := head.Number.Uint64()
+	at := payment.StatusBlock{Number: number, Hash: head.Hash()}
+	if w := l.window; w != nil && from >= w.from && number >= w.head.Number && now.Sub(w.fullAt) < l.cfg.Refresh {
+		continues, err := l.continues(ctx, w.head, head)
+		if err != nil {
+			return nil, err
+		}
+		if continues {
+			var paid []payment.ProposalPaid
+			if next := max(from, w.head.Number+1); next <= number {
+				if paid, err = l.pending(ctx, next, at); err != nil {
+					return nil, err
+				}
+			}
+			if from > w.head.Number {
+				w.paid, w.dropped = nil, 0 // nothing read before is pending now
+			}
+			w.add(paid)
+			w.advance(from)
+			w.head = at
+			return w, nil
+		}
+	}
+	paid, err := l.pending(ctx, from, at)
+	if err != nil {
+		return nil, err
+	}
+	w := &pendingWindow{from: from, head: at, fullAt: now}
+	w.add(paid)
+	l.window = w
+	return w, nil
+}
+
+// continues reports whether head is prev or one of its descendants: prev
+// is still canonical.
+func (l *Loop) continues(ctx context.Context, prev payment.StatusBlock, head *types.Header) (bool, error) {
+	number := head.Number.Uint64()
+	switch number {
+	case prev.Number:
+		return head.Hash() == prev.Hash, nil
+	case prev.Number + 1:
+		return head.ParentHash == prev.Hash, nil
+	}
+	h, err := l.chain.HeaderByNumber(ctx, new(big.Int).SetUint64(prev.Number))
+	if err != nil {
+		return false, fmt.Errorf("chainstatus: header of block %d: %w", prev.Number, err)
+	}
+	return h.Hash() == prev.Hash, nil
 }
 
 // finalized is the chain's finalized block, capped at the head; ok is false
@@ -249,13 +341,13 @@ func (l *Loop) finalized(ctx context.Context, head uint64) (uint64, bool) {
 	return min(h.Number.Uint64(), head), true
 }
 
-// pending reads the ProposalPaid logs of blocks from..head, in chain order,
-// the newest MaxPendingPayments of them. A log of the head block must carry
-// the head's hash: otherwise the head moved between the reads, and the
-// next step reads again rather than mix two branches.
-func (l *Loop) pending(ctx context.Context, from uint64, head payment.StatusBlock) ([]payment.PendingPayment, bool, error) {
+// pending reads the ProposalPaid logs of blocks from..head, in chain order.
+// A log of the head block must carry the head's hash: otherwise the head
+// moved between the reads, and the next step reads again rather than mix
+// two branches.
+func (l *Loop) pending(ctx context.Context, from uint64, head payment.StatusBlock) ([]payment.ProposalPaid, error) {
 	if from > head.Number {
-		return []payment.PendingPayment{}, false, nil
+		return nil, nil
 	}
 	logs, err := l.chain.FilterLogs(ctx, ethereum.FilterQuery{
 		FromBlock: new(big.Int).SetUint64(from),
@@ -264,22 +356,22 @@ func (l *Loop) pending(ctx context.Context, from uint64, head payment.StatusBloc
 		Topics:    [][]common.Hash{{paycontract.ProposalPaidTopic()}},
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("chainstatus: logs of blocks %d-%d: %w", from, head.Number, err)
+		return nil, fmt.Errorf("chainstatus: logs of blocks %d-%d: %w", from, head.Number, err)
 	}
 	slices.SortStableFunc(logs, func(a, b types.Log) int {
 		return cmp.Or(cmp.Compare(a.BlockNumber, b.BlockNumber), cmp.Compare(a.Index, b.Index))
 	})
-	out := []payment.PendingPayment{}
+	var out []payment.ProposalPaid
 	for i, lg := range logs {
 		switch {
 		case lg.Removed:
 			continue
 		case lg.BlockNumber < from || lg.BlockNumber > head.Number:
-			return nil, false, fmt.Errorf("chainstatus: log of block %d in a query for %d-%d", lg.BlockNumber, from, head.Number)
+			return nil, fmt.Errorf("chainstatus: log of block %d in a query for %d-%d", lg.BlockNumber, from, head.Number)
 		case lg.BlockNumber == head.Number && lg.BlockHash != head.Hash:
-			return nil, false, fmt.Errorf("chainstatus: the head moved from %s while its logs were read", head.Hash.Hex())
+			return nil, fmt.Errorf("chainstatus: the head moved from %s while its logs were read", head.Hash.Hex())
 		case i > 0 && lg.BlockNumber == logs[i-1].BlockNumber && lg.BlockHash != logs[i-1].BlockHash:
-			return nil, false, fmt.Errorf("chainstatus: block %d answered under two hashes", lg.BlockNumber)
+			return nil, fmt.Errorf("chainstatus: block %d answered under two hashes", lg.BlockNumber)
 		case i > 0 && lg.BlockNumber == logs[i-1].BlockNumber && lg.Index == logs[i-1].Index:
 			continue // a log answered twice
 		}
@@ -297,10 +389,7 @@ func (l *Loop) pending(ctx context.Context, from uint64, head payment.StatusBloc
 			}
 			continue
 		}
-		out = append(out, payment.PendingFromPaid(p, head.Number))
+		out = append(out, p)
 	}
-	if len(out) > payment.MaxPendingPayments {
-		return out[len(out)-payment.MaxPendingPayments:], true, nil
-	}
-	return out, false, nil
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -263,22 +264,29 @@ func (f storeFunc) Put(ctx context.Context, key string, value []byte) (uint64, e
 	return f(ctx, key, value)
 }
 
-// countingChain counts the eth_getLogs calls.
+// countingChain records the block ranges of the eth_getLogs calls.
 type countingChain struct {
 	chainstatus.Chain
-	mu   sync.Mutex
-	logs int
+	mu     sync.Mutex
+	ranges [][2]uint64
 }
 
 func (c *countingChain) FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
 	c.mu.Lock()
-	c.logs++
+	c.ranges = append(c.ranges, [2]uint64{q.FromBlock.Uint64(), q.ToBlock.Uint64()})
 	c.mu.Unlock()
 	return c.Chain.FilterLogs(ctx, q)
 }
 
+func (c *countingChain) read() [][2]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.ranges)
+}
+
 // TestLogsReadOncePerBlock: polls that find the same head and cursor reuse
-// the payments read, so a fast poll on a slow chain costs no eth_getLogs.
+// the payments read, so a fast poll on a slow chain costs no eth_getLogs,
+// and a new head costs the logs of the new blocks only.
 func TestLogsReadOncePerBlock(t *testing.T) {
 	e := newEnv(t)
 	e.pay(t, common.HexToHash("0x0a"))
@@ -294,13 +302,48 @@ func TestLogsReadOncePerBlock(t *testing.T) {
 			t.Fatalf("read %+v, %v", s, err)
 		}
 	}
-	e.commit(t, 1)
+	head := e.commit(t, 1).Number.Uint64()
 	if s, err := l.Read(e.ctx); err != nil || len(s.Pending) != 1 || s.Pending[0].Confirmations != 1 {
 		t.Fatalf("read after a block %+v, %v", s, err)
 	}
-	chain.mu.Lock()
-	defer chain.mu.Unlock()
-	if chain.logs != 2 {
-		t.Fatalf("%d eth_getLogs calls for two heads", chain.logs)
+	// Confirmed now: the blocks below the new pending range are not read.
+	head3 := e.commit(t, 3).Number.Uint64()
+	if s, err := l.Read(e.ctx); err != nil || len(s.Pending) != 0 || s.PendingFrom != head3-1 {
+		t.Fatalf("read once the payment is confirmed %+v, %v", s, err)
+	}
+	got := chain.read()
+	if len(got) != 3 || got[1] != [2]uint64{head, head} || got[2] != [2]uint64{head3 - 1, head3} {
+		t.Fatalf("eth_getLogs ranges %v for heads %d, %d and %d", got, head-1, head, head3)
+	}
+}
+
+// TestReorgReadsAgain: a payment whose block a reorg dropped leaves the
+// list at the next read, although the new head is higher: the blocks read
+// before are read again when the head they were read at is no longer
+// canonical.
+func TestReorgReadsAgain(t *testing.T) {
+	e := newEnv(t)
+	chain := &countingChain{Chain: e.chain.Client()}
+	l, err := chainstatus.New(chain, e.kv, chainstatus.Config{ChainID: e.chain.ChainID, Contract: e.chain.PaymentLedger,
+		Confirmations: 10, Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.commit(t, 12)
+	e.pay(t, common.HexToHash("0x0b"))
+	paidIn := e.commit(t, 1)
+	if s, err := l.Read(e.ctx); err != nil || len(s.Pending) != 1 {
+		t.Fatalf("read %+v, %v", s, err)
+	}
+	if err := e.chain.ForkDropping(paidIn.ParentHash); err != nil {
+		t.Fatal(err)
+	}
+	head := e.commit(t, 3)
+	s, err := l.Read(e.ctx)
+	if err != nil || len(s.Pending) != 0 || s.Head.Hash != head.Hash() {
+		t.Fatalf("read after the reorg %+v, %v", s, err)
+	}
+	if got := chain.read(); len(got) != 2 || got[1] != [2]uint64{s.PendingFrom, head.Number.Uint64()} {
+		t.Fatalf("eth_getLogs ranges %v, want the whole window again", got)
 	}
 }
