@@ -1,6 +1,7 @@
 // Package system runs validator binaries as separate processes on loopback
 // and does to them what production does: kill -9, restart, wipe. The chain,
-// NATS and the chain-watcher run in the test process.
+// NATS and the chain-watcher run in the test process, except where the
+// chain-watcher is the process killed.
 package system
 
 import (
@@ -19,8 +20,8 @@ import (
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
-// validatorBin is built once by TestMain.
-var validatorBin string
+// validatorBin and watcherBin are built once by TestMain.
+var validatorBin, watcherBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "contentledger-system-")
@@ -33,6 +34,13 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the validator:", err)
+		os.Exit(1)
+	}
+	watcherBin = filepath.Join(dir, "chain-watcher")
+	build = exec.Command("go", "build", "-o", watcherBin, "github.com/contentledger/contentledger/services/chain-watcher/cmd/chain-watcher")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the chain-watcher:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
