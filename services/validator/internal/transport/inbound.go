@@ -81,6 +81,10 @@ func (t *Transport) untrack(c net.Conn, key *streamKey) {
 // failed TLS or does not speak the protocol: it could not read it.)
 func (t *Transport) refuse(c net.Conn, remote string, reply bool, status byte, err error) {
 	t.stats.handshakesRefused.Add(1)
+	if isTimeout(err) && t.ctx.Err() == nil {
+		// Before the hello names the sender: no peer to count it on.
+		t.stats.timeouts.Add(1)
+	}
 	if errors.Is(err, io.EOF) {
 		// Closed before saying anything: a TCP health probe or a dialer
 		// that gave up. Not worth a warning every probe period.
@@ -148,6 +152,9 @@ func (t *Transport) serveConn(raw net.Conn) {
 		p.setError(fmt.Errorf("inbound: %w", err))
 		log.Warn("closing raft peer connection on a protocol error", zap.Error(err))
 	default:
+		// Only a snapshot's reads and acknowledgement have deadlines: a
+		// stalled sender, or one that stopped reading.
+		p.countTimeout(err)
 		log.Debug("raft peer connection closed", zap.Error(err))
 	}
 }

@@ -68,6 +68,7 @@ type peer struct {
 	snapsSent   atomic.Uint64
 	snapsFailed atomic.Uint64
 	snapsRecv   atomic.Uint64
+	timeouts    atomic.Uint64
 }
 
 func newPeer(t *Transport, id uint64, addr string) *peer {
@@ -111,6 +112,15 @@ func (p *peer) setError(err error) {
 	p.mu.Unlock()
 }
 
+// countTimeout counts err when a deadline ended it. A stopping peer's
+// connections are cut by deadlines set to now: those are no timeouts.
+func (p *peer) countTimeout(err error) {
+	if isTimeout(err) && p.ctx.Err() == nil {
+		p.timeouts.Add(1)
+		p.t.stats.timeouts.Add(1)
+	}
+}
+
 func (p *peer) drop(n uint64) {
 	p.dropped.Add(n)
 	p.t.stats.dropped.Add(n)
@@ -131,6 +141,7 @@ func (p *peer) stats() PeerStats {
 	st.SnapshotsSent = p.snapsSent.Load()
 	st.SnapshotsFailed = p.snapsFailed.Load()
 	st.SnapshotsReceived = p.snapsRecv.Load()
+	st.Timeouts = p.timeouts.Load()
 	return st
 }
 
@@ -168,6 +179,7 @@ func (p *peer) run() {
 		if errors.Is(err, errRedial) {
 			continue // the new address is tried at once
 		}
+		p.countTimeout(err)
 		p.setError(err)
 		if !failing {
 			p.log.Warn("raft peer unreachable", zap.String("addr", addr), zap.Error(err))
@@ -362,6 +374,7 @@ func (p *peer) sendSnapshot(m *raftpb.Message) {
 	err := p.writeSnapshot(m)
 	if err != nil {
 		p.snapsFailed.Add(1)
+		p.countTimeout(err)
 		p.setError(fmt.Errorf("snapshot: %w", err))
 		log.Warn("snapshot send failed", zap.Error(err))
 		p.t.reportUnreachable(p.id)

@@ -1,6 +1,10 @@
 package transport
 
 import (
+	"context"
+	"errors"
+	"net"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +40,14 @@ type PeerStats struct {
 	SnapshotsSent     uint64 // acknowledged by the peer
 	SnapshotsFailed   uint64 // not delivered, or refused by the peer
 	SnapshotsReceived uint64 // from the peer, handed to raft
+
+	// Timeouts counts the connections with the peer that a deadline of
+	// the transport ended: a dial or handshake past DialTimeout, a write
+	// past WriteTimeout, a snapshot's acknowledgement or payload that
+	// did not come in time. Each is also a failure counted elsewhere
+	// (LastError, a reconnect, a failed snapshot): this tells a slow or
+	// stalled peer from one that refuses or resets.
+	Timeouts uint64
 }
 
 // Totals are transport-wide counters. They survive RemovePeer and count
@@ -61,6 +73,9 @@ type Totals struct {
 	MsgsSent uint64
 	MsgsRecv uint64
 	Dropped  uint64
+	// Timeouts is the sum of the peers' Timeouts, past peers too, and the
+	// inbound handshakes that timed out before the sender was known.
+	Timeouts uint64
 }
 
 // totals is the live form of Totals.
@@ -73,4 +88,12 @@ type totals struct {
 	msgsSent          atomic.Uint64
 	msgsRecv          atomic.Uint64
 	dropped           atomic.Uint64
+	timeouts          atomic.Uint64
+}
+
+// isTimeout reports an error of a deadline: the transport's own (socket
+// deadlines, the dial context's), as the net and tls packages return it.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -378,6 +378,7 @@ func (t *Transport) Totals() Totals {
 		MsgsSent:           s.msgsSent.Load(),
 		MsgsRecv:           s.msgsRecv.Load(),
 		Dropped:            s.dropped.Load(),
+		Timeouts:           s.timeouts.Load(),
 	}
 }
 

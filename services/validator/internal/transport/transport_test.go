@@ -303,6 +303,10 @@ func TestSendNeverBlocksOnUnreachablePeer(t *testing.T) {
 	waitFor(t, 5*time.Second, "unreachable reports", func() bool {
 		return ra.unreachableCount(2) > 1 && strings.Contains(a.Stats()[2].LastError, "refused")
 	})
+	// A refused connection is no timeout.
+	if st := a.Stats()[2]; st.Timeouts != 0 || a.Totals().Timeouts != 0 {
+		t.Fatalf("refusals counted as timeouts: %+v", st)
+	}
 }
 
 // TestStalledPeerFillsQueueWithoutBlocking: a peer that completes the
@@ -357,6 +361,61 @@ func TestStalledPeerFillsQueueWithoutBlocking(t *testing.T) {
 		st := a.Stats()[2]
 		return strings.Contains(st.LastError, "timeout") && st.Reconnects > 0 && ra.unreachableCount(2) > 0
 	})
+	if st, tot := a.Stats()[2], a.Totals(); st.Timeouts == 0 || tot.Timeouts < st.Timeouts {
+		t.Fatalf("the write timeout is not counted: peer %d, totals %d", st.Timeouts, tot.Timeouts)
+	}
+}
+
+// TestTimeoutsAreCounted: a peer that accepts connections and never
+// answers the handshake times out every dial, and a dialer that never says
+// hello times out on the acceptor, where no peer is known yet: both are
+// counted apart from refusals.
+func TestTimeoutsAreCounted(t *testing.T) {
+	checkLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	silent := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(silent)
+				return
+			}
+			silent <- c // never answers the hello
+		}
+	}()
+	defer func() {
+		_ = ln.Close()
+		for c := range silent {
+			_ = c.Close()
+		}
+	}()
+
+	cfg := testConfig(t, 1)
+	cfg.DialTimeout = 100 * time.Millisecond
+	a := newTransport(t, cfg)
+	ra := newRecorder()
+	must(t, a.AddPeer(2, ln.Addr().String()))
+	must(t, a.Start(ra))
+	waitFor(t, 10*time.Second, "two handshakes timed out", func() bool {
+		return a.Stats()[2].Timeouts >= 2 && ra.unreachableCount(2) >= 2
+	})
+	if st, tot := a.Stats()[2], a.Totals(); st.Connected || tot.Timeouts < st.Timeouts || tot.HandshakesRefused != 0 {
+		t.Fatalf("peer %+v, totals %+v", st, tot)
+	}
+
+	cfg = testConfig(t, 2)
+	cfg.DialTimeout = 100 * time.Millisecond
+	b := newTransport(t, cfg)
+	must(t, b.Start(newRecorder()))
+	c, err := net.Dial("tcp", b.Addr())
+	must(t, err)
+	defer c.Close()
+	waitFor(t, 10*time.Second, "the silent dialer timed out", func() bool { return b.Totals().Timeouts == 1 })
+	if tot := b.Totals(); tot.HandshakesRefused != 1 {
+		t.Fatalf("totals %+v", tot)
+	}
 }
 
 func TestSnapshotOnItsOwnConnection(t *testing.T) {
