@@ -1407,7 +1407,8 @@ type ProposalCounts struct {
 	Writes           uint64                 `protobuf:"varint,4,opt,name=writes,proto3" json:"writes,omitempty"`   // committed writes
 	Deletes          uint64                 `protobuf:"varint,5,opt,name=deletes,proto3" json:"deletes,omitempty"` // committed deletes
 	RejectedByReason map[string]uint64      `protobuf:"bytes,6,rep,name=rejected_by_reason,json=rejectedByReason,proto3" json:"rejected_by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	PaymentOrphaned  uint64                 `protobuf:"varint,7,opt,name=payment_orphaned,json=paymentOrphaned,proto3" json:"payment_orphaned,omitempty"` // committed proposals whose payment is orphaned now (not a running total)
+	PaymentOrphaned  uint64                 `protobuf:"varint,7,opt,name=payment_orphaned,json=paymentOrphaned,proto3" json:"payment_orphaned,omitempty"`  // committed proposals whose payment is orphaned now (not a running total)
+	LastCommitAtMs   int64                  `protobuf:"varint,8,opt,name=last_commit_at_ms,json=lastCommitAtMs,proto3" json:"last_commit_at_ms,omitempty"` // sealed_at_ms of the batch of the last proposal committed; 0 before the first
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1487,6 +1488,13 @@ func (x *ProposalCounts) GetRejectedByReason() map[string]uint64 {
 func (x *ProposalCounts) GetPaymentOrphaned() uint64 {
 	if x != nil {
 		return x.PaymentOrphaned
+	}
+	return 0
+}
+
+func (x *ProposalCounts) GetLastCommitAtMs() int64 {
+	if x != nil {
+		return x.LastCommitAtMs
 	}
 	return 0
 }
@@ -2596,7 +2604,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x06writes\x18\x03 \x01(\x04R\x06writes\x12\x18\n" +
 	"\adeletes\x18\x04 \x01(\x04R\adeletes\x12'\n" +
 	"\x10last_write_at_ms\x18\x05 \x01(\x03R\rlastWriteAtMs\x12&\n" +
-	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"\xf0\x02\n" +
+	"\x0flast_write_path\x18\x06 \x01(\tR\rlastWritePath\"\x9b\x03\n" +
 	"\x0eProposalCounts\x12\x1c\n" +
 	"\tcommitted\x18\x01 \x01(\x04R\tcommitted\x12\x1c\n" +
 	"\tfinalized\x18\x02 \x01(\x04R\tfinalized\x12\x1a\n" +
@@ -2604,7 +2612,8 @@ const file_ledger_proto_rawDesc = "" +
 	"\x06writes\x18\x04 \x01(\x04R\x06writes\x12\x18\n" +
 	"\adeletes\x18\x05 \x01(\x04R\adeletes\x12d\n" +
 	"\x12rejected_by_reason\x18\x06 \x03(\v26.contentledger.v1.ProposalCounts.RejectedByReasonEntryR\x10rejectedByReason\x12)\n" +
-	"\x10payment_orphaned\x18\a \x01(\x04R\x0fpaymentOrphaned\x1aC\n" +
+	"\x10payment_orphaned\x18\a \x01(\x04R\x0fpaymentOrphaned\x12)\n" +
+	"\x11last_commit_at_ms\x18\b \x01(\x03R\x0elastCommitAtMs\x1aC\n" +
 	"\x15RejectedByReasonEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"N\n" +

@@ -271,6 +271,11 @@ func (a *applier) count(rec *ledgerpb.ProposalRecord) {
 		c.Finalized++
 	}
 	c.Committed++
+	// The batch's seal time, not this node's clock: every validator holds
+	// the same.
+	if at := rec.GetCommittedAtMs(); at > 0 {
+		c.LastCommitAtMs = at
+	}
 	if rec.GetProposal().GetAction() == ledgerpb.Action_ACTION_DELETE {
 		c.Deletes++
 	} else {

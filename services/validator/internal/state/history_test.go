@@ -127,6 +127,9 @@ func TestFinalize(t *testing.T) {
 	if m.FinalizedEpoch() != 0 {
 		t.Fatalf("finalized epoch %d before any FinalizeEpochs", m.FinalizedEpoch())
 	}
+	if c, _ := m.Counts(); c.GetLastCommitAtMs() != 3 {
+		t.Fatalf("last commit at %d before finality, want 3 (the batch sealed at 3)", c.GetLastCommitAtMs())
+	}
 	mustApply(t, m, entries[fin:]...)
 	for n, want := range map[int]ledgerpb.Status{
 		1: ledgerpb.Status_STATUS_FINALIZED, 2: ledgerpb.Status_STATUS_FINALIZED, 3: ledgerpb.Status_STATUS_REJECTED,
@@ -154,9 +157,10 @@ func TestFinalize(t *testing.T) {
 		t.Fatalf("unfinalized after finality: %d %v %v", n, oldest, err)
 	}
 	// 8 is committed (its payment orphaned, then re-mined), 9 rejected
-	// payment_orphaned (reorg.go).
+	// payment_orphaned (reorg.go). The last commit is 8's, in the batch
+	// sealed at 6: 9's rejection, sealed at 11, does not move it.
 	want := &ledgerpb.ProposalCounts{Committed: 7, Finalized: 7, Rejected: 2, Writes: 6, Deletes: 1,
-		RejectedByReason: map[string]uint64{"payment_insufficient": 1, "payment_orphaned": 1}}
+		RejectedByReason: map[string]uint64{"payment_insufficient": 1, "payment_orphaned": 1}, LastCommitAtMs: 6}
 	if got, _ := m.Counts(); !proto.Equal(got, want) {
 		t.Fatalf("counts %v, want %v", got, want)
 	}
