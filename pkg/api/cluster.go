@@ -101,6 +101,10 @@ type PeerTransport struct {
 	SnapshotsSent     uint64     `json:"snapshotsSent"`
 	SnapshotsFailed   uint64     `json:"snapshotsFailed"`
 	SnapshotsReceived uint64     `json:"snapshotsReceived"`
+	// Timeouts counts the connections with the peer a deadline of the
+	// transport ended (dial, handshake, write, snapshot); nil from a
+	// validator before it counted them.
+	Timeouts *uint64 `json:"timeouts,omitempty"`
 }
 
 // ClusterHealth is the body of GET /health/cluster: every member's
@@ -227,6 +231,10 @@ type Transport struct {
 	Dropped            uint64 `json:"dropped"`
 	DroppedUnknownPeer uint64 `json:"droppedUnknownPeer"`
 	HandshakesRefused  uint64 `json:"handshakesRefused"`
+	// Timeouts sums the peers' timeouts, past peers too, and the inbound
+	// handshakes that timed out before naming their sender; nil from a
+	// validator before it counted them.
+	Timeouts *uint64 `json:"timeouts,omitempty"`
 }
 
 // ReplicationLag is the body of GET /v1/msgbus/replication-lag: the leader's

@@ -373,7 +373,36 @@ type RuntimeSnapshot struct {
 	Go              GoRuntime `json:"go"`
 	Process         Process   `json:"process"`
 	Blobstore       Blobstore `json:"blobstore"`
-	Gaps            []Gap     `json:"gaps"`
+	// NATS are the validator's NATS client connections, empty when it uses
+	// none (MOCK mode without event publication); nil from a validator
+	// before it published them.
+	NATS []NATSConnection `json:"nats"`
+	Gaps []Gap            `json:"gaps"`
+}
+
+// NATSConnection is one NATS client connection of a validator and the
+// client library's counters of it since it was opened.
+type NATSConnection struct {
+	// Name is the connection's name as the server lists it.
+	Name string `json:"name"`
+	// Uses are what the validator does over it: payments (it follows the
+	// chain-watcher's payments), chainStatus (the watcher's status),
+	// events (it publishes the event log while leading), streams (it
+	// reads the JetStream streams' state).
+	Uses      []string `json:"uses"`
+	Connected bool     `json:"connected"`
+	// Status is the client's state: CONNECTED, RECONNECTING, CLOSED, ...
+	Status string `json:"status"`
+	// ServerURL is the server it is connected to, credentials redacted;
+	// "" while it is not connected.
+	ServerURL  string `json:"serverUrl"`
+	InMsgs     uint64 `json:"inMsgs"`
+	OutMsgs    uint64 `json:"outMsgs"`
+	InBytes    uint64 `json:"inBytes"`
+	OutBytes   uint64 `json:"outBytes"`
+	Reconnects uint64 `json:"reconnects"`
+	// LastError is the newest error the client recorded, "" if none.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // GoRuntime are the Go runtime's figures (runtime/metrics).

@@ -100,6 +100,10 @@ type Finality struct {
 	CommittedUnfinalized   uint64 `json:"committedUnfinalized"`
 	OldestUnfinalizedEpoch uint64 `json:"oldestUnfinalizedEpoch,omitempty"`
 	OldestUnfinalizedAgeMs int64  `json:"oldestUnfinalizedAgeMs"`
+	// LastCommitAt is when the last committed proposal's batch was sealed,
+	// as applied state holds it (the same on every validator at the same
+	// index); null before the first commit.
+	LastCommitAt *time.Time `json:"lastCommitAt"`
 }
 
 // ExplorerSummary is the body of /v1/explorer/summary: the cluster, queue
@@ -112,6 +116,8 @@ type ExplorerSummary struct {
 		Mode            string `json:"mode"`
 		ChainID         uint64 `json:"chainId"`
 		ContractAddress string `json:"contractAddress"`
+		// Version is the validator's software version (pkg/buildinfo).
+		Version string `json:"version,omitempty"`
 	} `json:"identity"`
 	Cluster struct {
 		Leader       uint64 `json:"leader"`

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
@@ -43,6 +44,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		return err
 	}
 	log = log.With(zap.Uint64("node", cfg.NodeID))
+	version := buildinfo.Version()
 
 	db, err := storage.Open(storage.Options{Dir: cfg.DataDir, NoSync: cfg.NoSync, Logger: log.Named("pebble")})
 	if err != nil {
@@ -178,7 +180,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	health := &healthView{cfg: cfg, node: node, machine: machine, nats: nc, index: index}
+	health := &healthView{cfg: cfg, version: version, node: node, machine: machine, nats: nc, index: index}
 	if events.own {
 		health.eventsNATS = events.nc
 	}
@@ -191,6 +193,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
 		Blockchain: blockchainConfig(cfg, domain),
+		Version:    version,
 	}
 	if cfg.Mode == Mock {
 		apiCfg.MockEpochs = clock
@@ -204,7 +207,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	}
 	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
-		startedAt: cluster.startedAt, now: now}
+		nats: natsClients(nc, events), startedAt: cluster.startedAt, now: now}
 	ops.register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
 	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
@@ -254,7 +257,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		defer debug.Close()
 		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
 	}
-	log.Info("validator serving", zap.String("http", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
+	log.Info("validator serving", zap.String("version", version), zap.String("http", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
 		zap.String("dataDir", cfg.DataDir))
 	if ready != nil {
 		ready <- ln.Addr().String()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
 )
@@ -430,7 +431,9 @@ func TestFinalityInMockMode(t *testing.T) {
 	if getJSON(t, base+"/v1/proposals/queue/stats", &q); q.TotalFinalizedCount != 1 || q.FinalizedEpoch != 1000 {
 		t.Fatalf("queue stats %+v", q)
 	}
-	if getJSON(t, base+"/v1/finality", &f); f.CommittedUnfinalized != 0 || f.FinalizedEpoch != 1000 || f.EpochsUntilFinality != 2 {
+	// Finality does not move the last commit.
+	if getJSON(t, base+"/v1/finality", &f); f.CommittedUnfinalized != 0 || f.FinalizedEpoch != 1000 || f.EpochsUntilFinality != 2 ||
+		f.LastCommitAt == nil || !f.LastCommitAt.Equal(*s.CommittedAt) {
 		t.Fatalf("finality after: %+v", f)
 	}
 	var n api.ProposalCounts
@@ -639,6 +642,18 @@ func TestExplorerAndOperationRoutes(t *testing.T) {
 	if code := getJSON(t, base+"/v1/explorer/summary", &sum); code != http.StatusOK || sum.Identity.Mode != "MOCK" || sum.Cluster.Leader != 1 ||
 		sum.Cluster.Members != 1 || sum.Finality.CommittedUnfinalized != 1 {
 		t.Fatalf("summary: %d %+v", code, sum)
+	}
+	// The software version the header shows, in /health too; the last
+	// commit is the only one's.
+	if sum.Identity.Version == "" || sum.Identity.Version != buildinfo.Version() {
+		t.Fatalf("summary identity version %q, want %q", sum.Identity.Version, buildinfo.Version())
+	}
+	var health map[string]any
+	if getJSON(t, base+"/health", &health); health["version"] != buildinfo.Version() {
+		t.Fatalf("health version %v", health["version"])
+	}
+	if at := sum.Finality.LastCommitAt; at == nil || ex.Proposal.CommittedAt == nil || !at.Equal(*ex.Proposal.CommittedAt) {
+		t.Fatalf("finality last commit at %v, the proposal committed at %v", at, ex.Proposal.CommittedAt)
 	}
 	var e apierror.Body
 	if code := getJSON(t, base+"/v1/ops/operations/0x"+strings.Repeat("ab", 32), &e); code != http.StatusNotFound || e.Error.Code != apierror.NotFound {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,17 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 	}
 	if getJSON(t, base+"/health", &health); health.Checks["nats"].Status != "ok" || !strings.Contains(health.Checks["nats"].Detail, "event publication") {
 		t.Fatalf("health checks %+v", health.Checks)
+	}
+	// The runtime snapshot counts what went over that connection: the
+	// events published, each acknowledged by the stream.
+	var rt api.RuntimeSnapshot
+	if code := getJSON(t, base+"/v1/ops/snapshots/runtime", &rt); code != http.StatusOK || len(rt.NATS) != 1 {
+		t.Fatalf("runtime snapshot: %d %+v", code, rt.NATS)
+	}
+	if c := rt.NATS[0]; c.Name != "validator-1-events" || !slices.Equal(c.Uses, []string{"events", "streams"}) || !c.Connected ||
+		c.Status != "CONNECTED" || c.ServerURL != ns.ClientURL() || c.OutMsgs < st.LastEventID || c.InMsgs < st.LastEventID ||
+		c.OutBytes == 0 || c.InBytes == 0 || c.Reconnects != 0 || c.LastError != "" {
+		t.Fatalf("NATS connection %+v", c)
 	}
 
 	nc, err := nats.Connect(ns.ClientURL())

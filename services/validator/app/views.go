@@ -53,6 +53,7 @@ func (s stateView) Node(path string) (*ledgerpb.Node, bool, error) {
 // healthView answers /health from the node's own parts.
 type healthView struct {
 	cfg     Config
+	version string // the software version (pkg/buildinfo)
 	node    *consensus.Node
 	machine *state.Machine
 	nats    *nats.Conn
@@ -101,6 +102,7 @@ func (h *healthView) Health() map[string]any {
 		"nodeId":       h.cfg.NodeID,
 		"clusterId":    h.cfg.ClusterID,
 		"mode":         h.cfg.Mode,
+		"version":      h.version,
 		"role":         st.Role,
 		"term":         st.Term,
 		"leader":       st.Leader,
@@ -154,7 +156,7 @@ func (v *clusterView) RaftMetrics() api.RaftMetrics {
 	m.Elections.Count = changes
 	t := v.peers.Totals()
 	m.Transport = &api.Transport{Peers: t.Peers, MsgsSent: t.MsgsSent, MsgsRecv: t.MsgsRecv, Dropped: t.Dropped,
-		DroppedUnknownPeer: t.DroppedUnknownPeer, HandshakesRefused: t.HandshakesRefused}
+		DroppedUnknownPeer: t.DroppedUnknownPeer, HandshakesRefused: t.HandshakesRefused, Timeouts: &t.Timeouts}
 	return m
 }
 
@@ -199,7 +201,7 @@ func (v *clusterView) PeerTransport(id uint64) *api.PeerTransport {
 		Connected: st.Connected, InboundConnected: st.InboundConnected, MsgsSent: st.MsgsSent, MsgsRecv: st.MsgsRecv,
 		BytesSent: st.BytesSent, BytesRecv: st.BytesRecv, Dropped: st.Dropped, QueueDepth: st.QueueDepth,
 		Reconnects: st.Reconnects, LastError: st.LastError, SnapshotsSent: st.SnapshotsSent,
-		SnapshotsFailed: st.SnapshotsFailed, SnapshotsReceived: st.SnapshotsReceived,
+		SnapshotsFailed: st.SnapshotsFailed, SnapshotsReceived: st.SnapshotsReceived, Timeouts: &st.Timeouts,
 	}
 	if !st.LastErrorAt.IsZero() {
 		at := st.LastErrorAt.UTC()

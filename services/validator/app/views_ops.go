@@ -29,6 +29,7 @@ type opsViews struct {
 	machine   *state.Machine
 	db        *storage.DB
 	storage   *storageViews
+	nats      []natsClient
 	startedAt time.Time
 	now       func() time.Time
 }
@@ -192,6 +193,7 @@ func (v *opsViews) runtimeSnapshot(c echo.Context) error {
 	out := api.RuntimeSnapshot{ContractVersion: api.RuntimeSnapshotVersion, NodeID: v.cfg.NodeID, At: now.UTC(),
 		StartedAt: v.startedAt.UTC(), UptimeMs: now.Sub(v.startedAt).Milliseconds(), Go: goRuntime(), Gaps: []api.Gap{}}
 	out.Process, out.Gaps = processFigures(out.Gaps)
+	out.NATS = natsConnections(v.nats)
 	s, err := v.storage.live()
 	if err != nil {
 		return err

@@ -184,6 +184,11 @@ func TestRuntimeSnapshot(t *testing.T) {
 		!hasGap(r.Gaps, "blobstore.gatewayUrl") || !hasGap(r.Gaps, "blobstore.lastCheck") {
 		t.Fatalf("blobstore %+v, gaps %+v", b, r.Gaps)
 	}
+	// MOCK mode without event publication opens no NATS connection: the
+	// list is empty, not absent (absent is a validator from before it).
+	if r.NATS == nil || len(r.NATS) != 0 {
+		t.Fatalf("nats %+v", r.NATS)
+	}
 }
 
 // TestSnapshotsTakeNoToken: the contract exempts the snapshot routes from

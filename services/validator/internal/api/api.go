@@ -75,6 +75,9 @@ type Config struct {
 	// IPLimiter, when set, limits the proposals one client address may
 	// submit (SVC_VALIDATOR_RATE_PER_IP). Identifiers are IP addresses.
 	IPLimiter Limiter
+	// Version is the software version the explorer summary names
+	// (pkg/buildinfo).
+	Version string
 	// MockEpochs, set in MOCK mode only, serves the /api/mock/* epoch
 	// routes; elsewhere they do not exist (404).
 	MockEpochs MockEpochs

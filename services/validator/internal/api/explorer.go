@@ -65,8 +65,9 @@ func (s *Server) finalityView() (api.Finality, error) {
 		return api.Finality{}, err
 	}
 	current, finalized := s.proposals.QueueStats().CurrentEpoch, s.content.FinalizedEpoch()
+	counts, _ := s.content.Counts()
 	f := api.Finality{ContractVersion: api.FinalityVersion, CurrentEpoch: current, FinalizedEpoch: finalized,
-		EpochsUntilFinality: current - min(current, finalized), CommittedUnfinalized: n}
+		EpochsUntilFinality: current - min(current, finalized), CommittedUnfinalized: n, LastCommitAt: msTime(counts.GetLastCommitAtMs())}
 	if oldest != nil {
 		f.OldestUnfinalizedEpoch = oldest.GetProposal().GetEpoch()
 		if at := msTime(oldest.GetCommittedAtMs()); at != nil {
@@ -91,6 +92,7 @@ func (s *Server) explorerSummary(c echo.Context) error {
 	sum.ContractVersion = api.ExplorerSummaryVersion
 	sum.Identity.NodeID, sum.Identity.ClusterID = st.NodeID, st.ClusterID
 	sum.Identity.Mode, sum.Identity.ChainID, sum.Identity.ContractAddress = s.cfg.Blockchain.Mode, s.cfg.Blockchain.ChainID, s.cfg.Blockchain.ContractAddress
+	sum.Identity.Version = s.cfg.Version
 	sum.Cluster.Leader, sum.Cluster.Term, sum.Cluster.Members = st.Leader, st.Term, len(s.cluster.Members())
 	sum.Cluster.AppliedIndex, sum.Cluster.StateHash = st.AppliedIndex, st.StateHash
 	for _, v := range q.ProposalsByEpoch {
