@@ -157,6 +157,43 @@ func TestContract(t *testing.T) {
 		}
 	})
 
+	// The figures the validators publish for the header, durability and
+	// transport views reach them, with no gap: the software version, the
+	// last commit's time (the delete, committed last) and the transport's
+	// timeouts. MOCK mode opens no NATS connection: nats.connected is null
+	// and no gap, since nothing is unknown.
+	t.Run("published figures", func(t *testing.T) {
+		var last api.ProposalStatus
+		if err := harness.GetJSON(nil, 10*time.Second, n.ValidatorURL+api.StatusLink(ids[len(ids)-1]), &last); err != nil || last.CommittedAt == nil {
+			t.Fatalf("the last proposal %+v: %v", last, err)
+		}
+		view := func(route string) map[string]any {
+			var body struct {
+				Data map[string]any `json:"data"`
+			}
+			x := call(t, http.MethodGet, n.EdgeURL+route)
+			if x.status != http.StatusOK || json.Unmarshal(x.body, &body) != nil {
+				t.Fatalf("%s", x)
+			}
+			if gaps, _ := body.Data["gaps"].([]any); len(gaps) != 0 {
+				t.Errorf("%s: gaps %v", route, gaps)
+			}
+			return body.Data
+		}
+		if v, _ := view("/ops/v1/header")["version"].(string); v == "" {
+			t.Errorf("header version %q", v)
+		}
+		if at, _ := view("/ops/v1/durability")["lastCommitAt"].(string); at != last.CommittedAt.Format(time.RFC3339Nano) {
+			t.Errorf("durability lastCommitAt %q, the last commit was at %v", at, last.CommittedAt)
+		}
+		if nats, _ := view("/ops/v1/runtime/msgbus")["nats"].(map[string]any); nats == nil || nats["connected"] != nil {
+			t.Errorf("msgbus nats %v", nats)
+		}
+		if totals, _ := view("/ops/v1/runtime/media-driver")["totals"].(map[string]any); totals["timeouts"] != float64(0) {
+			t.Errorf("media-driver totals of a single validator, which has no link: %v", totals)
+		}
+	})
+
 	// The operational events: the validator's own leader change, through
 	// the edge's merge, and counted.
 	t.Run("events", func(t *testing.T) {

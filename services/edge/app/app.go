@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
 	"github.com/contentledger/contentledger/services/edge/internal/metrics"
 	"github.com/contentledger/contentledger/services/edge/internal/routes"
@@ -46,6 +47,7 @@ type Config struct {
 // once the listener is open.
 func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) error {
 	m := metrics.New()
+	version := buildinfo.Version()
 	pool, err := upstream.NewPool(upstream.Config{
 		URLs: cfg.Validators, Timeout: cfg.UpstreamTimeout, Token: cfg.ValidatorToken,
 		PerValidator: cfg.PerValidator, Observer: m,
@@ -73,6 +75,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		LeaderRefresh:  cfg.LeaderRefresh,
 		Metrics:        m,
 		Views:          cfg.CacheEntries,
+		Version:        version,
 	}, cache, contract, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -88,7 +91,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		defer debug.Close()
 		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
 	}
-	log.Info("edge serving", zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()),
+	log.Info("edge serving", zap.String("version", version), zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()),
 		zap.Duration("cacheTTL", cfg.CacheTTL), zap.Int("perValidator", cfg.PerValidator))
 	if ready != nil {
 		ready <- ln.Addr().String()

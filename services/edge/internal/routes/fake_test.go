@@ -157,11 +157,11 @@ func (f *fake) body(r *http.Request) (int, any) {
 	flow := api.ReleaseFlow{ContractVersion: api.ReleaseFlowVersion, Governor: api.Governor{State: "open", Action: "release", Reasons: []string{}},
 		Stages: api.ReleaseStages{Unverified: 3, Packing: 3, ReadyBuckets: 1, Batches: 1, InFlight: 2}, MaxPendingMessages: 64,
 		MaxPending: 10000, MaxBatch: 256, Tiers: map[string]api.TierFlow{"standard": {Pending: 8, Released: 20}}}
+	committed := epoch.Add(time.Minute)
 	finality := api.Finality{ContractVersion: api.FinalityVersion, CurrentEpoch: 1000, FinalizedEpoch: 998, EpochsUntilFinality: 2,
-		CommittedUnfinalized: 5, OldestUnfinalizedEpoch: 999, OldestUnfinalizedAgeMs: 4000}
+		CommittedUnfinalized: 5, OldestUnfinalizedEpoch: 999, OldestUnfinalizedAgeMs: 4000, LastCommitAt: &committed}
 	gc := api.GcAccount{ContractVersion: api.GcAccountVersion, Wallet: knownWallet, PendingDebt: "0.00", ExecutedDebt: "0.00",
 		Limit: "100.00", LimitMicros: 100_000_000, Paid: "0.00"}
-	committed := epoch.Add(time.Minute)
 	computed := api.FragmentationComputed{NodeID: f.id, AppliedIndex: 12, ComputedAt: epoch}
 	frag := api.WalletFragmentation{Wallet: knownWallet, BytesWritten: 600, LiveBytes: 400, DeadBytes: 200, FragmentationScore: 1.0 / 3,
 		LiveNodes: 2, NodeWrites: 3, NodeDeletes: 1, TarFilesTouched: 1}
@@ -172,7 +172,7 @@ func (f *fake) body(r *http.Request) (int, any) {
 		for _, c := range []string{"storage", "raft", "nats", "chain"} {
 			checks[c] = map[string]any{"status": "ok", "detail": c + " fine"}
 		}
-		return http.StatusOK, map[string]any{"status": "ok", "nodeId": f.id, "clusterId": "test", "mode": "MOCK", "role": role,
+		return http.StatusOK, map[string]any{"status": "ok", "nodeId": f.id, "clusterId": "test", "mode": "MOCK", "version": fakeVersion, "role": role,
 			"term": 3, "leader": 1, "commitIndex": 12, "appliedIndex": 12, "stateHash": "0xnow", "checks": checks}
 	case p == "/health/cluster":
 		h := api.ClusterHealth{ContractVersion: api.ClusterHealthVersion, Status: "ok", Quorum: n/2 + 1, Reachable: n, Leader: 1,
@@ -196,7 +196,7 @@ func (f *fake) body(r *http.Request) (int, any) {
 			v := api.PeerView{Member: m, Self: m.ID == f.id, IsLeader: m.ID == 1}
 			if !v.Self {
 				v.Transport = &api.PeerTransport{Connected: true, InboundConnected: true, MsgsSent: 10, MsgsRecv: 9, BytesSent: 1000,
-					BytesRecv: 900, QueueDepth: 1, Reconnects: 2, SnapshotsSent: 1}
+					BytesRecv: 900, QueueDepth: 1, Reconnects: 2, SnapshotsSent: 1, Timeouts: new(uint64(3))}
 			}
 			out.Peers = append(out.Peers, v)
 		}
@@ -238,7 +238,7 @@ func (f *fake) body(r *http.Request) (int, any) {
 		var s api.ExplorerSummary
 		s.ContractVersion = api.ExplorerSummaryVersion
 		s.Identity.NodeID, s.Identity.ClusterID, s.Identity.Mode = 1, "test", "TESTNET"
-		s.Identity.ChainID, s.Identity.ContractAddress = 11155111, "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"
+		s.Identity.ChainID, s.Identity.ContractAddress, s.Identity.Version = 11155111, "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512", fakeVersion
 		s.Cluster.Leader, s.Cluster.Term, s.Cluster.Members, s.Cluster.AppliedIndex, s.Cluster.StateHash = 1, 3, n, 12, "0xnow"
 		s.Queue.Pending, s.Queue.InFlight = 8, 2
 		s.Finality = finality
@@ -340,6 +340,8 @@ func (f *fake) body(r *http.Request) (int, any) {
 			Gaps:      []api.Gap{{Field: "blobstore.gatewayUrl", Reason: "no gateway"}, {Field: "blobstore.lastCheck", Reason: "never checked"}}}
 		rt.Go.Version, rt.Go.GOMAXPROCS, rt.Go.NumCPU, rt.Go.Goroutines = "go1.26", 2, 2, 80
 		rt.Go.Heap.ObjectsBytes, rt.Go.GC.Cycles = 8<<20, 10
+		rt.NATS = []api.NATSConnection{{Name: f.name(), Uses: []string{"payments", "chainStatus", "events", "streams"}, Connected: true,
+			Status: "CONNECTED", ServerURL: "nats://127.0.0.1:4222", InMsgs: 100 * f.id, OutMsgs: 10 * f.id, InBytes: 4096, OutBytes: 512}}
 		return http.StatusOK, rt
 	case p == "/v1/events/recent":
 		limit := api.DefaultOpsEventsLimit
@@ -390,6 +392,13 @@ func (f *fake) body(r *http.Request) (int, any) {
 	return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "no such route")}
 }
 
+// fakeVersion is the software version the fake validators name, and
+// fakeEdgeVersion the edge's own in the tests.
+const (
+	fakeVersion     = "v1.2.3"
+	fakeEdgeVersion = "v1.2.4"
+)
+
 // fakeEvents is how many events each fake validator keeps.
 const fakeEvents = 30
 
@@ -420,8 +429,8 @@ func edge(t *testing.T, lanes auth.Lanes, urls ...string) *httptest.Server {
 		t.Fatal(err)
 	}
 	docs, contract := documents(t)
-	srv := httptest.NewServer(New(Config{ClusterID: "test", Lanes: lanes, EdgeDocument: docs.EdgeYAML, SourceDocument: docs.SourceYAML},
-		pool, contract, zap.NewNop()))
+	srv := httptest.NewServer(New(Config{ClusterID: "test", Lanes: lanes, EdgeDocument: docs.EdgeYAML, SourceDocument: docs.SourceYAML,
+		Version: fakeEdgeVersion}, pool, contract, zap.NewNop()))
 	t.Cleanup(srv.Close)
 	return srv
 }

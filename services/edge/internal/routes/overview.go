@@ -209,6 +209,16 @@ func (s *server) header(c echo.Context) error {
 	if sum.Cluster.Leader != 0 {
 		leader = api.NodeName(sum.Cluster.Leader)
 	}
+	// The version is the answering validator's (the leader's, which
+	// answers the summary); one of a version before it publishes none
+	// leaves it unknown.
+	var version any = sum.Identity.Version
+	gaps := []gap{}
+	if sum.Identity.Version == "" {
+		version = nil
+		gaps = append(gaps, gap{Field: "version", Reason: "the validator that answered does not publish its software version",
+			SourceRoute: srcExplorerSummary})
+	}
 	return s.envelope(c, map[string]any{
 		"clusterId": sum.Identity.ClusterID,
 		"mode":      sum.Identity.Mode,
@@ -217,8 +227,8 @@ func (s *server) header(c echo.Context) error {
 		},
 		"leader":    leader,
 		"nodeCount": sum.Cluster.Members,
-		"version":   nil,
-		"gaps":      []gap{{Field: "version", Reason: "validators do not publish their software version yet"}},
+		"version":   version,
+		"gaps":      gaps,
 		"sources":   r.attempts(),
 	})
 }
@@ -253,7 +263,13 @@ func (s *server) durability(c echo.Context) error {
 	if _, err := r.read(at(srcClusterHealth), &ch); err != nil {
 		return err
 	}
-	gaps := []gap{{Field: "lastCommitAt", Reason: "no validator route publishes the time of its last commit yet"}}
+	gaps := []gap{}
+	// Replicated, so any validator's answer is the cluster's (as of its
+	// applied index).
+	if fin.LastCommitAt == nil {
+		gaps = append(gaps, gap{Field: "lastCommitAt", Reason: "no proposal is committed yet, or the validator that answered does not publish the time",
+			SourceRoute: srcFinality})
+	}
 	// The leader's WAL fsyncs are the ones acknowledgements wait for; a
 	// missing snapshot leaves only these figures unknown.
 	fsync := map[string]any{"p50Ms": nil, "p99Ms": nil}
@@ -271,7 +287,7 @@ func (s *server) durability(c echo.Context) error {
 		"committedUnfinalized":   fin.CommittedUnfinalized,
 		"oldestUnfinalizedAgeMs": fin.OldestUnfinalizedAgeMs,
 		"pendingAcks":            q.BackpressurePendingRawCount,
-		"lastCommitAt":           nil,
+		"lastCommitAt":           fin.LastCommitAt,
 		"fsync":                  fsync,
 		"stateHashAgreement":     ch.StateHashAgreement,
 		"gaps":                   gaps,

@@ -76,6 +76,9 @@ type Config struct {
 	// Views bounds the composed views kept (a view with a wallet or a
 	// proposal id is one per id); 0: 4096.
 	Views int
+	// Version is the edge's software version, which /health names
+	// (pkg/buildinfo); "" leaves it out.
+	Version string
 }
 
 type server struct {
@@ -153,12 +156,21 @@ func (s *server) routes() []route {
 		// The edge's own routes: no token, no validator.
 		{"/openapi.yaml", nil, document(s.cfg.EdgeDocument)},
 		{"/openapi-validator-source.yaml", nil, document(s.cfg.SourceDocument)},
-		{"/health", nil, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) }},
+		{"/health", nil, s.liveness},
 		{"/metrics", nil, func(c echo.Context) error {
 			s.cfg.Metrics.Handler().ServeHTTP(c.Response(), c.Request())
 			return nil
 		}},
 	}
+}
+
+// liveness answers /health: the edge is up, and which version it runs.
+func (s *server) liveness(c echo.Context) error {
+	body := map[string]string{"status": "ok"}
+	if s.cfg.Version != "" {
+		body["version"] = s.cfg.Version
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 // New builds the echo instance of the edge.

@@ -451,10 +451,6 @@ func TestGapsAreSaid(t *testing.T) {
 	fc := newCluster(t, 3)
 	srv := edge(t, auth.Lanes{}, fc.urls()...)
 	for route, nulls := range map[string][]string{
-		"/ops/v1/header":               {"version"},
-		"/ops/v1/durability":           {"lastCommitAt"},
-		"/ops/v1/runtime/msgbus":       {"nats"},
-		"/ops/v1/runtime/media-driver": {},
 		"/ops/v1/runtime/blobstore":    {"gatewayUrl", "lastCheck"},
 		"/ops/v1/runtime/storage":      {},
 		"/ops/v1/tarmk":                {"packingEfficiency"},
@@ -471,22 +467,170 @@ func TestGapsAreSaid(t *testing.T) {
 			t.Errorf("%s: no gaps said: %v", route, data)
 		}
 	}
+	// The figures the validators publish leave no gap.
+	for _, route := range []string{"/ops/v1/header", "/ops/v1/durability", "/ops/v1/runtime/msgbus", "/ops/v1/runtime/media-driver"} {
+		if gaps := getData(t, srv.URL+route)["gaps"].([]any); len(gaps) != 0 {
+			t.Errorf("%s: gaps %v", route, gaps)
+		}
+	}
 	data := getData(t, srv.URL+"/ops/v1/header")
-	if data["mode"] != "TESTNET" || data["network"].(map[string]any)["name"] != "sepolia" || data["leader"] != "validator-1" {
+	if data["mode"] != "TESTNET" || data["network"].(map[string]any)["name"] != "sepolia" || data["leader"] != "validator-1" ||
+		data["version"] != fakeVersion {
 		t.Errorf("header %v", data)
+	}
+	data = getData(t, srv.URL+"/ops/v1/durability")
+	if data["lastCommitAt"] != "2026-03-01T12:01:00Z" {
+		t.Errorf("durability %v", data)
 	}
 	data = getData(t, srv.URL+"/ops/v1/network")
 	if data["nats"].(map[string]any)["connected"] != true || len(data["peers"].([]any)) != 3 || data["measuredFrom"] == "" {
 		t.Errorf("network %v", data)
 	}
+	// 3 validators, 2 links each, 3 timeouts a link.
 	data = getData(t, srv.URL+"/ops/v1/runtime/media-driver")
-	if totals := data["totals"].(map[string]any); totals["reconnects"] != float64(12) || totals["timeouts"] != nil {
+	if totals := data["totals"].(map[string]any); totals["reconnects"] != float64(12) || totals["timeouts"] != float64(18) {
 		t.Errorf("media driver %v", data)
+	}
+	link := data["validators"].([]any)[0].(map[string]any)["peers"].([]any)[0].(map[string]any)
+	if link["timeouts"] != float64(3) {
+		t.Errorf("media driver link %v", link)
 	}
 	data = getData(t, srv.URL+"/ops/v1/runtime/msgbus")
 	vs := data["validators"].([]any)
 	if len(vs) != 3 || len(vs[0].(map[string]any)["peers"].([]any)) != 2 || data["membership"].(map[string]any)["quorum"] != float64(2) {
 		t.Errorf("msgbus %v", data)
+	}
+	nats := data["nats"].(map[string]any)
+	natsVs := nats["validators"].([]any)
+	if nats["connected"] != true || len(natsVs) != 3 {
+		t.Fatalf("msgbus nats %v", nats)
+	}
+	v := natsVs[1].(map[string]any)
+	conns := v["connections"].([]any)
+	if v["nodeId"] != "validator-2" || v["reachable"] != true || len(conns) != 1 {
+		t.Fatalf("msgbus nats of validator-2 %v", v)
+	}
+	if c := conns[0].(map[string]any); c["connected"] != true || c["inMsgs"] != float64(200) || c["serverUrl"] != "nats://127.0.0.1:4222" ||
+		len(c["uses"].([]any)) != 4 {
+		t.Errorf("msgbus nats connection %v", c)
+	}
+}
+
+// TestGapsOfValidatorsBeforeTheFigures: validators that answer without
+// the software version, the last commit's time, their NATS connections or
+// their transport timeouts (a version from before them) leave those
+// figures null, and the views say why.
+func TestGapsOfValidatorsBeforeTheFigures(t *testing.T) {
+	fc := newCluster(t, 3)
+	srv := edge(t, auth.Lanes{}, fc.urls()...)
+	for _, f := range fc.nodes {
+		without(f, "/v1/explorer/summary", "identity", "version")
+		without(f, "/v1/finality", "lastCommitAt")
+		without(f, "/v1/ops/snapshots/runtime", "nats")
+		f.answer("/v1/peers", func(w http.ResponseWriter, r *http.Request) {
+			_, body := f.body(r)
+			peers := body.(api.Peers)
+			for i := range peers.Peers {
+				if tr := peers.Peers[i].Transport; tr != nil {
+					tr.Timeouts = nil
+				}
+			}
+			_ = json.NewEncoder(w).Encode(peers)
+		})
+	}
+	for route, field := range map[string]string{
+		"/ops/v1/header":               "version",
+		"/ops/v1/durability":           "lastCommitAt",
+		"/ops/v1/runtime/msgbus":       "nats.validators[].connections",
+		"/ops/v1/runtime/media-driver": "totals.timeouts",
+	} {
+		data := getData(t, srv.URL+route)
+		gaps := data["gaps"].([]any)
+		if len(gaps) != 1 || gaps[0].(map[string]any)["field"] != field || gaps[0].(map[string]any)["sourceRoute"] == "" {
+			t.Errorf("%s: gaps %v, want one of %s", route, gaps, field)
+		}
+	}
+	if v := getData(t, srv.URL+"/ops/v1/header")["version"]; v != nil {
+		t.Errorf("header version %v", v)
+	}
+	if v := getData(t, srv.URL+"/ops/v1/durability")["lastCommitAt"]; v != nil {
+		t.Errorf("durability lastCommitAt %v", v)
+	}
+	if nats := getData(t, srv.URL+"/ops/v1/runtime/msgbus")["nats"].(map[string]any); nats["connected"] != nil ||
+		nats["validators"].([]any)[0].(map[string]any)["connections"] != nil {
+		t.Errorf("msgbus nats %v", nats)
+	}
+	if totals := getData(t, srv.URL+"/ops/v1/runtime/media-driver")["totals"].(map[string]any); totals["timeouts"] != nil {
+		t.Errorf("media driver totals %v", totals)
+	}
+}
+
+// TestMsgbusNATS: one validator's connection down makes nats.connected
+// false; validators using no NATS (MOCK) leave it null; no validator
+// answering the runtime snapshot leaves nats null, and the raft transport
+// is still served.
+func TestMsgbusNATS(t *testing.T) {
+	fc := newCluster(t, 3)
+	srv := edge(t, auth.Lanes{}, fc.urls()...)
+	runtime := func(f *fake, edit func(*api.RuntimeSnapshot)) {
+		f.answer("/v1/ops/snapshots/runtime", func(w http.ResponseWriter, r *http.Request) {
+			_, body := f.body(r)
+			rt := body.(api.RuntimeSnapshot)
+			edit(&rt)
+			_ = json.NewEncoder(w).Encode(rt)
+		})
+	}
+	runtime(fc.nodes[2], func(rt *api.RuntimeSnapshot) {
+		rt.NATS[0].Connected, rt.NATS[0].Status, rt.NATS[0].ServerURL, rt.NATS[0].LastError = false, "RECONNECTING", "", "nats: timeout"
+	})
+	if nats := getData(t, srv.URL+"/ops/v1/runtime/msgbus")["nats"].(map[string]any); nats["connected"] != false {
+		t.Errorf("one connection down: %v", nats)
+	}
+
+	mock := newCluster(t, 3)
+	for _, f := range mock.nodes {
+		runtime(f, func(rt *api.RuntimeSnapshot) { rt.NATS = []api.NATSConnection{} })
+	}
+	data := getData(t, edge(t, auth.Lanes{}, mock.urls()...).URL+"/ops/v1/runtime/msgbus")
+	if nats := data["nats"].(map[string]any); nats["connected"] != nil || len(data["gaps"].([]any)) != 0 {
+		t.Errorf("no NATS used: %v", data)
+	}
+
+	silent := newCluster(t, 3)
+	for _, f := range silent.nodes {
+		f.answer("/v1/ops/snapshots/runtime", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	}
+	data = getData(t, edge(t, auth.Lanes{}, silent.urls()...).URL+"/ops/v1/runtime/msgbus")
+	gaps := data["gaps"].([]any)
+	if data["nats"] != nil || len(data["validators"].([]any)) != 3 || len(gaps) != 1 || gaps[0].(map[string]any)["field"] != "nats" {
+		t.Errorf("no runtime snapshot: %v", data)
+	}
+}
+
+// without answers path as the fake does, less the member at keys (a path
+// into the JSON body).
+func without(f *fake, path string, keys ...string) {
+	f.answer(path, func(w http.ResponseWriter, r *http.Request) {
+		_, body := f.body(r)
+		raw, _ := json.Marshal(body)
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		at := m
+		for _, k := range keys[:len(keys)-1] {
+			at = at[k].(map[string]any)
+		}
+		delete(at, keys[len(keys)-1])
+		_ = json.NewEncoder(w).Encode(m)
+	})
+}
+
+// TestLivenessNamesTheVersion: the edge's /health names its own version,
+// and asks no validator for it.
+func TestLivenessNamesTheVersion(t *testing.T) {
+	srv := edge(t, auth.Lanes{APIToken: "general"}, deadURL(t))
+	status, body := get(t, srv.URL+"/health", "")
+	if status != http.StatusOK || body["status"] != "ok" || body["version"] != fakeEdgeVersion {
+		t.Fatalf("/health: %d %v", status, body)
 	}
 }
 
@@ -566,9 +710,11 @@ func TestStorageViews(t *testing.T) {
 	status, body := get(t, srv.URL+"/ops/v1/fragmentation/metrics/0x"+strings.Repeat("3", 40), "")
 	assertError(t, status, http.StatusNotFound, body, CodeNotFound, false)
 
-	// The leader's fsync figures fill the durability view.
+	// The leader's fsync figures fill the durability view, with the last
+	// commit's time: nothing is left unknown.
 	data = getData(t, srv.URL+"/ops/v1/durability")
-	if f := data["fsync"].(map[string]any); f["p50Ms"] != 0.5 || f["p99Ms"] != 2.0 || f["nodeId"] != "validator-1" || len(data["gaps"].([]any)) != 1 {
+	if f := data["fsync"].(map[string]any); f["p50Ms"] != 0.5 || f["p99Ms"] != 2.0 || f["nodeId"] != "validator-1" || len(data["gaps"].([]any)) != 0 ||
+		data["lastCommitAt"] == nil {
 		t.Fatalf("durability %v", data)
 	}
 }

@@ -75,8 +75,50 @@ func withPeers(vs []peerValidator, link func(api.PeerTransport) map[string]any) 
 	return out
 }
 
-// msgbus is the runtime lane view of the messaging layer: raft membership
-// and every validator's transport to its peers.
+// natsOfAll is every validator's NATS client connections, from its runtime
+// snapshot, asked of all at once. A validator that does not answer is
+// listed with its error; when none answers, nats is null and a gap says
+// why, rather than the view failing: the raft transport stays readable.
+func (s *server) natsOfAll(r *reader) (any, []gap) {
+	vs := make([]map[string]any, len(s.up.URLs()))
+	bodies := make([]*api.RuntimeSnapshot, len(vs))
+	s.eachValidator(func(i int, base string) {
+		var rt api.RuntimeSnapshot
+		if _, err := r.readFrom(base, at(srcRuntime), &rt); err != nil {
+			vs[i] = map[string]any{"url": base, "reachable": false, "error": err.Error()}
+			return
+		}
+		vs[i], bodies[i] = map[string]any{"url": base, "nodeId": api.NodeName(rt.NodeID), "reachable": true, "connections": rt.NATS}, &rt
+	})
+	// Connected when every connection of every validator that reports
+	// one is; unknown (null) when none reports one.
+	answered, unpublished, reported, allConnected := false, false, false, true
+	for _, rt := range bodies {
+		if rt == nil {
+			continue
+		}
+		answered, unpublished = true, unpublished || rt.NATS == nil
+		for _, n := range rt.NATS {
+			reported, allConnected = true, allConnected && n.Connected
+		}
+	}
+	var connected any
+	if reported {
+		connected = allConnected
+	}
+	if !answered {
+		return nil, []gap{{Field: "nats", Reason: "no validator answered " + srcRuntime, SourceRoute: srcRuntime}}
+	}
+	gaps := []gap{}
+	if unpublished {
+		gaps = append(gaps, gap{Field: "nats.validators[].connections", Reason: "a validator that answered does not publish its NATS client statistics",
+			SourceRoute: srcRuntime})
+	}
+	return map[string]any{"connected": connected, "validators": vs}, gaps
+}
+
+// msgbus is the runtime lane view of the messaging layer: raft membership,
+// every validator's transport to its peers, and its NATS connections.
 func (s *server) msgbus(c echo.Context) error {
 	r := s.reader(c)
 	vs, err := s.peerViews(r)
@@ -87,6 +129,7 @@ func (s *server) msgbus(c echo.Context) error {
 	if _, err := r.read(at(srcClusterState), &cs); err != nil {
 		return err
 	}
+	nats, natsGaps := s.natsOfAll(r)
 	names := func(ids []uint64) []string {
 		out := make([]string, 0, len(ids))
 		for _, id := range ids {
@@ -101,14 +144,15 @@ func (s *server) msgbus(c echo.Context) error {
 		}),
 		"membership": map[string]any{"leader": api.NodeName(cs.Leader), "term": cs.Term, "voters": names(cs.Voters),
 			"learners": names(cs.Learners), "quorum": cs.Quorum},
-		"nats":    nil,
-		"gaps":    []gap{{Field: "nats", Reason: "no validator route publishes its NATS client statistics yet", SourceRoute: "/v1/ops/snapshots/runtime"}},
+		"nats":    nats,
+		"gaps":    natsGaps,
 		"sources": r.attempts(),
 	})
 }
 
 // mediaDriver is the runtime lane view of the transport's internals: send
-// queues, reconnects, snapshot transfers and errors per link, and totals.
+// queues, reconnects, snapshot transfers, errors and timeouts per link,
+// and totals.
 func (s *server) mediaDriver(c echo.Context) error {
 	r := s.reader(c)
 	vs, err := s.peerViews(r)
@@ -116,6 +160,10 @@ func (s *server) mediaDriver(c echo.Context) error {
 		return err
 	}
 	var total api.PeerTransport
+	// The timeouts of the links whose validator counts them: a validator
+	// from before the count leaves its links out, and a gap says so.
+	var timeouts uint64
+	counted, uncounted := false, false
 	for _, v := range vs {
 		for _, p := range v.Peers {
 			if t := p.Transport; t != nil && !p.Self {
@@ -125,18 +173,33 @@ func (s *server) mediaDriver(c echo.Context) error {
 				total.SnapshotsSent += t.SnapshotsSent
 				total.SnapshotsFailed += t.SnapshotsFailed
 				total.SnapshotsReceived += t.SnapshotsReceived
+				if t.Timeouts != nil {
+					timeouts, counted = timeouts+*t.Timeouts, true
+				} else {
+					uncounted = true
+				}
 			}
 		}
+	}
+	var totalTimeouts any = timeouts
+	if uncounted && !counted {
+		totalTimeouts = nil
+	}
+	gaps := []gap{}
+	if uncounted {
+		gaps = append(gaps, gap{Field: "totals.timeouts", Reason: "a validator that answered does not count its transport's timeouts: its links are left out",
+			SourceRoute: srcPeers})
 	}
 	return s.envelope(c, map[string]any{
 		"validators": withPeers(vs, func(t api.PeerTransport) map[string]any {
 			return map[string]any{"queueDepth": t.QueueDepth, "reconnects": t.Reconnects, "dropped": t.Dropped,
-				"snapshotsSent": t.SnapshotsSent, "snapshotsFailed": t.SnapshotsFailed, "snapshotsReceived": t.SnapshotsReceived}
+				"snapshotsSent": t.SnapshotsSent, "snapshotsFailed": t.SnapshotsFailed, "snapshotsReceived": t.SnapshotsReceived,
+				"timeouts": t.Timeouts}
 		}),
 		"totals": map[string]any{"queueDepth": total.QueueDepth, "reconnects": total.Reconnects, "dropped": total.Dropped,
 			"snapshotsSent": total.SnapshotsSent, "snapshotsFailed": total.SnapshotsFailed,
-			"snapshotsReceived": total.SnapshotsReceived, "timeouts": nil},
-		"gaps":    []gap{{Field: "totals.timeouts", Reason: "the raft transport does not count timeouts apart from its errors yet"}},
+			"snapshotsReceived": total.SnapshotsReceived, "timeouts": totalTimeouts},
+		"gaps":    gaps,
 		"sources": r.attempts(),
 	})
 }
