@@ -20,10 +20,11 @@ import (
 // fork drops the payment's block and the new branch never mines it. The
 // chain-watcher retracts the payment, the leader records it on the
 // committed proposal through raft, and the validator's status route shows
-// the proposal's payment as orphaned, with the retracted block. Then the
+// the proposal's payment as orphaned, with the retracted block, and the
+// edge raises the paymentOrphaned signal (critical). Then the
 // chain flips back to the dropped block: the watcher publishes the payment
-// again (its next generation of message ids), and the mark goes; the
-// proposal keeps the payment it committed on.
+// again (its next generation of message ids), the mark goes, the proposal
+// keeps the payment it committed on, and the signal is back to ok.
 func TestReorgAfterCommitIsSignalled(t *testing.T) {
 	n := harness.Start(t, harness.Options{})
 	key := devKey(t, 4)
@@ -52,6 +53,7 @@ func TestReorgAfterCommitIsSignalled(t *testing.T) {
 		o.BlockNumber != receipt.BlockNumber.Uint64() || common.HexToHash(s.Payment.BlockHash) != receipt.BlockHash {
 		t.Fatalf("status after the reorg: %+v, orphaned %+v", s, o)
 	}
+	waitOrphanSignal(t, n, 1, "critical")
 
 	if err := n.Chain.Fork(receipt.BlockHash); err != nil {
 		t.Fatal(err)
@@ -67,6 +69,33 @@ func TestReorgAfterCommitIsSignalled(t *testing.T) {
 	if s.Status != api.StatusCommitted || s.Payment == nil || common.HexToHash(s.Payment.BlockHash) != receipt.BlockHash {
 		t.Fatalf("status after the flip back: %+v", s)
 	}
+	waitOrphanSignal(t, n, 0, "ok")
+}
+
+// waitOrphanSignal waits until the edge's paymentOrphaned signal has value
+// and severity.
+func waitOrphanSignal(t *testing.T, n *harness.Network, value float64, severity string) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, func() bool {
+		var sigs struct {
+			Data struct {
+				Signals []struct {
+					ID       string   `json:"id"`
+					Value    *float64 `json:"value"`
+					Severity string   `json:"severity"`
+				} `json:"signals"`
+			} `json:"data"`
+		}
+		if getJSON(t, n.EdgeURL+"/ops/v1/signals", &sigs) != http.StatusOK {
+			return false
+		}
+		for _, s := range sigs.Data.Signals {
+			if s.ID == "paymentOrphaned" {
+				return s.Value != nil && *s.Value == value && s.Severity == severity
+			}
+		}
+		return false
+	})
 }
 
 // dropBlockOf reorganizes the chain from the parent of the block holding

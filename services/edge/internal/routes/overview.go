@@ -79,9 +79,10 @@ type pulse struct {
 	queue   api.QueueStats
 	repl    api.ReplicationLag
 	// diskUse is the highest disk use among the validators that report
-	// it, blocked the wallets whose writes GC debt blocks; nil when no
+	// it, blocked the wallets whose writes GC debt blocks, orphaned the
+	// committed proposals whose payment a reorg took back; nil when no
 	// validator told, and gaps say why.
-	diskUse, blocked *float64
+	diskUse, blocked, orphaned *float64
 	// chain is the chain-watcher's status, for the watcher's lag.
 	chain chainView
 	gaps  []gap
@@ -107,6 +108,12 @@ func readPulse(r *reader) (pulse, error) {
 		p.gaps = append(p.gaps, gap{Field: "signals.gcDebtBlocks", Reason: "no validator answered " + srcGcStatus, SourceRoute: srcGcStatus})
 	} else {
 		p.blocked = num(float64(gc.Debt.WalletsBlocked))
+	}
+	var counts api.ProposalCounts
+	if _, err := r.read(at(srcCounts), &counts); err != nil {
+		p.gaps = append(p.gaps, gap{Field: "signals.paymentOrphaned", Reason: "no validator answered " + srcCounts, SourceRoute: srcCounts})
+	} else {
+		p.orphaned = num(float64(counts.PaymentOrphaned))
 	}
 	disks := make([]*float64, len(r.s.up.URLs()))
 	r.s.eachValidator(func(i int, base string) {

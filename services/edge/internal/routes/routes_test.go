@@ -393,6 +393,9 @@ func TestOverviewAndSignals(t *testing.T) {
 	if g := signals["gcDebtBlocks"]; g["value"] != float64(0) || g["severity"] != "ok" || g["source"] != srcGcStatus {
 		t.Errorf("GC debt blocks %v", g)
 	}
+	if o := signals["paymentOrphaned"]; o["value"] != float64(0) || o["severity"] != "ok" || o["source"] != srcCounts {
+		t.Errorf("orphaned payments %v", o)
+	}
 
 	// A blocked wallet warns, a disk past 90 % is critical; a validator
 	// without the storage routes leaves those signals unknown, and only
@@ -423,6 +426,15 @@ func TestOverviewAndSignals(t *testing.T) {
 		if id := s["id"]; (id == "diskUse" || id == "gcDebtBlocks") != (s["severity"] == "unknown") {
 			t.Errorf("no storage routes: signal %v", s)
 		}
+	}
+
+	// A committed proposal whose payment a reorg took back is critical.
+	fc.nodes[2].answer(srcCounts, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(api.ProposalCounts{ContractVersion: api.ProposalCountsVersion, Committed: 10, PaymentOrphaned: 1,
+			RejectedByReason: map[string]uint64{}})
+	})
+	if d := getData(t, edge(t, auth.Lanes{}, fc.nodes[2].srv.URL).URL+"/ops/v1/overview"); d["status"] != "critical" {
+		t.Fatalf("an orphaned payment: %v", d)
 	}
 
 	// Backpressure warns, a disagreement is critical, and the overview

@@ -104,6 +104,8 @@ func deriveSignals(p pulse) ([]signal, string) {
 			Thresholds: above(num(diskUseWarn), num(diskUseCritical)), Source: srcStorage},
 		{ID: "gcDebtBlocks", Label: "Wallets blocked by GC debt", Value: p.blocked, Unit: "wallets",
 			Thresholds: above(num(1), nil), Source: srcGcStatus},
+		{ID: "paymentOrphaned", Label: "Committed proposals whose payment a chain reorg took back", Value: p.orphaned, Unit: "proposals",
+			Thresholds: above(nil, num(1)), Source: srcCounts},
 		{ID: "stateHashDisagreement", Label: "State hashes disagree", Value: boolNum(!p.cluster.StateHashAgreement), Unit: "bool",
 			Thresholds: above(nil, num(1)), Source: srcClusterHealth},
 	}
