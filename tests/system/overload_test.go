@@ -88,7 +88,11 @@ func TestOverloadAnswersFastAndDrains(t *testing.T) {
 	if len(other) > 0 {
 		t.Fatalf("answers that are neither 202 nor a retryable refusal: %v", other)
 	}
-	if len(refusals) < len(accepted) {
+	// Overload is the premise: with MAX_PENDING 8 the leader refuses a
+	// large share. How large depends on how fast the clients sign on a
+	// machine that also runs the servers (and, in make test, the race
+	// detector), so the bound is loose.
+	if len(refusals) < max(100, len(accepted)/4) {
 		t.Fatalf("%d accepted and only %d refused: the load did not exceed the capacity", len(accepted), len(refusals))
 	}
 	slices.Sort(refusals)
