@@ -242,10 +242,9 @@ func (l *Loop) Read(ctx context.Context) (payment.WatcherStatus, error) {
 // head stays canonical, a read at a later head asks eth_getLogs only for
 // the blocks above it, so a watcher polling a busy chain, or one far
 // behind it, reads each block's logs once, not MaxBlocks of them per poll.
-// A full read every Refresh bounds what a reorg during a read could leave
-// (the logs of one read are one provider's view, but a reorg between two
-// reads below the old head is caught by the continuity check only at the
-// head).
+// A reorg between two reads leaves the old head off the chain, and the
+// window is read anew; a full read every Refresh also bounds what a reorg
+// during one eth_getLogs call could leave behind.
 type pendingWindow struct {
 	from   uint64
 	head   payment.StatusBlock
