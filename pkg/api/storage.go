@@ -439,15 +439,36 @@ type Process struct {
 }
 
 // Blobstore is what the validator knows of binaries: it stores their CIDs
-// only (never the binaries), in the ledger:cid property of nodes.
+// only (never the binaries), in the ledger:cid property of nodes, and
+// checks the IPFS gateway clients fetch the binaries from, when it is
+// configured with one.
 type Blobstore struct {
 	// CidMappings counts the live nodes carrying a CID, at AppliedIndex as
 	// computed at ComputedAt.
 	CidMappings  uint64    `json:"cidMappings"`
 	AppliedIndex uint64    `json:"appliedIndex"`
 	ComputedAt   time.Time `json:"computedAt"`
-	// GatewayURL and LastCheck are null: validators hold no gateway and
-	// never contact one.
-	GatewayURL *string    `json:"gatewayUrl"`
-	LastCheck  *time.Time `json:"lastCheck"`
+	// GatewayURL is the IPFS gateway's base URL (SVC_VALIDATOR_IPFS_GATEWAY),
+	// credentials redacted; null when none is configured.
+	GatewayURL *string `json:"gatewayUrl"`
+	// LastCheck is when the newest check of the gateway began; null when
+	// none is configured or before the first check ends.
+	LastCheck *time.Time `json:"lastCheck"`
+	// Check is that check's outcome, null exactly when LastCheck is; absent
+	// from validators before it.
+	Check *GatewayCheck `json:"check"`
+}
+
+// GatewayCheck is the outcome of one request to the IPFS gateway for a tiny
+// well-known object, the empty UnixFS directory.
+type GatewayCheck struct {
+	// OK: the gateway answered 2xx within the check's timeout.
+	OK bool `json:"ok"`
+	// StatusCode is the gateway's HTTP status; null when no answer came.
+	StatusCode *int `json:"statusCode"`
+	// LatencyMs is the time from the request to the end of the answer, or
+	// to the failure.
+	LatencyMs float64 `json:"latencyMs"`
+	// Error says why the check failed; absent when it did not.
+	Error string `json:"error,omitempty"`
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
@@ -205,9 +206,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if index != nil { // a nil *Index in the interface would not be nil
 		gc.debts = index
 	}
+	gateway, closeGateway, err := newGatewayChecker(cfg, now, log.Named("blobgateway"))
+	if err != nil {
+		return err
+	}
+	defer closeGateway()
 	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
-		nats: natsClients(nc, events), startedAt: cluster.startedAt, now: now}
+		nats: natsClients(nc, events), gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
 	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
@@ -245,6 +251,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		bg.Go(func() { chainStatus.Run(ctx) })
 	}
 	bg.Go(func() { events.run(ctx) })
+	if gateway != nil {
+		bg.Go(func() { gateway.Run(ctx) })
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.DebugAddr != "" {
 		debug, err := serveDebug(ctx, cfg.DebugAddr)
@@ -285,6 +294,23 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 // The pipeline finds the reorg handling of its payment source by a type
 // assertion; this keeps the index from losing it unnoticed.
 var _ pipeline.Retractions = (*payments.Index)(nil)
+
+// newGatewayChecker returns the checker of the configured IPFS gateway, nil
+// when none is, and a function that closes its idle connections. Its
+// transport is its own, so that closing them leaves other clients alone.
+func newGatewayChecker(cfg Config, now func() time.Time, log *zap.Logger) (*blobgateway.Checker, func(), error) {
+	if cfg.IPFSGateway == "" {
+		return nil, func() {}, nil
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	checker, err := blobgateway.New(blobgateway.Config{BaseURL: cfg.IPFSGateway, Interval: cfg.IPFSGatewayCheck,
+		Client: &http.Client{Transport: transport}, Now: now, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("checking the IPFS gateway", zap.String("gateway", checker.URL()), zap.Duration("every", checker.Interval()))
+	return checker, transport.CloseIdleConnections, nil
+}
 
 // serveDebug serves Go's runtime profiles (net/http/pprof) on addr.
 func serveDebug(ctx context.Context, addr string) (*http.Server, error) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 )
 
 // Mode is the deployment mode of the contract.
@@ -102,6 +104,12 @@ type Config struct {
 	EventsStreamRate     float64       `envconfig:"EVENTS_STREAM_RATE" default:"1000" desc:"events per second one stream sends at most; faster events wait in its queue; 0: 1000"`
 	EventsStreamQueue    int           `envconfig:"EVENTS_STREAM_QUEUE" default:"4096" desc:"events queued for one stream; on overflow the oldest are dropped and the client gets a dropped event; 0: 4096"`
 	EventsKeepAlive      time.Duration `envconfig:"EVENTS_KEEPALIVE" default:"15s" desc:"interval of the keep-alive comments on an idle event stream; 0: 15s"`
+
+	// The IPFS gateway clients fetch binaries from: validators store their
+	// CIDs only, and check that the gateway answers (internal/blobgateway),
+	// for the runtime snapshot's blob store.
+	IPFSGateway      string        `envconfig:"IPFS_GATEWAY" desc:"base URL of the IPFS gateway clients fetch binaries from, http or https (e.g. https://ipfs.example; /ipfs/<cid> is appended); checked every IPFS_GATEWAY_CHECK and published, credentials redacted, in the runtime snapshot; unset: none"`
+	IPFSGatewayCheck time.Duration `envconfig:"IPFS_GATEWAY_CHECK" default:"60s" desc:"interval of the IPFS gateway checks (a GET of the empty directory, timing out after 10s or the interval if shorter); at least 1s; 0: 60s"`
 }
 
 // EnvPrefix is the prefix of the validator's environment variables
@@ -185,6 +193,15 @@ func (c Config) Validate() error {
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
 	}
+	if c.IPFSGateway != "" {
+		if _, err := blobgateway.ParseBase(c.IPFSGateway); err != nil {
+			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY: %w", err))
+		}
+	}
+	if c.IPFSGatewayCheck < 0 || c.IPFSGatewayCheck > 0 && c.IPFSGatewayCheck < minGatewayCheck {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY_CHECK is %s; give %s or more (0: %s)", c.IPFSGatewayCheck, minGatewayCheck,
+			blobgateway.DefaultInterval))
+	}
 	if err := c.validateEventPublishing(); err != nil {
 		errs = append(errs, err)
 	}
@@ -237,6 +254,10 @@ func ParseCluster(s string) ([]Member, error) {
 	}
 	return out, nil
 }
+
+// minGatewayCheck is the shortest interval of the gateway checks: a gateway
+// is somebody's service, not to be polled in a loop.
+const minGatewayCheck = time.Second
 
 // VerifiesPayments reports whether the mode checks payments.
 func (c Config) VerifiesPayments() bool { return c.Mode != Mock }

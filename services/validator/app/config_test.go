@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 )
 
 func TestParseCluster(t *testing.T) {
@@ -90,5 +92,58 @@ func TestModeDefaults(t *testing.T) {
 	t.Setenv("SVC_VALIDATOR_MODE", "PRODUCTION")
 	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "MODE") {
 		t.Errorf("an unknown mode: %v", err)
+	}
+}
+
+// TestValidateIPFSGateway: the gateway must be an http(s) URL with a host
+// that /ipfs/<cid> can be appended to, and the check interval 1s or more
+// (0 takes the default); the errors name the variable and never repeat a
+// password.
+func TestValidateIPFSGateway(t *testing.T) {
+	ok := Config{Mode: Mock, NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1}
+	for _, good := range []Config{
+		{IPFSGateway: "https://ipfs.example"},
+		{IPFSGateway: "http://user:secret@127.0.0.1:8080/", IPFSGatewayCheck: time.Second},
+		{IPFSGatewayCheck: 5 * time.Minute},
+	} {
+		c := ok
+		c.IPFSGateway, c.IPFSGatewayCheck = good.IPFSGateway, good.IPFSGatewayCheck
+		if err := c.Validate(); err != nil {
+			t.Errorf("%q every %s: %v", good.IPFSGateway, good.IPFSGatewayCheck, err)
+		}
+	}
+	for raw, says := range map[string]string{
+		"ipfs.example":                       "SVC_VALIDATOR_IPFS_GATEWAY: the scheme",
+		"ftp://ipfs.example":                 "SVC_VALIDATOR_IPFS_GATEWAY: the scheme",
+		"https://":                           "SVC_VALIDATOR_IPFS_GATEWAY: the URL names no host",
+		"https://ipfs.example/ipfs":          "SVC_VALIDATOR_IPFS_GATEWAY: the URL ends in /ipfs",
+		"https://u:secret@ipfs.example/?x=1": "SVC_VALIDATOR_IPFS_GATEWAY: the URL has a query",
+	} {
+		c := ok
+		c.IPFSGateway = raw
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), says) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: %v, want it to say %q", raw, err, says)
+		}
+	}
+	for _, d := range []time.Duration{-time.Second, 500 * time.Millisecond} {
+		c := ok
+		c.IPFSGatewayCheck = d
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SVC_VALIDATOR_IPFS_GATEWAY_CHECK") {
+			t.Errorf("a check every %s: %v", d, err)
+		}
+	}
+
+	// From the environment: no gateway by default, checked every minute
+	// once one is set.
+	t.Setenv("SVC_VALIDATOR_MODE", "MOCK")
+	cfg, err := LoadConfig()
+	if err != nil || cfg.IPFSGateway != "" || cfg.IPFSGatewayCheck != blobgateway.DefaultInterval {
+		t.Fatalf("defaults: gateway %q every %s, %v", cfg.IPFSGateway, cfg.IPFSGatewayCheck, err)
+	}
+	t.Setenv("SVC_VALIDATOR_IPFS_GATEWAY", "gateway.example:8080")
+	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "SVC_VALIDATOR_IPFS_GATEWAY") {
+		t.Fatalf("a gateway without a scheme: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
@@ -74,6 +75,8 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "events", "high", true
 	case "EVENTS_STREAM_PER_IP", "EVENTS_STREAM_RATE", "EVENTS_STREAM_QUEUE", "EVENTS_KEEPALIVE":
 		return "events", "medium", true
+	case "IPFS_GATEWAY", "IPFS_GATEWAY_CHECK": // only checked and reported: nothing else depends on them
+		return "blobstore", "low", true
 	}
 	return "", "", false
 }
@@ -88,20 +91,30 @@ type setting struct {
 	def       string // the default as the tag writes it; "" none
 	desc      string
 	secret    bool
-	value     reflect.Value
-	defValue  any // the default parsed to the field's type; nil when none or unparsable
+	// urlCredentials: the value is a URL that may carry credentials, which
+	// the views redact.
+	urlCredentials bool
+	value          reflect.Value
+	defValue       any // the default parsed to the field's type; nil when none or unparsable
 }
 
 func (s setting) key() string { return configPrefix + s.name }
 
 // rendered is the value as the views show it: durations as Go writes them,
-// secrets redacted.
+// secrets and the credentials in URLs redacted.
 func (s setting) rendered() any {
 	if s.secret {
 		if s.value.String() == "" {
 			return ""
 		}
 		return redacted
+	}
+	if s.urlCredentials && s.value.String() != "" {
+		u, err := blobgateway.ParseBase(s.value.String())
+		if err != nil {
+			return redacted // not started with it: Validate refuses it
+		}
+		return blobgateway.Redacted(u)
 	}
 	return render(s.value.Interface())
 }
@@ -214,7 +227,7 @@ func settings(cfg Config) []setting {
 		}
 		component, risk, _ := settingClass(name)
 		s := setting{name: name, component: component, risk: risk, typ: typeName(f.Type), def: f.Tag.Get("default"),
-			desc: f.Tag.Get("desc"), secret: name == "AUTH_TOKEN", value: v.Field(i)}
+			desc: f.Tag.Get("desc"), secret: name == "AUTH_TOKEN", urlCredentials: name == "IPFS_GATEWAY", value: v.Field(i)}
 		if s.secret {
 			s.typ = "secret"
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -30,6 +31,7 @@ type opsViews struct {
 	db        *storage.DB
 	storage   *storageViews
 	nats      []natsClient
+	gateway   *blobgateway.Checker // nil: no IPFS gateway configured
 	startedAt time.Time
 	now       func() time.Time
 }
@@ -199,10 +201,33 @@ func (v *opsViews) runtimeSnapshot(c echo.Context) error {
 		return err
 	}
 	out.Blobstore = api.Blobstore{CidMappings: s.cids, AppliedIndex: s.applied, ComputedAt: s.at.UTC()}
-	out.Gaps = append(out.Gaps,
-		api.Gap{Field: "blobstore.gatewayUrl", Reason: "validators store CIDs only and are configured with no gateway of the storage network"},
-		api.Gap{Field: "blobstore.lastCheck", Reason: "validators never contact the storage network, so there is no check to report"})
+	out.Gaps = gatewayFigures(&out.Blobstore, v.gateway, out.Gaps)
 	return c.JSON(http.StatusOK, out)
+}
+
+// gatewayFigures fills in the IPFS gateway and its last check, and the
+// gaps of what is not known: the gateway when none is configured, the
+// check before the first ends. It reads the checker's last outcome and
+// never waits for a check.
+func gatewayFigures(b *api.Blobstore, gateway *blobgateway.Checker, gaps []api.Gap) []api.Gap {
+	if gateway == nil {
+		return append(gaps,
+			api.Gap{Field: "blobstore.gatewayUrl", Reason: "this validator is configured with no IPFS gateway (SVC_VALIDATOR_IPFS_GATEWAY)"},
+			api.Gap{Field: "blobstore.lastCheck", Reason: "no IPFS gateway is configured, so none is checked"})
+	}
+	u := gateway.URL()
+	b.GatewayURL = &u
+	last, ok := gateway.Last()
+	if !ok {
+		return append(gaps, api.Gap{Field: "blobstore.lastCheck", Reason: "the first check of the IPFS gateway has not ended yet"})
+	}
+	at := last.At.UTC()
+	b.LastCheck = &at
+	b.Check = &api.GatewayCheck{OK: last.OK, LatencyMs: float64(last.Latency.Microseconds()) / 1000, Error: last.Err}
+	if last.StatusCode != 0 {
+		b.Check.StatusCode = &last.StatusCode
+	}
+	return gaps
 }
 
 // goRuntime reads the Go runtime's figures through runtime/metrics, which,

@@ -2,10 +2,14 @@ package app
 
 import (
 	"crypto/sha256"
+	"encoding/json"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -17,6 +21,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 )
 
 const testCID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
@@ -179,8 +184,9 @@ func TestRuntimeSnapshot(t *testing.T) {
 		r.Process.CPUSeconds == nil || r.Process.PID == 0) {
 		t.Fatalf("process %+v", r.Process)
 	}
-	// One live node carries a CID; the gateway is no figure of a validator.
-	if b := r.Blobstore; b.CidMappings != 1 || b.GatewayURL != nil || b.LastCheck != nil ||
+	// One live node carries a CID; no IPFS gateway is configured, so none
+	// is checked, and the gaps say so.
+	if b := r.Blobstore; b.CidMappings != 1 || b.GatewayURL != nil || b.LastCheck != nil || b.Check != nil ||
 		!hasGap(r.Gaps, "blobstore.gatewayUrl") || !hasGap(r.Gaps, "blobstore.lastCheck") {
 		t.Fatalf("blobstore %+v, gaps %+v", b, r.Gaps)
 	}
@@ -189,6 +195,95 @@ func TestRuntimeSnapshot(t *testing.T) {
 	if r.NATS == nil || len(r.NATS) != 0 {
 		t.Fatalf("nats %+v", r.NATS)
 	}
+}
+
+// TestRuntimeSnapshotGateway: a validator configured with an IPFS gateway
+// publishes it, credentials redacted, with a gap for the check until the
+// first one ends, and then the check's outcome; a gateway that fails is
+// reported, and the validator serves on.
+func TestRuntimeSnapshotGateway(t *testing.T) {
+	release := make(chan struct{})
+	var asked atomic.Int64
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The first check waits until the test has seen the snapshot
+		// before it.
+		if asked.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if u, p, _ := r.BasicAuth(); r.URL.Path != "/ipfs/"+blobgateway.ProbeCID || u != "user" || p != "secret" {
+			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte{0x0a, 0x02, 0x08, 0x01})
+	}))
+	t.Cleanup(gw.Close) // after the validator stops, which ends a check still waiting
+	gatewayURL := strings.Replace(gw.URL, "http://", "http://user:secret@", 1) + "/"
+	published := strings.Replace(gw.URL, "http://", "http://user:xxxxx@", 1)
+	base := startMockWith(t, func(c *Config) { c.IPFSGateway = gatewayURL })
+
+	var r api.RuntimeSnapshot
+	waitFor(t, func() bool { getJSON(t, base+"/v1/ops/snapshots/runtime", &r); return asked.Load() >= 1 })
+	if b := r.Blobstore; b.GatewayURL == nil || *b.GatewayURL != published || b.LastCheck != nil || b.Check != nil ||
+		hasGap(r.Gaps, "blobstore.gatewayUrl") || !hasGap(r.Gaps, "blobstore.lastCheck") {
+		t.Fatalf("before the first check ends: blobstore %+v, gaps %+v", b, r.Gaps)
+	}
+	close(release)
+	waitFor(t, func() bool { getJSON(t, base+"/v1/ops/snapshots/runtime", &r); return r.Blobstore.LastCheck != nil })
+	b := r.Blobstore
+	if c := b.Check; c == nil || !c.OK || c.StatusCode == nil || *c.StatusCode != http.StatusOK || c.LatencyMs <= 0 || c.Error != "" ||
+		b.LastCheck.After(r.At) || *b.GatewayURL != published || len(gapsOf(r.Gaps, "blobstore.")) != 0 {
+		t.Fatalf("after the first check: blobstore %+v, check %+v, gaps %+v", b, b.Check, r.Gaps)
+	}
+	if strings.Contains(getBody(t, base+"/v1/ops/snapshots/runtime"), "secret") {
+		t.Fatal("the runtime snapshot shows the gateway's password")
+	}
+	var values api.ConfigValues
+	getJSON(t, base+"/v1/config/osgi", &values)
+	if got := values.Components["blobstore"][configPrefix+"IPFS_GATEWAY"]; got != published {
+		t.Fatalf("the configuration views show the gateway as %v, want %s", got, published)
+	}
+
+	down := startMockWith(t, func(c *Config) { c.IPFSGateway = deadGateway(t) })
+	waitFor(t, func() bool { getJSON(t, down+"/v1/ops/snapshots/runtime", &r); return r.Blobstore.LastCheck != nil })
+	if c := r.Blobstore.Check; c == nil || c.OK || c.StatusCode != nil || c.Error == "" || len(gapsOf(r.Gaps, "blobstore.")) != 0 {
+		t.Fatalf("an unreachable gateway: check %+v, gaps %+v", c, r.Gaps)
+	}
+	var h map[string]any
+	if code := getJSON(t, down+"/health", &h); code != http.StatusOK {
+		t.Fatalf("health with an unreachable gateway: %d %v", code, h)
+	}
+}
+
+// deadGateway is the URL of a port nothing listens on.
+func deadGateway(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
+func gapsOf(gaps []api.Gap, prefix string) []api.Gap {
+	var out []api.Gap
+	for _, g := range gaps {
+		if strings.HasPrefix(g.Field, prefix) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func getBody(t *testing.T, u string) string {
+	t.Helper()
+	var body json.RawMessage
+	getJSON(t, u, &body)
+	return string(body)
 }
 
 // TestSnapshotsTakeNoToken: the contract exempts the snapshot routes from
