@@ -177,6 +177,43 @@ func TestTransactionAnswers(t *testing.T) {
 	}
 }
 
+// TestBlobstoreAnswers: the runtime snapshot's blob store takes what the
+// validator writes with and without an IPFS gateway, and from validators
+// before the gateway check (no check member); a check of the wrong shape
+// is refused.
+func TestBlobstoreAnswers(t *testing.T) {
+	_, c := contract(t)
+	const route = "/v1/ops/snapshots/runtime"
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rt := api.RuntimeSnapshot{ContractVersion: api.RuntimeSnapshotVersion, NodeID: 1, At: at, StartedAt: at, NATS: []api.NATSConnection{},
+		Blobstore: api.Blobstore{CidMappings: 1, AppliedIndex: 7, ComputedAt: at},
+		Gaps:      []api.Gap{{Field: "blobstore.gatewayUrl", Reason: "none configured"}, {Field: "blobstore.lastCheck", Reason: "none checked"}}}
+	none, _ := json.Marshal(rt)
+	gateway, status := "https://ipfs.example", 200
+	rt.Blobstore.GatewayURL, rt.Blobstore.LastCheck, rt.Gaps = &gateway, &at, []api.Gap{}
+	rt.Blobstore.Check = &api.GatewayCheck{OK: true, StatusCode: &status, LatencyMs: 12.5}
+	ok, _ := json.Marshal(rt)
+	rt.Blobstore.Check = &api.GatewayCheck{LatencyMs: 10000, Error: "no answer within 10s"}
+	failed, _ := json.Marshal(rt)
+	for name, body := range map[string]string{
+		"no gateway": string(none), "checked": string(ok), "failed": string(failed),
+		"before the check member": strings.Replace(string(none), `,"check":null`, "", 1),
+	} {
+		if err := c.Check(route, 200, []byte(body)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, body := range map[string]string{
+		"ok not a boolean":   strings.Replace(string(ok), `"ok":true`, `"ok":"yes"`, 1),
+		"status not integer": strings.Replace(string(ok), `"statusCode":200`, `"statusCode":"200"`, 1),
+		"no latency":         strings.Replace(string(ok), `,"latencyMs":12.5`, "", 1),
+	} {
+		if err := c.Check(route, 200, []byte(body)); err == nil {
+			t.Errorf("%s: taken", name)
+		}
+	}
+}
+
 // BenchmarkCheck measures the check every source answer goes through: a
 // small answer, the queue statistics, and the largest the edge reads (a
 // wallet with 50 content items).

@@ -3,8 +3,10 @@ package routes
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
@@ -728,6 +730,58 @@ func TestStorageViews(t *testing.T) {
 	if f := data["fsync"].(map[string]any); f["p50Ms"] != 0.5 || f["p99Ms"] != 2.0 || f["nodeId"] != "validator-1" || len(data["gaps"].([]any)) != 0 ||
 		data["lastCommitAt"] == nil {
 		t.Fatalf("durability %v", data)
+	}
+}
+
+// TestBlobstoreGateway: the blob-store view carries the leader's IPFS
+// gateway and its last check; a gateway not checked yet leaves only the
+// check unknown, and a failed check is a figure, not a gap. Each answer is
+// held to the document.
+func TestBlobstoreGateway(t *testing.T) {
+	docs, _ := documents(t)
+	codes := map[string]bool{}
+	for _, c := range errorCodes(t, docs.Edge) {
+		codes[c.Code] = true
+	}
+	fc := newCluster(t, 3)
+	leader := fc.nodes[0]
+	gatewayURL := "https://user:xxxxx@ipfs.example"
+	checkedAt := time.Date(2026, 3, 1, 11, 59, 30, 0, time.UTC)
+	status := http.StatusOK
+	for name, tc := range map[string]struct {
+		lastCheck *time.Time
+		check     *api.GatewayCheck
+		gaps      []api.Gap
+		want      map[string]any // of data["check"]; nil: null
+	}{
+		"not checked yet": {gaps: []api.Gap{{Field: "blobstore.lastCheck", Reason: "the first check has not ended yet"}}},
+		"answers": {lastCheck: &checkedAt, check: &api.GatewayCheck{OK: true, StatusCode: &status, LatencyMs: 42.5},
+			want: map[string]any{"ok": true, "statusCode": float64(200), "latencyMs": 42.5}},
+		"unreachable": {lastCheck: &checkedAt, check: &api.GatewayCheck{LatencyMs: 1.25, Error: "connection refused"},
+			want: map[string]any{"ok": false, "statusCode": nil, "latencyMs": 1.25, "error": "connection refused"}},
+	} {
+		leader.answer(srcRuntime, func(w http.ResponseWriter, r *http.Request) {
+			_, body := leader.body(r)
+			rt := body.(api.RuntimeSnapshot)
+			rt.Blobstore.GatewayURL, rt.Blobstore.LastCheck, rt.Blobstore.Check, rt.Gaps = &gatewayURL, tc.lastCheck, tc.check, tc.gaps
+			_ = json.NewEncoder(w).Encode(rt)
+		})
+		u := edge(t, auth.Lanes{}, fc.urls()...).URL + "/ops/v1/runtime/blobstore"
+		code, header, raw := fetch(t, http.MethodGet, u, "")
+		validate(t, docs.Edge, "/ops/v1/runtime/blobstore", code, header, raw, codes)
+		data := getData(t, u)
+		if data["gatewayUrl"] != gatewayURL || data["cidMappings"] != float64(2) || len(data["gaps"].([]any)) != len(tc.gaps) {
+			t.Errorf("%s: blobstore %v", name, data)
+		}
+		if tc.want == nil {
+			if data["lastCheck"] != nil || data["check"] != nil {
+				t.Errorf("%s: lastCheck %v, check %v; want null", name, data["lastCheck"], data["check"])
+			}
+			continue
+		}
+		if data["lastCheck"] != "2026-03-01T11:59:30Z" || !reflect.DeepEqual(data["check"], tc.want) {
+			t.Errorf("%s: lastCheck %v, check %v; want %v", name, data["lastCheck"], data["check"], tc.want)
+		}
 	}
 }
 

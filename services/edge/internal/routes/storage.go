@@ -123,8 +123,9 @@ func (s *server) runtimeMetrics(c echo.Context) error {
 }
 
 // blobstore is the runtime lane's blob-store view: the CID mappings of
-// applied state, from the leader. Validators store CIDs only; the gateway
-// and its checks are no figure of theirs, and the gaps say so.
+// applied state, and the IPFS gateway the leader is configured with and its
+// last check of it. Validators store CIDs only; where no gateway is
+// configured, or none checked yet, the leader's gaps say so.
 func (s *server) blobstore(c echo.Context) error {
 	r := s.reader(c)
 	var rt api.RuntimeSnapshot
@@ -134,7 +135,7 @@ func (s *server) blobstore(c echo.Context) error {
 	b := rt.Blobstore
 	return s.envelope(c, map[string]any{
 		"nodeId": api.NodeName(rt.NodeID), "cidMappings": b.CidMappings, "appliedIndex": b.AppliedIndex, "computedAt": b.ComputedAt,
-		"gatewayUrl": b.GatewayURL, "lastCheck": b.LastCheck,
+		"gatewayUrl": b.GatewayURL, "lastCheck": b.LastCheck, "check": b.Check,
 		"gaps":    mergeGaps(validatorGaps(gapsUnder(rt.Gaps, "blobstore."), "", srcRuntime)),
 		"sources": r.attempts(),
 	})
