@@ -2,9 +2,11 @@ package app
 
 import (
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -110,13 +112,25 @@ func (s setting) rendered() any {
 		return redacted
 	}
 	if s.urlCredentials && s.value.String() != "" {
-		u, err := blobgateway.ParseBase(s.value.String())
-		if err != nil {
-			return redacted // not started with it: Validate refuses it
-		}
-		return blobgateway.Redacted(u)
+		return redactURLs(s.value.String())
 	}
 	return render(s.value.Interface())
+}
+
+// redactURLs redacts the credentials of each URL of a comma-separated list
+// (a NATS token is the user name, so that goes too); one that does not
+// parse is redacted whole.
+func redactURLs(list string) string {
+	urls := strings.Split(list, ",")
+	for i, raw := range urls {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil {
+			urls[i] = redacted
+			continue
+		}
+		urls[i] = blobgateway.Redacted(u)
+	}
+	return strings.Join(urls, ",")
 }
 
 func render(v any) any {
@@ -227,7 +241,7 @@ func settings(cfg Config) []setting {
 		}
 		component, risk, _ := settingClass(name)
 		s := setting{name: name, component: component, risk: risk, typ: typeName(f.Type), def: f.Tag.Get("default"),
-			desc: f.Tag.Get("desc"), secret: name == "AUTH_TOKEN", urlCredentials: name == "IPFS_GATEWAY", value: v.Field(i)}
+			desc: f.Tag.Get("desc"), secret: name == "AUTH_TOKEN", urlCredentials: name == "IPFS_GATEWAY" || name == "NATS_URL", value: v.Field(i)}
 		if s.secret {
 			s.typ = "secret"
 		}

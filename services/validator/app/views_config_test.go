@@ -137,3 +137,25 @@ func TestConfigRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestURLCredentialsAreRedacted: the configuration views never show the
+// credentials of a URL setting: a password, or a NATS token given as the
+// user name, in each URL of a list.
+func TestURLCredentialsAreRedacted(t *testing.T) {
+	c := Config{NATSURL: "nats://alice:pw@n1:4222, nats://t0ken@n2:4222,nats://n3:4222", IPFSGateway: "https://u:secret@ipfs.example"}
+	want := map[string]string{
+		"NATS_URL":     "nats://alice:xxxxx@n1:4222,nats://xxxxx@n2:4222,nats://n3:4222",
+		"IPFS_GATEWAY": "https://u:xxxxx@ipfs.example",
+	}
+	for _, s := range settings(c) {
+		if w, ok := want[s.name]; ok {
+			if got := s.rendered(); got != w {
+				t.Errorf("%s shown as %v, want %s", s.key(), got, w)
+			}
+			delete(want, s.name)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("settings not found: %v", want)
+	}
+}
