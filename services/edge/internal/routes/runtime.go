@@ -80,39 +80,29 @@ func withPeers(vs []peerValidator, link func(api.PeerTransport) map[string]any) 
 // listed with its error; when none answers, nats is null and a gap says
 // why, rather than the view failing: the raft transport stays readable.
 func (s *server) natsOfAll(r *reader) (any, []gap) {
-	vs := make([]map[string]any, len(s.up.URLs()))
-	bodies := make([]*api.RuntimeSnapshot, len(vs))
-	s.eachValidator(func(i int, base string) {
-		var rt api.RuntimeSnapshot
-		if _, err := r.readFrom(base, at(srcRuntime), &rt); err != nil {
-			vs[i] = map[string]any{"url": base, "reachable": false, "error": err.Error()}
-			return
-		}
-		vs[i], bodies[i] = map[string]any{"url": base, "nodeId": api.NodeName(rt.NodeID), "reachable": true, "connections": rt.NATS}, &rt
+	vs, bodies, err := eachSnapshot(s, r, at(srcRuntime), func(base string, rt *api.RuntimeSnapshot) map[string]any {
+		return map[string]any{"url": base, "nodeId": api.NodeName(rt.NodeID), "reachable": true, "connections": rt.NATS}
 	})
-	// Connected when every connection of every validator that reports
-	// one is; unknown (null) when none reports one.
-	answered, unpublished, reported, allConnected := false, false, false, true
-	for _, rt := range bodies {
-		if rt == nil {
-			continue
-		}
-		answered, unpublished = true, unpublished || rt.NATS == nil
-		for _, n := range rt.NATS {
-			reported, allConnected = true, allConnected && n.Connected
-		}
-	}
-	var connected any
-	if reported {
-		connected = allConnected
-	}
-	if !answered {
+	if err != nil {
 		return nil, []gap{{Field: "nats", Reason: "no validator answered " + srcRuntime, SourceRoute: srcRuntime}}
 	}
+	// Connected when every connection of every validator that reports
+	// one is; unknown (null) when none reports one.
+	var connected any
 	gaps := []gap{}
-	if unpublished {
-		gaps = append(gaps, gap{Field: "nats.validators[].connections", Reason: "a validator that answered does not publish its NATS client statistics",
-			SourceRoute: srcRuntime})
+	for _, rt := range bodies {
+		switch {
+		case rt == nil:
+		case rt.NATS == nil:
+			if len(gaps) == 0 {
+				gaps = append(gaps, gap{Field: "nats.validators[].connections", Reason: "a validator that answered does not publish its NATS client statistics",
+					SourceRoute: srcRuntime})
+			}
+		default:
+			for _, n := range rt.NATS {
+				connected = n.Connected && (connected == nil || connected.(bool))
+			}
+		}
 	}
 	return map[string]any{"connected": connected, "validators": vs}, gaps
 }
