@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,7 +118,9 @@ func TestProviderFaultsThroughProxy(t *testing.T) {
 	proxy := testenv.NewRPCProxy(t, h.chain.URL)
 	const limit = 6
 	var refused, served, hung, rewritten, failed atomic.Int64
-	rnd := rand.New(rand.NewPCG(1, 2)) // used under the proxy's lock only
+	// The proxy calls Rewrite outside its lock, from a goroutine per request.
+	var rndMu sync.Mutex
+	rnd := rand.New(rand.NewPCG(1, 2))
 	proxy.SetFault(func(c testenv.Call) testenv.Fault {
 		switch c.Method {
 		case "eth_getLogs":
@@ -138,6 +141,8 @@ func TestProviderFaultsThroughProxy(t *testing.T) {
 				if json.Unmarshal(result, &logs) != nil || len(logs) == 0 {
 					return result
 				}
+				rndMu.Lock()
+				defer rndMu.Unlock()
 				for _, l := range logs {
 					if rnd.IntN(2) == 0 {
 						logs = append(logs, l)

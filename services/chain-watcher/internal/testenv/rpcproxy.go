@@ -71,7 +71,8 @@ type Fault struct {
 	// proxy closes.
 	Hang bool
 	// Rewrite forwards the call and replaces its result (not an error)
-	// by what Rewrite returns.
+	// by what Rewrite returns. It runs outside the proxy's lock, on the
+	// goroutine of the request.
 	Rewrite func(result json.RawMessage) json.RawMessage
 }
 
