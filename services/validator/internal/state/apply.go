@@ -30,7 +30,6 @@ package state
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -45,6 +44,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/segarchive"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -254,7 +254,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 	return nil
 }
 
-func segmentHash(raw []byte) [32]byte { return sha256.Sum256(raw) }
+func segmentHash(raw []byte) [32]byte { return segarchive.Hash(raw) }
 
 // count adds a decided record to the proposal counts.
 func (a *applier) count(rec *ledgerpb.ProposalRecord) {

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -73,6 +74,46 @@ func (v *ReadView) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, h
 		idx, _ := storage.Uint64(k[len(k)-8:])
 		return fn(idx, raw, segmentHash(raw))
 	})
+}
+
+// SegmentRange calls fn with the raft index and the stored bytes of each
+// segment with first <= index <= last, in index order, until fn fails. raw
+// is valid only during the call.
+func (v *ReadView) SegmentRange(first, last uint64, fn func(index uint64, raw []byte) error) error {
+	if last < first {
+		return nil
+	}
+	_, upper := storage.SegmentBounds()
+	if last < math.MaxUint64 {
+		upper = storage.SegmentKey(last + 1)
+	}
+	return v.each(storage.SegmentKey(first), upper, func(k, raw []byte) error {
+		idx, _ := storage.Uint64(k[len(k)-8:])
+		return fn(idx, raw)
+	})
+}
+
+// NewestSegments calls fn with the raft index and the stored bytes of each
+// segment, newest first, until fn returns false or fails. raw is valid only
+// during the call.
+func (v *ReadView) NewestSegments(fn func(index uint64, raw []byte) (bool, error)) error {
+	lower, upper := storage.SegmentBounds()
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	for ok := it.Last(); ok; ok = it.Prev() {
+		k := it.Key()
+		idx, _ := storage.Uint64(k[len(k)-8:])
+		more, err := fn(idx, it.Value())
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+		if !more {
+			break
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
 }
 
 // Nodes calls fn with the stored bytes of every content node, in key order,

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"testing"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -63,5 +64,56 @@ func TestReadViewIsOneState(t *testing.T) {
 	}
 	if len(from) != 2 || from[0] != 2 {
 		t.Fatalf("segments from index 2: %v", from)
+	}
+}
+
+// TestSegmentRangeAndNewest: ranges are inclusive at both ends, and the
+// newest-first read stops where its caller says.
+func TestSegmentRangeAndNewest(t *testing.T) {
+	m := newMachine(t)
+	l := newLog(t)
+	for i := range 4 {
+		mustApply(t, m, l.batch(int64(1000*(i+1)), writeItem(i+1, alice, "page/"+string(rune('a'+i)), `{"title":"x"}`)))
+	}
+	v, err := m.ReadView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var all []uint64
+	if err := v.SegmentsFrom(0, func(i uint64, _ []byte, _ [32]byte) error { all = append(all, i); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 4 {
+		t.Fatalf("segments %v", all)
+	}
+	rangeOf := func(first, last uint64) (got []uint64) {
+		t.Helper()
+		if err := v.SegmentRange(first, last, func(i uint64, raw []byte) error {
+			if len(raw) == 0 {
+				t.Fatalf("segment %d without bytes", i)
+			}
+			got = append(got, i)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := rangeOf(all[1], all[2]); len(got) != 2 || got[0] != all[1] || got[1] != all[2] {
+		t.Fatalf("range %d-%d: %v", all[1], all[2], got)
+	}
+	if got := rangeOf(0, math.MaxUint64); len(got) != 4 {
+		t.Fatalf("whole range: %v", got)
+	}
+	if got := rangeOf(all[2], all[1]); len(got) != 0 {
+		t.Fatalf("an empty range: %v", got)
+	}
+	var newest []uint64
+	if err := v.NewestSegments(func(i uint64, _ []byte) (bool, error) { newest = append(newest, i); return len(newest) < 3, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(newest) != 3 || newest[0] != all[3] || newest[2] != all[1] {
+		t.Fatalf("newest three %v of %v", newest, all)
 	}
 }
