@@ -472,3 +472,46 @@ type GatewayCheck struct {
 	// Error says why the check failed; absent when it did not.
 	Error string `json:"error,omitempty"`
 }
+
+// SegmentTars is the body of GET /api/segments/tars: this validator's TAR
+// files, each downloadable as a segment archive at /segments/{name}.
+type SegmentTars struct {
+	NodeID       uint64    `json:"nodeId"`
+	AppliedIndex uint64    `json:"appliedIndex"`
+	TargetBytes  uint64    `json:"targetBytes"`
+	Tars         []TarFile `json:"tars"`
+}
+
+// DefaultRecentSegments and MaxRecentSegments bound the limit of GET
+// /api/segments/recent.
+const (
+	DefaultRecentSegments = 20
+	MaxRecentSegments     = 200
+)
+
+// RecentSegments is the body of GET /api/segments/recent: the newest
+// segments, newest first.
+type RecentSegments struct {
+	NodeID       uint64        `json:"nodeId"`
+	AppliedIndex uint64        `json:"appliedIndex"`
+	Limit        int           `json:"limit"`
+	Segments     []SegmentInfo `json:"segments"`
+}
+
+// SegmentInfo is one segment: what one applied entry changed. Hashes are
+// 0x-prefixed hex; Hash is the SHA-256 of the stored bytes, which the next
+// segment names as its PrevHash.
+type SegmentInfo struct {
+	Index       uint64 `json:"index"`
+	Term        uint64 `json:"term"`
+	Epoch       uint64 `json:"epoch"`
+	Generation  uint32 `json:"generation"`
+	Bytes       int    `json:"bytes"`
+	Hash        string `json:"hash"`
+	PrevHash    string `json:"prevHash"`
+	NodeWrites  int    `json:"nodeWrites"`
+	NodeDeletes int    `json:"nodeDeletes"`
+	Proposals   int    `json:"proposals"`
+	// Tar names the TAR file that holds it.
+	Tar string `json:"tar"`
+}

@@ -206,6 +206,11 @@ func openSnapshot(path string) bool {
 // handleError writes every error as the D5 body.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		// Too late for an error body: the answer is cut short, which its
+		// reader sees. Logged unless the client went away.
+		if c.Request().Context().Err() == nil {
+			s.log.Warn("request failed after its answer began", zap.String("path", c.Path()), zap.Error(err))
+		}
 		return
 	}
 	apiErr := apierror.As(err)
