@@ -304,3 +304,42 @@ func (c *Client) RemoveMember(ctx context.Context, id uint64) (Members, error) {
 	_, err = c.do(req, &out)
 	return out, err
 }
+
+// SegmentTars lists the validator's TAR files (GET /api/segments/tars).
+func (c *Client) SegmentTars(ctx context.Context) (api.SegmentTars, error) {
+	var t api.SegmentTars
+	return t, c.get(ctx, "/api/segments/tars", &t)
+}
+
+// SegmentArchive copies the segment archive of the TAR file name (GET
+// /segments/{name}, pkg/segarchive) to w. The archive can be large: only
+// ctx bounds the download, not the client's timeout; the validator cuts off
+// a reader that stalls.
+func (c *Client) SegmentArchive(ctx context.Context, name string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/segments/"+url.PathEscape(name), nil)
+	if err != nil {
+		return 0, err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := http.Client{}
+	if c.HTTP != nil {
+		hc = *c.HTTP
+		hc.Timeout = 0
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var eb apierror.Body
+		if json.Unmarshal(body, &eb) == nil && eb.Error != nil {
+			return 0, eb.Error
+		}
+		return 0, fmt.Errorf("GET %s: %s: %s", req.URL.Path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return io.Copy(w, resp.Body)
+}

@@ -6,6 +6,7 @@
 //	ledgerctl status [flags] PROPOSAL_ID   show a proposal's status
 //	ledgerctl pay-debt [flags]             pay a wallet's GC debt (payDebt on chain, then the pay route)
 //	ledgerctl watch [flags]                follow the event stream, failing over between validators
+//	ledgerctl segments list|fetch|verify   the segment chain's TAR files: listed, downloaded, checked offline
 //
 // Every command takes --json for machine-readable output.
 package main
@@ -50,6 +51,9 @@ usage:
   ledgerctl cluster remove --id N
   ledgerctl watch [--validator URL,URL...] [--wallet ADDR]... [--org ORG]... [--path PREFIX]
                   [--last-event-id ID] [--count N] [--backoff 500ms] [--max-backoff 30s] [--idle-timeout 60s]
+  ledgerctl segments list
+  ledgerctl segments fetch [--dir DIR] [NAME...]   download TAR files (all by default), each verified
+  ledgerctl segments verify FILE...                check archives offline, as one chain in the order given
 
 common flags:
   --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090);
@@ -83,6 +87,8 @@ func main() {
 		err = cluster(ctx, os.Args[2:], os.Stdout)
 	case "watch":
 		err = watch(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "segments":
+		err = segments(ctx, os.Args[2:], os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
