@@ -47,6 +47,8 @@ func TestLaggingValidatorCatchesUpBySnapshot(t *testing.T) {
 	if sent := snapshotsSentTo(t, []*node{leader}, lagging.id); sent == 0 {
 		t.Fatalf("the leader sent validator %d no snapshot", lagging.id)
 	}
+	// The segments came with the snapshot: its archives are the others'.
+	c.sameArchives(c.nodes...)
 	t.Logf("validator %d caught up by snapshot to index %d, state hash %s", lagging.id, index, hash)
 }
 
@@ -115,6 +117,7 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 	if sent := snapshotsSentTo(t, running, newID); sent == 0 {
 		t.Fatalf("no validator sent the replacement a snapshot")
 	}
+	c.sameArchives(members...)
 	t.Logf("validator %d replaced %d and caught up by snapshot to index %d, state hash %s", newID, lost.id, index, hash)
 }
 

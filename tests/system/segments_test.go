@@ -1,0 +1,97 @@
+package system
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/segarchive"
+)
+
+// sameArchives checks the segment chain the way a backup would read it: every
+// TAR file downloaded from every running validator as a segment archive
+// (GET /segments/{name}) is the same bytes, and the archives in order verify
+// as one chain to the head the listing names. Validators that applied the
+// same entries must agree byte for byte, however they got there (a snapshot
+// included). Polls until they do, within a deadline.
+func (c *cluster) sameArchives(running ...*node) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := archivesAgree(running)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("segment archives do not agree within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the validators
+	}
+}
+
+func archivesAgree(running []*node) error {
+	var first api.SegmentTars
+	for i, n := range running {
+		var tars api.SegmentTars
+		if err := get(n.url()+"/api/segments/tars", &tars); err != nil {
+			return fmt.Errorf("validator %d: %v", n.id, err)
+		}
+		if i == 0 {
+			first = tars
+			continue
+		}
+		if !slices.Equal(tars.Tars, first.Tars) {
+			return fmt.Errorf("validator %d lists %+v, validator %d %+v", n.id, tars.Tars, running[0].id, first.Tars)
+		}
+	}
+	if len(first.Tars) == 0 {
+		return fmt.Errorf("no TAR file listed")
+	}
+	var chain segarchive.Chain
+	for _, f := range first.Tars {
+		var want []byte
+		for i, n := range running {
+			body, err := fetchArchive(n.url() + "/segments/" + f.Name)
+			if err != nil {
+				return fmt.Errorf("validator %d: %v", n.id, err)
+			}
+			if i == 0 {
+				want = body
+				continue
+			}
+			if !bytes.Equal(body, want) {
+				return fmt.Errorf("validator %d's %s differs from validator %d's", n.id, f.Name, running[0].id)
+			}
+		}
+		s, err := chain.Verify(bytes.NewReader(want))
+		if err != nil {
+			return fmt.Errorf("%s: %v", f.Name, err)
+		}
+		if s.Segments != f.Segments || s.LastIndex != f.LastIndex {
+			return fmt.Errorf("%s holds %d segments to %d, listed %d to %d", f.Name, s.Segments, s.LastIndex, f.Segments, f.LastIndex)
+		}
+	}
+	return nil
+}
+
+func fetchArchive(u string) ([]byte, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(u)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
