@@ -262,3 +262,22 @@ type ReplicationNode struct {
 	PendingSnapshot uint64 `json:"pendingSnapshot,omitempty"`
 	Learner         bool   `json:"learner,omitempty"`
 }
+
+// DeepHealth is the body of GET /health/deep: each part the validator
+// depends on, asked now. Status is "ok" when every check is, else
+// "unavailable" (with HTTP 503).
+type DeepHealth struct {
+	Status    string               `json:"status"`
+	NodeID    uint64               `json:"nodeId"`
+	CheckedAt time.Time            `json:"checkedAt"`
+	TookMs    float64              `json:"tookMs"`
+	Checks    map[string]DeepCheck `json:"checks"`
+}
+
+// DeepCheck is one check of DeepHealth: "ok" or "failing", what it found,
+// and how long asking took.
+type DeepCheck struct {
+	Status    string  `json:"status"`
+	Detail    string  `json:"detail"`
+	LatencyMs float64 `json:"latencyMs"`
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -143,9 +144,17 @@ func TestPartition(t *testing.T) {
 		t.Fatalf("write to the isolated validator after it stepped down: %v, want 503 leader_unknown", err)
 	}
 
+	// Its deep health names the failing part.
+	if code, h := deepHealth(t, old); code != http.StatusServiceUnavailable || h.Status != "unavailable" || h.Checks["raft"].Status != "failing" {
+		t.Fatalf("deep health of the isolated validator: %d %+v", code, h)
+	}
+
 	// The majority elects a new leader and commits, through the leader and
 	// through the other follower (forwarding).
 	next := pc.waitLeaderKnown(majority)
+	if code, h := deepHealth(t, next); code != http.StatusOK || h.Status != "ok" {
+		t.Fatalf("deep health of the majority's leader: %d %+v", code, h)
+	}
 	nextSt, _ := consensusStatus(next)
 	t.Logf("validator %d leads the majority at term %d, %v after the cut", next.id, nextSt.Term, time.Since(cutAt).Round(time.Millisecond))
 	var written []common.Hash

@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	var (
 		nc       *nats.Conn
+		js       jetstream.JetStream
 		index    *payments.Index
 		paySrc   pipeline.Payments
 		follower *payments.Follower
@@ -130,8 +131,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 			return fmt.Errorf("validator: NATS at %s: %w", cfg.NATSURL, err)
 		}
 		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
+		if js, err = jetstream.New(nc); err != nil {
 			return fmt.Errorf("validator: JetStream: %w", err)
 		}
 		index = payments.NewIndex()
@@ -215,6 +215,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
 		nats: natsClients(nc, events), gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
+	(&deepHealth{cfg: cfg, db: db, node: node, machine: machine, peers: peers, js: js, chain: chainStatus,
+		gateway: gateway, now: now}).register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
 	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
 	if streamsNC := cmp.Or(nc, events.nc); streamsNC != nil {
