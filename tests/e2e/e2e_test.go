@@ -143,6 +143,18 @@ func TestPaidWriteEndToEnd(t *testing.T) {
 	if getJSON(t, n.EdgeURL+"/ops/v1/health", &health); health.Data.Status != "healthy" {
 		t.Fatalf("edge health %+v", health)
 	}
+	// Deep health asks NATS and the chain-watcher too, in this mode. The
+	// watcher's status may not have reached the validator yet: polled.
+	var deep api.DeepHealth
+	harness.Eventually(t, 30*time.Second, func() bool {
+		getJSON(t, n.ValidatorURL+"/health/deep", &deep)
+		return deep.Status == "ok"
+	})
+	for _, name := range []string{"wal", "state", "raft", "peers", "nats", "chain"} {
+		if deep.Checks[name].Status != "ok" {
+			t.Fatalf("deep health check %s: %+v", name, deep.Checks)
+		}
+	}
 	var missing map[string]any
 	if code := getJSON(t, n.EdgeURL+"/ops/v1/explorer/proposal/"+ledgerclient.NewProposalID().Hex(), &missing); code != http.StatusNotFound {
 		t.Fatalf("edge, unknown proposal: %d %v", code, missing)
