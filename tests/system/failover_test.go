@@ -88,6 +88,26 @@ func TestThreeValidatorsFailover(t *testing.T) {
 	}
 	id, path := c.write(follower, `{"title":"through a follower"}`)
 	c.converged(c.nodes...)
+	// Every validator's metrics show both peer streams up, and the
+	// replicated counters agree.
+	var committed string
+	for i, n := range c.nodes {
+		m := metricLines(t, n)
+		for _, p := range c.nodes {
+			if p == n {
+				continue
+			}
+			if got := m[fmt.Sprintf(`validator_peer_connected{direction="out",peer="%d"}`, p.id)]; got != "1" {
+				t.Fatalf("validator %d: stream to validator %d: %q", n.id, p.id, got)
+			}
+		}
+		if i == 0 {
+			committed = m["validator_proposals_committed_total"]
+		}
+		if got := m["validator_proposals_committed_total"]; got != committed || got == "" || got == "0" {
+			t.Fatalf("validator %d counts %q committed proposals, validator %d %q", n.id, got, c.nodes[0].id, committed)
+		}
+	}
 	for _, n := range c.nodes {
 		var node api.Node
 		if err := get(n.url()+"/api/explore?path="+path, &node); err != nil || node.ProposalID != id.Hex() {

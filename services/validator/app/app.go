@@ -217,6 +217,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops.register(e)
 	(&deepHealth{cfg: cfg, db: db, node: node, machine: machine, peers: peers, js: js, chain: chainStatus,
 		gateway: gateway, now: now}).register(e)
+	newValidatorMetrics(metricSources{cfg: cfg, version: version, node: node, machine: machine, db: db, pipe: pipe,
+		peers: peers, leadership: leadership, index: index}).register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
 	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
 	if streamsNC := cmp.Or(nc, events.nc); streamsNC != nil {

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// scrape reads /metrics with token (none when empty).
+func scrape(t *testing.T, base, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return families
+}
+
+// value is the value of the series of family with every label of want.
+func value(t *testing.T, families map[string]*dto.MetricFamily, family string, want map[string]string) (float64, bool) {
+	t.Helper()
+	f, ok := families[family]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue(), true
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue(), true
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func TestMetrics(t *testing.T) {
+	const token = "s3cret"
+	base := startMockWith(t, func(c *Config) { c.AuthToken = token })
+	a := newAuthor(t)
+	form := a.form(t, pageID(0xe1), `{"title":"counted"}`, a.key)
+	var receipt map[string]any
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/propose-write", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %v %v %v", resp, err, receipt)
+	}
+	resp.Body.Close()
+	for _, path := range []string{"/metrics", "/no/such/route/0x1234"} {
+		if r, err := http.Get(base + path); err != nil || r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET %s without the token: %v %v", path, r, err)
+		} else {
+			r.Body.Close()
+		}
+	}
+
+	var families map[string]*dto.MetricFamily
+	waitFor(t, func() bool {
+		families = scrape(t, base, token)
+		n, _ := value(t, families, "validator_proposals_committed_total", nil)
+		return n >= 1
+	})
+	expect := []struct {
+		family string
+		labels map[string]string
+		least  float64
+	}{
+		{"validator_build_info", map[string]string{"mode": "MOCK", "node": "1"}, 1},
+		{"validator_raft_is_leader", nil, 1},
+		{"validator_raft_leader", nil, 1},
+		{"validator_raft_applied_index", nil, 2},
+		{"validator_raft_leadership_changes_total", nil, 1},
+		{"validator_content_writes_total", nil, 1},
+		{"validator_pipeline_accepted_total", nil, 1},
+		{"validator_pipeline_batches_total", nil, 1},
+		{"validator_pebble_wal_bytes_written_total", nil, 1},
+		{"validator_pebble_disk_usage_bytes", nil, 1},
+		{"validator_wal_fsync_duration_seconds", nil, 1},
+		{"validator_http_requests_total", map[string]string{"route": "/v1/propose-write", "method": "POST", "code": "202"}, 1},
+		// Rejected by the token before any handler: still counted, under
+		// the route's template or "unmatched", never the raw path.
+		{"validator_http_requests_total", map[string]string{"route": "/metrics", "code": "401"}, 1},
+		{"validator_http_requests_total", map[string]string{"route": "unmatched", "code": "401"}, 1},
+		{"validator_http_request_duration_seconds", map[string]string{"route": "/v1/propose-write"}, 1},
+		{"go_goroutines", nil, 1},
+	}
+	for _, e := range expect {
+		v, ok := value(t, families, e.family, e.labels)
+		if !ok || v < e.least {
+			t.Errorf("%s%v = %v (present %v), want at least %v", e.family, e.labels, v, ok, e.least)
+		}
+	}
+	for _, m := range families["validator_http_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "route" && strings.Contains(l.GetValue(), "0x1234") {
+				t.Fatalf("a raw path as a route label: %v", m)
+			}
+		}
+	}
+	// Pebble keeps fsync latencies in nanoseconds; the series is in seconds.
+	h := families["validator_wal_fsync_duration_seconds"].GetMetric()[0].GetHistogram()
+	if mean := h.GetSampleSum() / float64(h.GetSampleCount()); mean <= 0 || mean > 1 {
+		t.Fatalf("mean WAL fsync of %v s", mean)
+	}
+	if _, ok := families["validator_peer_connected"]; ok {
+		t.Fatal("peer series on a single validator")
+	}
+	if _, ok := families["validator_payments_indexed"]; ok {
+		t.Fatal("payment index series in MOCK mode")
+	}
+}
