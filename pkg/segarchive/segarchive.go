@@ -65,6 +65,19 @@ var (
 // Hash is the hash of a segment: the SHA-256 of its stored bytes.
 func Hash(raw []byte) [32]byte { return sha256.Sum256(raw) }
 
+// CountOps returns how many node writes and deletions a segment holds.
+func CountOps(seg *ledgerpb.Segment) (writes, deletes int) {
+	for _, op := range seg.GetOps() {
+		switch {
+		case op.GetPut() != nil:
+			writes++
+		case op.GetDeletePath() != "":
+			deletes++
+		}
+	}
+	return writes, deletes
+}
+
 // EntryName is the member name of the segment of raft index: 20 decimal
 // digits, so that names sort as indexes do.
 func EntryName(index uint64) string { return fmt.Sprintf("%020d%s", index, entrySuffix) }
@@ -215,14 +228,9 @@ func (c *Chain) Verify(r io.Reader) (Summary, error) {
 		if s.Segments == 0 {
 			s.FirstIndex, s.PrevHash = index, [32]byte(prev)
 		}
-		for _, op := range seg.GetOps() {
-			switch {
-			case op.GetPut() != nil:
-				s.NodeWrites++
-			case op.GetDeletePath() != "":
-				s.NodeDeletes++
-			}
-		}
+		writes, deletes := CountOps(seg)
+		s.NodeWrites += writes
+		s.NodeDeletes += deletes
 		started, last, head = true, index, Hash(raw)
 		s.Segments++
 		s.Bytes += uint64(len(raw))

@@ -79,14 +79,7 @@ func (v *opsViews) recentSegments(c echo.Context) error {
 		info := api.SegmentInfo{Index: index, Term: seg.GetTerm(), Epoch: seg.GetEpoch(), Generation: seg.GetGeneration(),
 			Bytes: len(raw), Hash: hexHash(segarchive.Hash(raw)), PrevHash: "0x" + hex.EncodeToString(seg.GetPrevHash()),
 			Proposals: len(seg.GetProposalIds())}
-		for _, op := range seg.GetOps() {
-			switch {
-			case op.GetPut() != nil:
-				info.NodeWrites++
-			case op.GetDeletePath() != "":
-				info.NodeDeletes++
-			}
-		}
+		info.NodeWrites, info.NodeDeletes = segarchive.CountOps(seg)
 		if i := tarOf(tars, index); i >= 0 {
 			info.Tar = tarName(i, tars[i].generation)
 		}
