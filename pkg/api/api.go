@@ -292,3 +292,36 @@ func NodeFromRecord(n *ledgerpb.Node, children []string) Node {
 		UpdatedAt:    &updated,
 	}
 }
+
+// Route layers of the contract's taxonomy, as /v1/index names them.
+const (
+	LayerSource          = "source"
+	LayerLocalUI         = "local-ui"
+	LayerLocalDiagnostic = "local-diagnostic"
+	LayerInternal        = "internal"
+	// LayerUnclassified is a route the validator serves without a layer:
+	// a defect.
+	LayerUnclassified = "unclassified"
+)
+
+// RouteIndex is the body of GET /v1/index: the routes this validator
+// serves now. MissingSourceRoutes are the contract's source routes it does
+// not serve (the edge publishes them as gaps).
+type RouteIndex struct {
+	NodeID              uint64       `json:"nodeId"`
+	Version             string       `json:"version"`
+	Routes              []RouteEntry `json:"routes"`
+	MissingSourceRoutes []string     `json:"missingSourceRoutes"`
+}
+
+// RouteEntry is one route. Path is written as the contract writes it
+// ({name} parameters); Contract says whether the contract names the route
+// (false: the project's own); Auth is "token" when SVC_VALIDATOR_AUTH_TOKEN
+// guards it, "none" otherwise.
+type RouteEntry struct {
+	Method   string `json:"method"`
+	Path     string `json:"path"`
+	Layer    string `json:"layer"`
+	Contract bool   `json:"contract"`
+	Auth     string `json:"auth"`
+}

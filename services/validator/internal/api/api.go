@@ -126,6 +126,7 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/health/local", s.getHealth)
 	e.GET("/health/cluster", s.clusterHealth)
 	e.GET("/api/explore", s.explore)
+	e.GET("/v1/index", s.routeIndex(e))
 	// source
 	e.GET("/v1/blockchain/config", s.blockchainConfig)
 	e.GET("/v1/consensus/leader", s.consensusLeader)

@@ -1,0 +1,68 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/contentledger/contentledger/pkg/api"
+)
+
+// TestRouteIndex: /v1/index lists every route served, each with a layer,
+// classes the source routes the contract names as source, and names the
+// contract's source routes this validator does not serve.
+func TestRouteIndex(t *testing.T) {
+	const token = "s3cret"
+	base := startMockWith(t, func(c *Config) { c.AuthToken = token })
+	var ix api.RouteIndex
+	if code := getJSON(t, base+"/v1/index", &ix); code != http.StatusUnauthorized {
+		t.Fatalf("/v1/index without the token: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/index", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&ix); err != nil || resp.StatusCode != http.StatusOK || ix.NodeID != 1 || ix.Version == "" {
+		t.Fatalf("/v1/index: %s %v %+v", resp.Status, err, ix)
+	}
+	find := func(method, path string) api.RouteEntry {
+		t.Helper()
+		i := slices.IndexFunc(ix.Routes, func(r api.RouteEntry) bool { return r.Method == method && r.Path == path })
+		if i < 0 {
+			t.Fatalf("%s %s not in the index", method, path)
+		}
+		return ix.Routes[i]
+	}
+	for _, r := range ix.Routes {
+		if r.Layer == api.LayerUnclassified {
+			t.Errorf("%s %s is served without a layer: class it in internal/api/index.go", r.Method, r.Path)
+		}
+	}
+	for _, w := range []api.RouteEntry{
+		// The two source routes the contract says the live index classed
+		// as internal.
+		{Method: http.MethodGet, Path: "/v1/gc/estimate", Layer: api.LayerSource, Contract: true, Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/proposals/epochs", Layer: api.LayerSource, Contract: true, Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/explorer/proposals/{id}", Layer: api.LayerSource, Contract: true, Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/ops/snapshots/storage", Layer: api.LayerSource, Contract: true, Auth: "none"},
+		{Method: http.MethodGet, Path: "/v1/transactions/summary", Layer: api.LayerSource, Contract: false, Auth: "token"},
+		{Method: http.MethodGet, Path: "/health/deep", Layer: api.LayerLocalDiagnostic, Contract: true, Auth: "none"},
+		{Method: http.MethodGet, Path: "/segments/{name}", Layer: api.LayerLocalDiagnostic, Contract: true, Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/index", Layer: api.LayerLocalDiagnostic, Contract: true, Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/proposals/{id}/status", Layer: api.LayerInternal, Contract: true, Auth: "token"},
+		{Method: http.MethodPost, Path: "/v1/propose-write", Layer: api.LayerInternal, Contract: true, Auth: "token"},
+		{Method: http.MethodDelete, Path: "/v1/cluster/members/{id}", Layer: api.LayerInternal, Contract: false, Auth: "token"},
+	} {
+		if got := find(w.Method, w.Path); got != w {
+			t.Errorf("%+v, want %+v", got, w)
+		}
+	}
+	missing := []string{"/v1/ops/snapshots/health", "/v1/ops/snapshots/cluster", "/v1/ops/snapshots/replication", "/v1/ops/snapshots/queue"}
+	if !slices.Equal(ix.MissingSourceRoutes, missing) {
+		t.Fatalf("missing source routes %v, want %v", ix.MissingSourceRoutes, missing)
+	}
+}
