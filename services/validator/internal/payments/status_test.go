@@ -15,7 +15,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-func embeddedJetStream(t *testing.T) jetstream.JetStream {
+func embeddedJetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
 	if err != nil {
