@@ -159,7 +159,11 @@ func verifySegments(c *commonFlags, files []string, out io.Writer) error {
 		return printJSON(out, reports)
 	}
 	if last, head, ok := chain.Head(); ok {
-		fmt.Fprintf(out, "ok: %d archives chain to segment %d, hash 0x%s\n", len(files), last, hex.EncodeToString(head[:]))
+		what := fmt.Sprintf("%d archives chain", len(files))
+		if len(files) == 1 {
+			what = "the archive chains"
+		}
+		fmt.Fprintf(out, "ok: %s to segment %d, hash 0x%s\n", what, last, hex.EncodeToString(head[:]))
 	}
 	return nil
 }
