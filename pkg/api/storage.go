@@ -515,3 +515,48 @@ type SegmentInfo struct {
 	// Tar names the TAR file that holds it.
 	Tar string `json:"tar"`
 }
+
+// Markers of the governed snapshots that embed the body of another route.
+const (
+	HealthSnapshotVersion      = "ops.snapshot.health.v1"
+	ClusterSnapshotVersion     = "ops.snapshot.cluster.v1"
+	ReplicationSnapshotVersion = "ops.snapshot.replication.v1"
+	QueueSnapshotVersion       = "ops.snapshot.queue.v1"
+)
+
+// SnapshotHeader opens every governed snapshot: its marker, the validator
+// that took it, and when.
+type SnapshotHeader struct {
+	ContractVersion string    `json:"contractVersion"`
+	NodeID          uint64    `json:"nodeId"`
+	At              time.Time `json:"at"`
+}
+
+// HealthSnapshot is the body of GET /v1/ops/snapshots/health: /health's
+// answer, governed. Status is "ok" or "unavailable" (HTTP 503).
+type HealthSnapshot struct {
+	SnapshotHeader
+	Status string         `json:"status"`
+	Health map[string]any `json:"health"`
+}
+
+// ClusterSnapshot is the body of GET /v1/ops/snapshots/cluster:
+// /health/cluster's answer, governed.
+type ClusterSnapshot struct {
+	SnapshotHeader
+	Cluster ClusterHealth `json:"cluster"`
+}
+
+// ReplicationSnapshot is the body of GET /v1/ops/snapshots/replication:
+// /v1/msgbus/replication-lag's answer, governed.
+type ReplicationSnapshot struct {
+	SnapshotHeader
+	Replication ReplicationLag `json:"replication"`
+}
+
+// QueueSnapshot is the body of GET /v1/ops/snapshots/queue: the leader's
+// /v1/proposals/queue/stats answer, governed (a follower forwards it).
+type QueueSnapshot struct {
+	SnapshotHeader
+	Queue QueueStats `json:"queue"`
+}

@@ -61,8 +61,8 @@ func TestRouteIndex(t *testing.T) {
 			t.Errorf("%+v, want %+v", got, w)
 		}
 	}
-	missing := []string{"/v1/ops/snapshots/health", "/v1/ops/snapshots/cluster", "/v1/ops/snapshots/replication", "/v1/ops/snapshots/queue"}
-	if !slices.Equal(ix.MissingSourceRoutes, missing) {
-		t.Fatalf("missing source routes %v, want %v", ix.MissingSourceRoutes, missing)
+	// Every source route the contract lists is served.
+	if len(ix.MissingSourceRoutes) != 0 {
+		t.Fatalf("source routes not served: %v", ix.MissingSourceRoutes)
 	}
 }

@@ -132,6 +132,7 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/consensus/leader", s.consensusLeader)
 	e.GET("/v1/consensus/status", s.consensusStatus)
 	e.GET("/v1/consensus/state-hash", s.stateHash)
+	s.registerSnapshots(e)
 	// internal
 	e.POST("/v1/propose-write", s.proposeWrite)
 	e.POST("/v1/propose-delete", s.proposeDelete)

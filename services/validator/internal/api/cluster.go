@@ -141,7 +141,12 @@ func (s *Server) peers(c echo.Context) error {
 // their (appliedIndex, stateHash) side by side; then it asks each for its
 // hash at the lowest applied index among them and compares those.
 func (s *Server) clusterHealth(c echo.Context) error {
-	ctx := c.Request().Context()
+	return c.JSON(http.StatusOK, s.clusterHealthOf(c.Request().Context()))
+}
+
+// clusterHealthOf asks every member for its status, then for its state
+// hash at the lowest applied index among them.
+func (s *Server) clusterHealthOf(ctx context.Context) api.ClusterHealth {
 	members := s.cluster.Members()
 	self := s.cluster.Status()
 	nodes := make([]api.NodeHealth, len(members))
@@ -182,7 +187,7 @@ func (s *Server) clusterHealth(c echo.Context) error {
 			}
 		})
 	}
-	return c.JSON(http.StatusOK, summarize(nodes, self.Leader, comparedAt))
+	return summarize(nodes, self.Leader, comparedAt)
 }
 
 // lowestApplied is the lowest applied index among the reachable nodes, 0

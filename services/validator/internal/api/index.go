@@ -28,6 +28,10 @@ var routeLayers = map[string]routeClass{
 	// source, as the contract lists them
 	"/v1/consensus/leader":              {api.LayerSource, true},
 	"/v1/consensus/status":              {api.LayerSource, true},
+	"/v1/ops/snapshots/health":          {api.LayerSource, true},
+	"/v1/ops/snapshots/cluster":         {api.LayerSource, true},
+	"/v1/ops/snapshots/replication":     {api.LayerSource, true},
+	"/v1/ops/snapshots/queue":           {api.LayerSource, true},
 	"/v1/ops/snapshots/storage":         {api.LayerSource, true},
 	"/v1/ops/snapshots/runtime":         {api.LayerSource, true},
 	"/v1/proposals/queue/stats":         {api.LayerSource, true},
