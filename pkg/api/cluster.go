@@ -281,3 +281,38 @@ type DeepCheck struct {
 	Detail    string  `json:"detail"`
 	LatencyMs float64 `json:"latencyMs"`
 }
+
+// MetricsJSON is the body of GET /api/metrics: the families /metrics
+// serves in the Prometheus text format, as JSON, for consumers without a
+// Prometheus parser.
+type MetricsJSON struct {
+	NodeID   uint64         `json:"nodeId"`
+	At       time.Time      `json:"at"`
+	Families []MetricFamily `json:"families"`
+}
+
+// MetricFamily is one metric: its name, type (counter, gauge, histogram,
+// summary, untyped), help, and series.
+type MetricFamily struct {
+	Name   string         `json:"name"`
+	Type   string         `json:"type"`
+	Help   string         `json:"help"`
+	Series []MetricSeries `json:"series"`
+}
+
+// MetricSeries is one series: its labels and its value, or for a histogram
+// its count, sum and cumulative buckets.
+type MetricSeries struct {
+	Labels  map[string]string `json:"labels"`
+	Value   *float64          `json:"value,omitempty"`
+	Count   *uint64           `json:"count,omitempty"`
+	Sum     *float64          `json:"sum,omitempty"`
+	Buckets []MetricBucket    `json:"buckets,omitempty"`
+}
+
+// MetricBucket is a histogram bucket: observations at or below Le. The
+// last bucket's bound, +Inf, is left out (Count says it).
+type MetricBucket struct {
+	Le    float64 `json:"le"`
+	Count uint64  `json:"count"`
+}

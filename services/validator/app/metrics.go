@@ -1,8 +1,10 @@
 package app
 
 import (
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -11,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -41,6 +44,7 @@ type metricSources struct {
 }
 
 type validatorMetrics struct {
+	nodeID   uint64
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -48,7 +52,8 @@ type validatorMetrics struct {
 
 func newValidatorMetrics(src metricSources) *validatorMetrics {
 	m := &validatorMetrics{
-		reg: prometheus.NewRegistry(),
+		nodeID: src.cfg.NodeID,
+		reg:    prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "validator_http_requests_total",
 			Help: "HTTP requests answered, by route template, method and status code.",
@@ -71,6 +76,7 @@ func newValidatorMetrics(src metricSources) *validatorMetrics {
 // writes errors itself, so that it sees the status sent.
 func (m *validatorMetrics) register(e *echo.Echo) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
+	e.GET("/api/metrics", m.serveJSON)
 	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -87,6 +93,52 @@ func (m *validatorMetrics) register(e *echo.Echo) {
 			return nil
 		}
 	})
+}
+
+// serveJSON serves GET /api/metrics: the same gathering as /metrics, as
+// JSON.
+func (m *validatorMetrics) serveJSON(c echo.Context) error {
+	families, err := m.reg.Gather()
+	if err != nil {
+		return err
+	}
+	out := api.MetricsJSON{NodeID: m.nodeID, At: time.Now().UTC(), Families: make([]api.MetricFamily, 0, len(families))}
+	for _, f := range families {
+		fam := api.MetricFamily{Name: f.GetName(), Type: strings.ToLower(f.GetType().String()), Help: f.GetHelp(),
+			Series: make([]api.MetricSeries, 0, len(f.GetMetric()))}
+		for _, mt := range f.GetMetric() {
+			s := api.MetricSeries{Labels: make(map[string]string, len(mt.GetLabel()))}
+			for _, l := range mt.GetLabel() {
+				s.Labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case mt.GetHistogram() != nil:
+				h := mt.GetHistogram()
+				count, sum := h.GetSampleCount(), h.GetSampleSum()
+				s.Count, s.Sum = &count, &sum
+				for _, b := range h.GetBucket() {
+					if !math.IsInf(b.GetUpperBound(), 1) {
+						s.Buckets = append(s.Buckets, api.MetricBucket{Le: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+					}
+				}
+			case mt.GetSummary() != nil:
+				count, sum := mt.GetSummary().GetSampleCount(), mt.GetSummary().GetSampleSum()
+				s.Count, s.Sum = &count, &sum
+			case mt.GetCounter() != nil:
+				v := mt.GetCounter().GetValue()
+				s.Value = &v
+			case mt.GetGauge() != nil:
+				v := mt.GetGauge().GetValue()
+				s.Value = &v
+			default:
+				v := mt.GetUntyped().GetValue()
+				s.Value = &v
+			}
+			fam.Series = append(fam.Series, s)
+		}
+		out.Families = append(out.Families, fam)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // scrapeCollector reads the validator's figures at each scrape.

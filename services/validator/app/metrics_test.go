@@ -1,12 +1,15 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/contentledger/contentledger/pkg/api"
 )
 
 // scrape reads /metrics with token (none when empty).
@@ -140,5 +143,35 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, ok := families["validator_payments_indexed"]; ok {
 		t.Fatal("payment index series in MOCK mode")
+	}
+
+	// /api/metrics: the same gathering, as JSON.
+	req, _ = http.NewRequest(http.MethodGet, base+"/api/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j api.MetricsJSON
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || resp.StatusCode != http.StatusOK || j.NodeID != 1 {
+		t.Fatalf("/api/metrics: %s %v %+v", resp.Status, err, j.NodeID)
+	}
+	byName := map[string]api.MetricFamily{}
+	for _, f := range j.Families {
+		byName[f.Name] = f
+	}
+	if f := byName["validator_raft_is_leader"]; f.Type != "gauge" || len(f.Series) != 1 || f.Series[0].Value == nil || *f.Series[0].Value != 1 {
+		t.Fatalf("validator_raft_is_leader as JSON: %+v", f)
+	}
+	if f := byName["validator_proposals_committed_total"]; f.Type != "counter" || f.Series[0].Value == nil || *f.Series[0].Value < 1 {
+		t.Fatalf("validator_proposals_committed_total as JSON: %+v", f)
+	}
+	f := byName["validator_wal_fsync_duration_seconds"]
+	if f.Type != "histogram" || len(f.Series) != 1 || f.Series[0].Count == nil || *f.Series[0].Count == 0 || len(f.Series[0].Buckets) == 0 {
+		t.Fatalf("validator_wal_fsync_duration_seconds as JSON: %+v", f)
+	}
+	if b := f.Series[0].Buckets; b[len(b)-1].Count > *f.Series[0].Count {
+		t.Fatalf("a bucket holds more than the count: %+v", f.Series[0])
 	}
 }

@@ -69,6 +69,7 @@ var routeLayers = map[string]routeClass{
 	"/health/deep":                    {api.LayerLocalDiagnostic, true},
 	"/health/cluster":                 {api.LayerLocalDiagnostic, true},
 	"/metrics":                        {api.LayerLocalDiagnostic, true},
+	"/api/metrics":                    {api.LayerLocalDiagnostic, true},
 	"/segments/:name":                 {api.LayerLocalDiagnostic, true},
 	"/api/explore":                    {api.LayerLocalDiagnostic, true},
 	"/api/segments/recent":            {api.LayerLocalDiagnostic, true},
