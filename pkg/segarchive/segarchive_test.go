@@ -189,10 +189,10 @@ func TestArchiveFaults(t *testing.T) {
 	}
 }
 
-// FuzzVerify: Verify reads archives from outside (backups, another
+// FuzzVerifyArchive: Verify reads archives from outside (backups, another
 // validator); whatever the bytes, it answers without panicking, and what
 // it accepts is a chain the manifest describes.
-func FuzzVerify(f *testing.F) {
+func FuzzVerifyArchive(f *testing.F) {
 	segs := chain(f, 1, 3, [32]byte{})
 	f.Add(archive(f, manifest("data00000a.tar", segs), segs))
 	f.Add(archive(f, manifest("data00000a.tar", segs[:1]), segs[:1]))
