@@ -92,10 +92,11 @@ bench-events:
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
-	@for target in $$($(GO) test -list 'Fuzz.*' $(PACKAGES) | grep -E '^Fuzz'); do \
-		pkg=$$(grep -rl "func $$target(" --include='*_test.go' pkg services tools tests | head -1 | xargs dirname); \
-		echo "== $$target ($$pkg)"; \
-		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
+	@for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg services tools tests | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' ./$$pkg/*_test.go | cut -d' ' -f2); do \
+			echo "== $$target ($$pkg)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
+		done; \
 	done
 
 ## tidy: go mod tidy in every module
