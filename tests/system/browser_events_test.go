@@ -143,6 +143,35 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// openInChromium opens url in a headless Chromium for the rest of the test;
+// its log is shown if the test fails.
+func openInChromium(t *testing.T, browser, url string) {
+	t.Helper()
+	dir := t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "chromium.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), url)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so that its helper processes go with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", browser, err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("chromium's log (last 4 KiB):\n%s", tail(b, 4096))
+			}
+		}
+	})
+}
+
 // TestBrowserEventSourceResumes: Chromium's EventSource reads the event
 // stream, the server ends the connection, the browser reconnects by itself
 // with Last-Event-ID and receives every event once, in order.
@@ -180,29 +209,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "chromium.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), srv.URL+"/")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group, so that its helper processes go with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", browser, err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("chromium's log (last 4 KiB):\n%s", tail(b, 4096))
-			}
-		}
-	})
+	openInChromium(t, browser, srv.URL+"/")
 
 	// The first connection is cut after the history; the browser comes
 	// back by itself, resuming after the last event it received.

@@ -35,6 +35,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
+	"github.com/contentledger/contentledger/services/validator/internal/ui"
 )
 
 // Run starts the validator and serves until ctx ends, then stops every part
@@ -228,6 +229,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	}
 	chainView.register(e)
 	newConfigViews(cfg).register(e)
+	if err := ui.Register(e); err != nil {
+		return err
+	}
 	streams := newEventStreams(cfg, machine, log.Named("events"))
 	streams.register(e)
 	opsEventViews{nodeID: cfg.NodeID, rec: opsEvents}.register(e)

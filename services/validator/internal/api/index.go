@@ -62,6 +62,11 @@ var routeLayers = map[string]routeClass{
 	"/v1/transactions/summary": {api.LayerSource, false},
 	"/v1/transactions/:txHash": {api.LayerSource, false},
 	"/v1/chain/status":         {api.LayerSource, false},
+	// local-ui
+	"/":            {api.LayerLocalUI, true},
+	"/dashboard":   {api.LayerLocalUI, true},
+	"/explorer":    {api.LayerLocalUI, true},
+	"/api-browser": {api.LayerLocalUI, true},
 	// local-diagnostic
 	"/v1/index":                       {api.LayerLocalDiagnostic, true},
 	"/health":                         {api.LayerLocalDiagnostic, true},
