@@ -560,3 +560,40 @@ type QueueSnapshot struct {
 	SnapshotHeader
 	Queue QueueStats `json:"queue"`
 }
+
+// CIDStats is the body of GET /api/cid/stats: the IPFS CIDs live content
+// references (validators keep CIDs only; the binaries stay in IPFS), at
+// AppliedIndex as computed at ComputedAt.
+type CIDStats struct {
+	NodeID       uint64    `json:"nodeId"`
+	AppliedIndex uint64    `json:"appliedIndex"`
+	ComputedAt   time.Time `json:"computedAt"`
+	// NodesWithCID counts live nodes carrying a CID; DistinctCIDs the CIDs
+	// among them (several nodes may reference one binary).
+	NodesWithCID uint64 `json:"nodesWithCid"`
+	DistinctCIDs uint64 `json:"distinctCids"`
+	// StoredBytes is what the references take in the nodes: 46 bytes each.
+	StoredBytes uint64 `json:"storedBytes"`
+}
+
+// MaxCIDReferences bounds the nodes GET /api/cid/reverse/{cid} lists.
+const MaxCIDReferences = 100
+
+// CIDReverse is the body of GET /api/cid/reverse/{cid}: the live content
+// nodes that reference a CID, in path order, at most MaxCIDReferences
+// (Truncated when there are more). Before unpinning a binary, this says
+// whether live content still needs it.
+type CIDReverse struct {
+	CID          string         `json:"cid"`
+	AppliedIndex uint64         `json:"appliedIndex"`
+	Nodes        []CIDReference `json:"nodes"`
+	Truncated    bool           `json:"truncated"`
+}
+
+// CIDReference is one node referencing a CID.
+type CIDReference struct {
+	Path        string `json:"path"`
+	Wallet      string `json:"wallet"`
+	ProposalID  string `json:"proposalId"`
+	CommitIndex uint64 `json:"commitIndex"`
+}

@@ -48,6 +48,7 @@ func (v *opsViews) register(e *echo.Echo) {
 	e.GET("/v1/fragmentation/metrics/:wallet", v.fragmentationWallet)
 	e.GET("/v1/fragmentation/top", v.fragmentationTop)
 	v.registerSegments(e)
+	v.registerCIDs(e)
 }
 
 // storageSnapshot serves GET /v1/ops/snapshots/storage[?detail=tars].

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
-	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
@@ -249,6 +249,8 @@ type liveScan struct {
 	written map[[20]byte]*walletWrites
 	live    map[[20]byte]*walletLive
 	cids    uint64 // live nodes carrying a CID
+	// distinctCIDs counts the CIDs they carry, each once.
+	distinctCIDs uint64
 }
 
 // storageViews keeps the segment index and the last live scan. Reads of
@@ -318,6 +320,8 @@ func (v *storageViews) live() (*liveScan, error) {
 		return nil, err
 	}
 	s.tarLive = make([]uint64, len(s.tars))
+	seed := maphash.MakeSeed()
+	var cidHashes []uint64
 	node := &ledgerpb.Node{}
 	if err := view.Nodes(func(value []byte) error {
 		if err := proto.Unmarshal(value, node); err != nil {
@@ -328,11 +332,9 @@ func (v *storageViews) live() (*liveScan, error) {
 		if tar >= 0 {
 			s.tarLive[tar] += size
 		}
-		for _, p := range node.GetProperties() {
-			if p.GetName() == proposal.CIDProperty {
-				s.cids++
-				break
-			}
+		if cid, ok := nodeCID(node); ok {
+			s.cids++
+			cidHashes = append(cidHashes, maphash.String(seed, cid))
 		}
 		if len(node.GetWallet()) != 20 {
 			return nil
@@ -352,6 +354,10 @@ func (v *storageViews) live() (*liveScan, error) {
 	}); err != nil {
 		return nil, err
 	}
+	// Distinct CIDs from their 64-bit hashes: 8 bytes per reference while
+	// the scan runs, rather than a set of the strings.
+	slices.Sort(cidHashes)
+	s.distinctCIDs = uint64(len(slices.Compact(cidHashes)))
 	s.took = v.now().Sub(start)
 	v.scan = s
 	return s, nil

@@ -77,6 +77,8 @@ var routeLayers = map[string]routeClass{
 	"/api/metrics":                    {api.LayerLocalDiagnostic, true},
 	"/segments/:name":                 {api.LayerLocalDiagnostic, true},
 	"/api/explore":                    {api.LayerLocalDiagnostic, true},
+	"/api/cid/stats":                  {api.LayerLocalDiagnostic, true},
+	"/api/cid/reverse/:cid":           {api.LayerLocalDiagnostic, true},
 	"/api/segments/recent":            {api.LayerLocalDiagnostic, true},
 	"/api/segments/tars":              {api.LayerLocalDiagnostic, true},
 	"/v1/msgbus/cluster-state":        {api.LayerLocalDiagnostic, true},
