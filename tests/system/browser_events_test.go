@@ -172,6 +172,21 @@ func openInChromium(t *testing.T, browser, url string) {
 	})
 }
 
+// reportTo decodes a page's report into reports, keeping the first.
+func reportTo[T any](reports chan<- T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var rep T
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case reports <- rep:
+		default:
+		}
+	}
+}
+
 // TestBrowserEventSourceResumes: Chromium's EventSource reads the event
 // stream, the server ends the connection, the browser reconnects by itself
 // with Last-Event-ID and receives every event once, in order.
@@ -195,17 +210,7 @@ func TestBrowserEventSourceResumes(t *testing.T) {
 		_, _ = w.Write([]byte(strings.Replace(eventsPage, "%WANT%", strconv.Itoa(before+after), 1)))
 	})
 	mux.Handle("GET /v1/events/stream", proxy)
-	mux.HandleFunc("POST /report", func(w http.ResponseWriter, r *http.Request) {
-		var rep browserReport
-		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		select {
-		case reports <- rep:
-		default:
-		}
-	})
+	mux.HandleFunc("POST /report", reportTo(reports))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

@@ -1,7 +1,6 @@
 package system
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -61,17 +60,7 @@ func TestBrowserLocalUI(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write([]byte(strings.Replace(uiHarnessPage, "%EXPLORER%", "/explorer?path="+url.QueryEscape(path), 1)))
 	})
-	mux.HandleFunc("POST /report", func(w http.ResponseWriter, r *http.Request) {
-		var rep uiReport
-		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		select {
-		case reports <- rep:
-		default:
-		}
-	})
+	mux.HandleFunc("POST /report", reportTo(reports))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	openInChromium(t, browser, srv.URL+"/ui-harness")
