@@ -79,7 +79,20 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func getJSON(t *testing.T, url string, out any) int {
 	t.Helper()
-	resp, err := http.Get(url)
+	return getJSONWith(t, url, "", out)
+}
+
+// getJSONWith is getJSON with a bearer token (none when empty).
+func getJSONWith(t *testing.T, url, token string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"testing"
@@ -19,15 +18,8 @@ func TestRouteIndex(t *testing.T) {
 	if code := getJSON(t, base+"/v1/index", &ix); code != http.StatusUnauthorized {
 		t.Fatalf("/v1/index without the token: %d", code)
 	}
-	req, _ := http.NewRequest(http.MethodGet, base+"/v1/index", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&ix); err != nil || resp.StatusCode != http.StatusOK || ix.NodeID != 1 || ix.Version == "" {
-		t.Fatalf("/v1/index: %s %v %+v", resp.Status, err, ix)
+	if code := getJSONWith(t, base+"/v1/index", token, &ix); code != http.StatusOK || ix.NodeID != 1 || ix.Version == "" {
+		t.Fatalf("/v1/index: %d %+v", code, ix)
 	}
 	find := func(method, path string) api.RouteEntry {
 		t.Helper()

@@ -83,8 +83,8 @@ func (m *validatorMetrics) register(e *echo.Echo) {
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			route := c.Path()
-			if route == "" || c.Response().Status == http.StatusNotFound && route == "/*" {
+			route := c.Path() // empty when no route matched
+			if route == "" {
 				route = "unmatched"
 			}
 			method := c.Request().Method

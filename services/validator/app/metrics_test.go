@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -73,13 +72,12 @@ func TestMetrics(t *testing.T) {
 	base := startMockWith(t, func(c *Config) { c.AuthToken = token })
 	a := newAuthor(t)
 	form := a.form(t, pageID(0xe1), `{"title":"counted"}`, a.key)
-	var receipt map[string]any
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/propose-write", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("submit: %v %v %v", resp, err, receipt)
+		t.Fatalf("submit: %v %v", resp, err)
 	}
 	resp.Body.Close()
 	for _, path := range []string{"/metrics", "/no/such/route/0x1234"} {
@@ -146,16 +144,9 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// /api/metrics: the same gathering, as JSON.
-	req, _ = http.NewRequest(http.MethodGet, base+"/api/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var j api.MetricsJSON
-	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || resp.StatusCode != http.StatusOK || j.NodeID != 1 {
-		t.Fatalf("/api/metrics: %s %v %+v", resp.Status, err, j.NodeID)
+	if code := getJSONWith(t, base+"/api/metrics", token, &j); code != http.StatusOK || j.NodeID != 1 {
+		t.Fatalf("/api/metrics: %d, node %d", code, j.NodeID)
 	}
 	byName := map[string]api.MetricFamily{}
 	for _, f := range j.Families {

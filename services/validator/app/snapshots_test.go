@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -16,19 +15,13 @@ func TestGovernedSnapshots(t *testing.T) {
 	base := startMockWith(t, func(c *Config) { c.AuthToken = token })
 	get := func(path string, withToken bool, out any) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if out == nil {
+			out = &map[string]any{}
+		}
 		if withToken {
-			req.Header.Set("Authorization", "Bearer "+token)
+			return getJSONWith(t, base+path, token, out)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if out != nil {
-			_ = json.NewDecoder(resp.Body).Decode(out)
-		}
-		return resp.StatusCode
+		return getJSON(t, base+path, out)
 	}
 
 	var h api.HealthSnapshot

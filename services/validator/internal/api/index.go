@@ -165,9 +165,6 @@ func (s *Server) routeIndex(e *echo.Echo) echo.HandlerFunc {
 			MissingSourceRoutes: []string{}}
 		served := map[string]bool{}
 		for _, r := range e.Routes() {
-			if strings.HasSuffix(r.Path, "/*") {
-				continue // the router's own catch-alls
-			}
 			class, ok := routeLayers[r.Path]
 			if !ok {
 				class.layer = api.LayerUnclassified
