@@ -282,14 +282,17 @@ func TestFollowerDoesNotPublish(t *testing.T) {
 	// The stream exists only once a leader declared it.
 	lead.set(true)
 	waitIDs(t, js, span(1, 3))
+	// The stream holds the messages before the publisher has counted their
+	// acknowledgements, and an acknowledgement that arrives after the
+	// publisher stepped down is never counted: its status is polled before
+	// leadership moves.
+	waitFor(t, "status counted the first publication", func() bool { return p.Status().Published == 3 })
 	lead.set(false)
 	waitFor(t, "publisher stopped", func() bool { return !p.Status().Publishing })
 	log.add(2)
 	// Leading again, it continues where the stream ends.
 	lead.set(true)
 	waitIDs(t, js, span(1, 5))
-	// The stream holds the messages before the publisher has counted their
-	// acknowledgements: its status is polled.
 	var st eventpub.Status
 	waitFor(t, "status counted the second publication", func() bool {
 		st = p.Status()

@@ -231,7 +231,6 @@ type Pipeline struct {
 
 type pendingProposal struct {
 	record *ledgerpb.ProposalRecord
-	digest common.Hash
 }
 
 type counters struct {
@@ -400,16 +399,19 @@ func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (*ledgerpb.BatchItem, bool
 func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *ledgerpb.ProposalRecord, status api.ProposalStatus, done bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pp, ok := p.pending[sub.ProposalID]; ok {
-		status, _, err = p.existing(pp.record, pp.digest, digest)
-		return nil, status, true, err
-	}
-	prev, ok, err := p.record(sub.ProposalID)
+	applied, ok, err := p.record(sub.ProposalID)
 	if err != nil {
 		return nil, status, true, fmt.Errorf("reading proposal record: %w", err)
 	}
-	if ok {
-		status, _, err = p.existing(prev, common.BytesToHash(prev.GetProposal().GetDigest()), digest)
+	if !ok {
+		applied = nil
+	}
+	var pending *ledgerpb.ProposalRecord
+	if pp, ok := p.pending[sub.ProposalID]; ok {
+		pending = pp.record
+	}
+	if known := current(applied, pending); known != nil {
+		status, _, err = p.existing(known, common.BytesToHash(known.GetProposal().GetDigest()), digest)
 		return nil, status, true, err
 	}
 	if !p.raft.IsLeader() {
@@ -419,7 +421,7 @@ func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *led
 		return nil, status, true, apierror.New(apierror.Overloaded, "%d proposals are in flight; retry later", len(p.pending))
 	}
 	rec = &ledgerpb.ProposalRecord{Proposal: wireProposal(sub, digest, p.cfg.Now(), p.epochs.Current()), Status: ledgerpb.Status_STATUS_PENDING}
-	p.pending[sub.ProposalID] = &pendingProposal{record: rec, digest: digest}
+	p.pending[sub.ProposalID] = &pendingProposal{record: rec}
 	return rec, status, false, nil
 }
 
@@ -500,7 +502,7 @@ func (p *Pipeline) adoptUndecided() {
 		_, busy := p.pending[id]
 		full := len(p.pending) >= p.cfg.MaxPending
 		if !busy && !full {
-			p.pending[id] = &pendingProposal{record: rec, digest: common.BytesToHash(rec.GetProposal().GetDigest())}
+			p.pending[id] = &pendingProposal{record: rec}
 		}
 		p.mu.Unlock()
 		if !busy && !full {
@@ -620,16 +622,29 @@ func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, 
 		pending = pp.record
 	}
 	p.mu.Unlock()
-	rec, ok, err := p.record(id)
-	switch {
-	case err != nil:
+	applied, ok, err := p.record(id)
+	if err != nil {
 		return api.ProposalStatus{}, changed, release, err
-	case ok && (rec.GetStatus() != ledgerpb.Status_STATUS_PENDING || pending == nil):
+	}
+	if !ok {
+		applied = nil
+	}
+	if rec := current(applied, pending); rec != nil {
 		return api.StatusFromRecord(rec), changed, release, nil
-	case pending != nil: // this leader knows more: VERIFIED, say
-		return api.StatusFromRecord(pending), changed, release, nil
 	}
 	return api.ProposalStatus{}, changed, release, apierror.New(apierror.NotFound, "no proposal %s", id.Hex())
+}
+
+// current is the record that answers for a proposal from its applied
+// record and its pending one (either nil when absent). Applied state wins:
+// a proposal stays in the pending set for a moment after its decision is
+// applied. Only while both are PENDING does the pending record know more
+// (a leader deciding the proposal may know it is VERIFIED).
+func current(applied, pending *ledgerpb.ProposalRecord) *ledgerpb.ProposalRecord {
+	if applied != nil && (applied.GetStatus() != ledgerpb.Status_STATUS_PENDING || pending == nil) {
+		return applied
+	}
+	return pending
 }
 
 // WaitStatus returns the status once it differs from the one seen at the

@@ -93,11 +93,12 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		return err
 	}
 	l.mu.Lock()
+	observer := l.observer
 	var written []*ledgerpb.ProposalRecord
 	defer func() {
 		l.mu.Unlock()
-		if l.observer != nil && len(written) > 0 {
-			l.observer(written)
+		if observer != nil && len(written) > 0 {
+			observer(written)
 		}
 	}()
 	if le := e.GetLeaderElected(); le != nil {
@@ -392,6 +393,33 @@ func TestIntakeGuards(t *testing.T) {
 	changed := submission(t, key, id, common.HexToHash("0x0a"), payment.Standard)
 	if _, _, err := p.Submit(context.Background(), changed); apierror.CodeOf(err) != apierror.ProposalIDConflict {
 		t.Fatalf("conflict: %v", err)
+	}
+}
+
+// TestResubmissionAnswersTheAppliedRecord: between its decision's apply
+// and the end of the proposal's batch, the proposal is both applied and in
+// the pending set; an identical resubmission then answers what was applied.
+func TestResubmissionAnswersTheAppliedRecord(t *testing.T) {
+	key, _ := crypto.GenerateKey()
+	id := common.HexToHash("0x0b")
+	paid := paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
+	p, l := start(t, paid)
+	// The apply of a batch holds until the test is done: the sender, which
+	// drops the batch's proposals from the pending set after it, waits.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	l.mu.Lock()
+	l.observer = func(recs []*ledgerpb.ProposalRecord) {
+		p.RecordsApplied(recs)
+		<-release
+	}
+	l.mu.Unlock()
+	sub := submission(t, key, id, id, payment.Standard)
+	if s, created, err := p.Submit(context.Background(), sub); err != nil || !created || s.Status != api.StatusCommitted {
+		t.Fatalf("first: %+v %v %v", s, created, err)
+	}
+	if s, created, err := p.Submit(context.Background(), sub); err != nil || created || s.Status != api.StatusCommitted {
+		t.Fatalf("identical, while its batch ends: %+v %v %v", s, created, err)
 	}
 }
 
