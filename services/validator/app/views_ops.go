@@ -49,6 +49,7 @@ func (v *opsViews) register(e *echo.Echo) {
 	e.GET("/v1/fragmentation/top", v.fragmentationTop)
 	v.registerSegments(e)
 	v.registerCIDs(e)
+	v.registerStorageFiles(e)
 }
 
 // storageSnapshot serves GET /v1/ops/snapshots/storage[?detail=tars].

@@ -76,6 +76,8 @@ var routeLayers = map[string]routeClass{
 	"/metrics":                        {api.LayerLocalDiagnostic, true},
 	"/api/metrics":                    {api.LayerLocalDiagnostic, true},
 	"/segments/:name":                 {api.LayerLocalDiagnostic, true},
+	"/manifest":                       {api.LayerLocalDiagnostic, true},
+	"/journal.log":                    {api.LayerLocalDiagnostic, true},
 	"/api/explore":                    {api.LayerLocalDiagnostic, true},
 	"/api/cid/stats":                  {api.LayerLocalDiagnostic, true},
 	"/api/cid/reverse/:cid":           {api.LayerLocalDiagnostic, true},
