@@ -36,10 +36,11 @@ generate:
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -I proto/contentledger/v1 \
 		--go_out=pkg/ledgerpb --go_opt=paths=source_relative ledger.proto
 
-## lint: go vet and golangci-lint over every module
+## lint: go vet and golangci-lint over every module, and every go.mod tidy (make tidy fixes it)
 lint:
 	$(GO) vet $(PACKAGES)
 	$(GO) run $(GOLANGCI) run $(PACKAGES)
+	@for m in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$m && $(GO) mod tidy -diff) || { echo "$$m: go.mod is not tidy; run make tidy" >&2; exit 1; }; done
 
 ## bench: every benchmark in Go's benchmark format: the package benchmarks, then the
 ## cluster and pipeline benchmarks below. BENCHCOUNT=6 and benchstat compare runs.
