@@ -18,7 +18,8 @@ import (
 // (GET /segments/{name}) is the same bytes, and the archives in order verify
 // as one chain to the head the listing names. Validators that applied the
 // same entries must agree byte for byte, however they got there (a snapshot
-// included). Polls until they do, within a deadline.
+// included), and their journals (GET /journal.log) are the same text.
+// Polls until they do, within a deadline.
 func (c *cluster) sameArchives(running ...*node) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -75,6 +76,32 @@ func archivesAgree(running []*node) error {
 		if s.Segments != f.Segments || s.LastIndex != f.LastIndex {
 			return fmt.Errorf("%s holds %d segments to %d, listed %d to %d", f.Name, s.Segments, s.LastIndex, f.Segments, f.LastIndex)
 		}
+	}
+	return journalsAgree(running, first.Tars[len(first.Tars)-1].HeadHash)
+}
+
+// journalsAgree checks that every validator's /journal.log is the same
+// text, ending at head.
+func journalsAgree(running []*node, head string) error {
+	var want []string
+	for i, n := range running {
+		body, err := fetchArchive(n.url() + "/journal.log")
+		if err != nil {
+			return fmt.Errorf("validator %d: %v", n.id, err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+		if i == 0 {
+			want = lines
+			continue
+		}
+		for j := range max(len(lines), len(want)) {
+			if j >= len(lines) || j >= len(want) || lines[j] != want[j] {
+				return fmt.Errorf("validator %d's journal (%d lines) parts from validator %d's (%d lines) at line %d", n.id, len(lines), running[0].id, len(want), j+1)
+			}
+		}
+	}
+	if last := want[len(want)-1]; !strings.HasSuffix(last, " hash="+head) {
+		return fmt.Errorf("the journal ends with %q, not at the head %s", last, head)
 	}
 	return nil
 }
