@@ -80,16 +80,20 @@ func (m *validatorMetrics) register(e *echo.Echo) {
 	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
+			// Deferred: an answer cut short ends the handler with a panic
+			// (internal/api's error handler), and it is counted too.
+			defer func() {
+				route := c.Path() // empty when no route matched
+				if route == "" {
+					route = "unmatched"
+				}
+				method := c.Request().Method
+				m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
+				m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+			}()
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			route := c.Path() // empty when no route matched
-			if route == "" {
-				route = "unmatched"
-			}
-			method := c.Request().Method
-			m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
-			m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 			return nil
 		}
 	})

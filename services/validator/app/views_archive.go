@@ -154,16 +154,8 @@ func (v *opsViews) segmentArchive(c echo.Context) error {
 	} else {
 		h.Set("Cache-Control", "no-cache")
 	}
-	c.Response().WriteHeader(http.StatusOK)
-
-	// From here the status is sent: a failure can only cut the archive
-	// short, which the reader finds out (tar's missing trailer, or the
-	// manifest's counts).
-	rc := http.NewResponseController(c.Response())
-	bw := bufio.NewWriterSize(c.Response(), 64<<10)
-	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(archiveWriteTimeout)) }
-	arm()
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	bw, arm, done := streamOK(c)
+	defer done()
 	w, err := segarchive.NewWriter(bw, m)
 	if err != nil {
 		return err
@@ -178,4 +170,20 @@ func (v *opsViews) segmentArchive(c echo.Context) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// streamOK sends status 200 with the headers set so far, and returns a
+// 64 KiB buffered writer over the answer; arm, which gives the client
+// archiveWriteTimeout from now to take the next bytes (a stalled client
+// would otherwise hold open the Pebble snapshot the answer is read from);
+// and done, which clears that deadline. The caller flushes the writer. A
+// failure from here on cuts the answer short: the error handler drops the
+// connection (internal/api), so the reader never takes a part for the
+// whole.
+func streamOK(c echo.Context) (w *bufio.Writer, arm, done func()) {
+	c.Response().WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(c.Response())
+	arm = func() { _ = rc.SetWriteDeadline(time.Now().Add(archiveWriteTimeout)) }
+	arm()
+	return bufio.NewWriterSize(c.Response(), 64<<10), arm, func() { _ = rc.SetWriteDeadline(time.Time{}) }
 }

@@ -1,12 +1,10 @@
 package app
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"google.golang.org/protobuf/proto"
@@ -110,16 +108,8 @@ func (v *opsViews) journal(c echo.Context) error {
 	h.Set(echo.HeaderContentType, echo.MIMETextPlainCharsetUTF8)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Applied-Index", strconv.FormatUint(view.AppliedIndex(), 10))
-	c.Response().WriteHeader(http.StatusOK)
-
-	// From here the status is sent: a failure can only cut the journal
-	// short, after a complete line, which the reader sees by the missing
-	// last index (X-Applied-Index tells where the snapshot ended).
-	rc := http.NewResponseController(c.Response())
-	bw := bufio.NewWriterSize(c.Response(), 64<<10)
-	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(archiveWriteTimeout)) }
-	arm()
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	bw, arm, done := streamOK(c)
+	defer done()
 	var line []byte
 	err = view.SegmentsFrom(from, func(index uint64, raw []byte, hash [32]byte) error {
 		seg := &ledgerpb.Segment{}

@@ -208,12 +208,15 @@ func openSnapshot(path string) bool {
 // handleError writes every error as the D5 body.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
-		// Too late for an error body: the answer is cut short, which its
-		// reader sees. Logged unless the client went away.
+		// Too late for an error body: the answer is cut short. Ending it
+		// normally would hand the reader a body that looks complete (a
+		// chunked answer's last chunk), so the connection is dropped
+		// instead (http.ErrAbortHandler, which net/http neither logs nor
+		// answers). Logged unless the client went away.
 		if c.Request().Context().Err() == nil {
-			s.log.Warn("request failed after its answer began", zap.String("path", c.Path()), zap.Error(err))
+			s.log.Warn("request failed after its answer began; its connection is dropped", zap.String("path", c.Path()), zap.Error(err))
 		}
-		return
+		panic(http.ErrAbortHandler)
 	}
 	apiErr := apierror.As(err)
 	var he *echo.HTTPError
