@@ -59,7 +59,7 @@ type Proposer interface {
 
 // Records reads the replicated proposal records.
 type Records interface {
-	// Record returns the record of a proposal id, or ok false.
+	// Record returns the record of a proposal id, or nil and ok false.
 	Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error)
 	// Undecided lists up to limit accepted proposals without a decision.
 	Undecided(limit int) ([]*ledgerpb.ProposalRecord, error)
@@ -399,12 +399,9 @@ func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (*ledgerpb.BatchItem, bool
 func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *ledgerpb.ProposalRecord, status api.ProposalStatus, done bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	applied, ok, err := p.record(sub.ProposalID)
+	applied, _, err := p.record(sub.ProposalID) // nil when absent
 	if err != nil {
 		return nil, status, true, fmt.Errorf("reading proposal record: %w", err)
-	}
-	if !ok {
-		applied = nil
 	}
 	var pending *ledgerpb.ProposalRecord
 	if pp, ok := p.pending[sub.ProposalID]; ok {
@@ -622,12 +619,9 @@ func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, 
 		pending = pp.record
 	}
 	p.mu.Unlock()
-	applied, ok, err := p.record(id)
+	applied, _, err := p.record(id) // nil when absent
 	if err != nil {
 		return api.ProposalStatus{}, changed, release, err
-	}
-	if !ok {
-		applied = nil
 	}
 	if rec := current(applied, pending); rec != nil {
 		return api.StatusFromRecord(rec), changed, release, nil
