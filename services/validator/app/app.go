@@ -29,6 +29,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/events"
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -142,11 +143,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: index, Log: log.Named("payments")}
 		chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: log.Named("chainstatus")}
 	}
-	events, err := newEventPublishing(cfg, nc, machine, node, log.Named("eventpub"))
+	publishing, err := newEventPublishing(cfg, nc, machine, node, log.Named("eventpub"))
 	if err != nil {
 		return err
 	}
-	defer events.close()
+	defer publishing.close()
 
 	now := time.Now
 	clock := epoch.NewChain(cfg.EpochLength, now)
@@ -183,8 +184,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	health := &healthView{cfg: cfg, version: version, node: node, machine: machine, nats: nc, index: index}
-	if events.own {
-		health.eventsNATS = events.nc
+	if publishing.own {
+		health.eventsNATS = publishing.nc
 	}
 	leadership := newLeadershipLog(256, opsEvents)
 	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
@@ -192,13 +193,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
 	proposals := proposalsView{Pipeline: pipe, ingress: newRateMeter(10), commits: newRateMeter(10)}
 	apiCfg := httpapi.Config{
+		NodeID:     cfg.NodeID,
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
 		Blockchain: blockchainConfig(cfg, domain),
 		Version:    version,
-	}
-	if cfg.Mode == Mock {
-		apiCfg.MockEpochs = clock
 	}
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = newLimiter(cfg.RatePerIP)
@@ -212,9 +211,17 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		return err
 	}
 	defer closeGateway()
-	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
+	hub := events.NewHub(machine, events.Config{MaxPerIP: cfg.EventsStreamPerIP, Rate: cfg.EventsStreamRate,
+		Queue: cfg.EventsStreamQueue, KeepAlive: cfg.EventsKeepAlive}, log.Named("events"))
+	deps := httpapi.Deps{Proposals: proposals, Content: stateView{machine}, Health: health, Cluster: cluster, GC: gc,
+		EventStreams: hub, EventPublisher: publishing, OpsEvents: opsEvents,
+		Settings: describeSettings(cfg), Tunables: tunables()}
+	if cfg.Mode == Mock {
+		deps.MockEpochs = clock
+	}
+	e := httpapi.New(apiCfg, deps, log.Named("api"))
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
-		nats: natsClients(nc, events), gateway: gateway, startedAt: cluster.startedAt, now: now}
+		nats: natsClients(nc, publishing), gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
 	(&deepHealth{cfg: cfg, db: db, node: node, machine: machine, peers: peers, js: js, chain: chainStatus,
 		gateway: gateway, now: now}).register(e)
@@ -222,20 +229,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		peers: peers, leadership: leadership, index: index}).register(e)
 	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
 	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
-	if streamsNC := cmp.Or(nc, events.nc); streamsNC != nil {
+	if streamsNC := cmp.Or(nc, publishing.nc); streamsNC != nil {
 		if chainView.js, err = jetstream.New(streamsNC); err != nil {
 			return fmt.Errorf("validator: JetStream: %w", err)
 		}
 	}
 	chainView.register(e)
-	newConfigViews(cfg).register(e)
 	if err := ui.Register(e); err != nil {
 		return err
 	}
-	streams := newEventStreams(cfg, machine, log.Named("events"))
-	streams.register(e)
-	opsEventViews{nodeID: cfg.NodeID, rec: opsEvents}.register(e)
-	events.register(e, cfg.NodeID)
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -250,15 +252,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Go(func() { proposals.ingress.run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
 	bg.Go(func() { proposals.commits.run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
-	bg.Go(func() { streams.run(ctx) })
-	bg.Go(func() { newOpsCounterWatch(opsEvents, peers.Stats, db.WriteStalls).run(ctx, time.Second) })
+	bg.Go(func() { hub.Run(ctx) })
+	bg.Go(func() { opsevents.NewCounterWatch(opsEvents, peers.Stats, db.WriteStalls).Run(ctx, time.Second) })
 	if follower != nil {
 		bg.Go(func() { errc <- follower.Run(ctx) })
 	}
 	if chainStatus != nil {
 		bg.Go(func() { chainStatus.Run(ctx) })
 	}
-	bg.Go(func() { events.run(ctx) })
+	bg.Go(func() { publishing.run(ctx) })
 	if gateway != nil {
 		bg.Go(func() { gateway.Run(ctx) })
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
-	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
@@ -108,26 +106,14 @@ func (ep *eventPublishing) close() {
 	}
 }
 
-// publisherStatus is the body of GET /v1/events/publisher.
-type publisherStatus struct {
-	NodeID  uint64 `json:"nodeId"`
-	Enabled bool   `json:"enabled"`
-	// NATS is the connection's state; empty when not publishing.
-	NATS string `json:"nats,omitempty"`
-	*eventpub.Status
-}
-
-// register adds GET /v1/events/publisher: whether this validator publishes,
-// the last event the stream acknowledged and the lag behind the applied log.
-func (ep *eventPublishing) register(e *echo.Echo, nodeID uint64) {
-	e.GET("/v1/events/publisher", func(c echo.Context) error {
-		out := publisherStatus{NodeID: nodeID, Enabled: ep.pub != nil}
-		if ep.pub != nil {
-			st := ep.pub.Status()
-			out.Status, out.NATS = &st, ep.nc.Status().String()
-		}
-		return c.JSON(http.StatusOK, out)
-	})
+// PublisherStatus is how far publication got and the state of its NATS
+// connection (api.EventPublisher); nil when this validator does not publish.
+func (ep *eventPublishing) PublisherStatus() (*eventpub.Status, string) {
+	if ep.pub == nil {
+		return nil, ""
+	}
+	st := ep.pub.Status()
+	return &st, ep.nc.Status().String()
 }
 
 // leaderOf is the raft node's leadership as eventpub reads it.

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 )
 
 // TestMockValidatorPublishesEventsWhenAsked: a MOCK validator with
@@ -48,9 +49,9 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 		ids = append(ids, h)
 	}
 
-	var st publisherStatus
+	var st httpapi.PublisherStatus
 	waitFor(t, func() bool {
-		st = publisherStatus{}
+		st = httpapi.PublisherStatus{}
 		return getJSON(t, base+"/v1/events/publisher", &st) == http.StatusOK && st.Status != nil &&
 			st.Publishing && st.LastEventID >= 4 && st.LastPublishedID == st.LastEventID && st.Lag == 0
 	})
@@ -134,7 +135,7 @@ func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
 // uses no NATS, and says so.
 func TestNoPublisherByDefaultInMock(t *testing.T) {
 	base := startMock(t)
-	var st publisherStatus
+	var st httpapi.PublisherStatus
 	if code := getJSON(t, base+"/v1/events/publisher", &st); code != http.StatusOK || st.Enabled || st.Status != nil {
 		t.Fatalf("%d %+v", code, st)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/services/validator/internal/settings"
 )
 
 // Proposals is the pipeline as the API sees it.
@@ -59,8 +60,10 @@ type Health interface {
 	Health() map[string]any
 }
 
-// Config is what the API needs besides its collaborators.
+// Config is what the API needs besides its dependencies.
 type Config struct {
+	// NodeID is this validator's raft id.
+	NodeID uint64
 	// AuthToken, when set, is required as a bearer token on every route but
 	// /health* and the open snapshots (SVC_VALIDATOR_AUTH_TOKEN).
 	AuthToken string
@@ -78,9 +81,28 @@ type Config struct {
 	// Version is the software version the explorer summary names
 	// (pkg/buildinfo).
 	Version string
+}
+
+// Deps are the parts of the validator the routes read and drive, each
+// through the interface this package declares for it. Optional ones are
+// nil when the validator runs without them.
+type Deps struct {
+	Proposals Proposals
+	Content   Content
+	Health    Health
+	Cluster   Cluster
+	GC        GC
 	// MockEpochs, set in MOCK mode only, serves the /api/mock/* epoch
 	// routes; elsewhere they do not exist (404).
 	MockEpochs MockEpochs
+	// EventStreams serves the replicated event log; EventPublisher is its
+	// publication to NATS; OpsEvents, this validator's operational events.
+	EventStreams   EventStreams
+	EventPublisher EventPublisher
+	OpsEvents      OpsEvents
+	// Settings and Tunables are what the configuration views show.
+	Settings []settings.Setting
+	Tunables []api.Tunable
 }
 
 // Limiter admits or refuses one request of an identifier (echo's
@@ -91,27 +113,23 @@ type Limiter interface {
 
 // Server holds the routes.
 type Server struct {
-	cfg       Config
-	log       *zap.Logger
-	proposals Proposals
-	content   Content
-	health    Health
-	cluster   Cluster
-	gc        GC
-	peerHTTP  *http.Client // forwarding and peer status calls
-	resolver  resolver     // member host names, for forwarded requests
-	now       func() time.Time
+	cfg      Config
+	deps     Deps
+	log      *zap.Logger
+	peerHTTP *http.Client // forwarding and peer status calls
+	resolver resolver     // member host names, for forwarded requests
+	now      func() time.Time
 }
 
 // New builds the echo instance with every route.
-func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, health Health, cluster Cluster, gc GC) *echo.Echo {
+func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	if cfg.MaxStatusWait <= 0 {
 		cfg.MaxStatusWait = 60 * time.Second
 	}
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = 1000
 	}
-	s := &Server{cfg: cfg, log: log, proposals: proposals, content: content, health: health, cluster: cluster, gc: gc, now: time.Now,
+	s := &Server{cfg: cfg, deps: deps, log: log, now: time.Now,
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -132,7 +150,21 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/consensus/leader", s.consensusLeader)
 	e.GET("/v1/consensus/status", s.consensusStatus)
 	e.GET("/v1/consensus/state-hash", s.stateHash)
+	e.GET("/v1/config/osgi", s.configValues)
+	e.GET("/v1/config/osgi/schema", s.configSchema)
+	e.GET("/v1/config/osgi/sources", s.configSources)
+	e.GET("/v1/config/osgi/coverage", s.configCoverage)
+	e.GET("/v1/config/osgi/delta", s.configDelta)
+	e.GET("/v1/events/recent", s.recentOpsEvents)
+	e.GET("/v1/events/stats", s.opsEventStats)
 	s.registerSnapshots(e)
+	// The two stream routes of the contract: the same events, each route
+	// with its own per-address connection budget (internal/events/DESIGN.md).
+	if deps.EventStreams != nil {
+		e.GET("/v1/events/stream", echo.WrapHandler(deps.EventStreams.Handler()))
+		e.GET("/v1/ops/events/stream", echo.WrapHandler(deps.EventStreams.Handler()))
+	}
+	e.GET("/v1/events/publisher", s.eventPublisher)
 	// internal
 	e.POST("/v1/propose-write", s.proposeWrite)
 	e.POST("/v1/propose-delete", s.proposeDelete)
@@ -165,7 +197,7 @@ func New(cfg Config, log *zap.Logger, proposals Proposals, content Content, heal
 	e.GET("/v1/msgbus/cluster-state", s.clusterState)
 	e.GET("/v1/msgbus/raft-metrics", s.raftMetrics)
 	e.GET("/v1/msgbus/replication-lag", s.replicationLag)
-	if cfg.MockEpochs != nil {
+	if deps.MockEpochs != nil {
 		e.GET("/api/mock/epoch-status", s.mockEpochStatus)
 		e.POST("/api/mock/advance-epoch", s.mockAdvanceEpoch)
 		e.POST("/api/mock/set-epoch-offset", s.mockSetEpochOffset)
@@ -254,7 +286,7 @@ func httpError(he *echo.HTTPError) *apierror.Error {
 }
 
 func (s *Server) getHealth(c echo.Context) error {
-	body := s.health.Health()
+	body := s.deps.Health.Health()
 	code := http.StatusOK
 	if body["status"] != "ok" {
 		code = http.StatusServiceUnavailable

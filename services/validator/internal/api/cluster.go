@@ -56,11 +56,11 @@ const forwardedHeader = "X-Ledger-Forwarded-By"
 // leader returns the leader member, and whether it is known and not this
 // node.
 func (s *Server) leader() (api.Member, api.ConsensusStatus, bool) {
-	st := s.cluster.Status()
+	st := s.deps.Cluster.Status()
 	if st.Leader == 0 || st.Leader == st.NodeID {
 		return api.Member{}, st, false
 	}
-	for _, m := range s.cluster.Members() {
+	for _, m := range s.deps.Cluster.Members() {
 		if m.ID == st.Leader {
 			return m, st, true
 		}
@@ -71,7 +71,7 @@ func (s *Server) leader() (api.Member, api.ConsensusStatus, bool) {
 // forward proxies the request to the leader. handled is false when this
 // node should answer itself: it is the leader.
 func (s *Server) forward(c echo.Context) (handled bool, err error) {
-	st := s.cluster.Status()
+	st := s.deps.Cluster.Status()
 	if st.Role == api.RoleLeader {
 		return false, nil
 	}
@@ -110,11 +110,11 @@ func (s *Server) forward(c echo.Context) (handled bool, err error) {
 }
 
 func (s *Server) consensusLeader(c echo.Context) error {
-	st := s.cluster.Status()
+	st := s.deps.Cluster.Status()
 	info := api.LeaderInfo{ContractVersion: api.ConsensusLeaderVersion, Term: st.Term, Known: st.Leader != 0, Self: st.Role == api.RoleLeader}
 	if st.Leader != 0 {
 		info.LeaderID, info.LeaderName = st.Leader, api.NodeName(st.Leader)
-		for _, m := range s.cluster.Members() {
+		for _, m := range s.deps.Cluster.Members() {
 			if m.ID == st.Leader {
 				info.LeaderURL = m.APIURL
 			}
@@ -124,15 +124,15 @@ func (s *Server) consensusLeader(c echo.Context) error {
 }
 
 func (s *Server) consensusStatus(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.cluster.Status())
+	return c.JSON(http.StatusOK, s.deps.Cluster.Status())
 }
 
 func (s *Server) peers(c echo.Context) error {
-	st := s.cluster.Status()
+	st := s.deps.Cluster.Status()
 	out := api.Peers{ContractVersion: api.PeersVersion, Self: st.NodeID, Peers: []api.PeerView{}}
-	for _, m := range s.cluster.Members() {
+	for _, m := range s.deps.Cluster.Members() {
 		out.Peers = append(out.Peers, api.PeerView{Member: m, Self: m.ID == st.NodeID, IsLeader: m.ID == st.Leader,
-			Transport: s.cluster.PeerTransport(m.ID)})
+			Transport: s.deps.Cluster.PeerTransport(m.ID)})
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -147,8 +147,8 @@ func (s *Server) clusterHealth(c echo.Context) error {
 // clusterHealthOf asks every member for its status, then for its state
 // hash at the lowest applied index among them.
 func (s *Server) clusterHealthOf(ctx context.Context) api.ClusterHealth {
-	members := s.cluster.Members()
-	self := s.cluster.Status()
+	members := s.deps.Cluster.Members()
+	self := s.deps.Cluster.Status()
 	nodes := make([]api.NodeHealth, len(members))
 	each := func(fn func(i int, m api.Member)) {
 		var wg sync.WaitGroup
@@ -181,7 +181,7 @@ func (s *Server) clusterHealthOf(ctx context.Context) api.ClusterHealth {
 			switch {
 			case !nodes[i].Reachable:
 			case m.ID == self.NodeID:
-				nodes[i].ComparedHash, _ = s.cluster.StateHashAt(comparedAt)
+				nodes[i].ComparedHash, _ = s.deps.Cluster.StateHashAt(comparedAt)
 			default:
 				nodes[i].ComparedHash = s.peerStateHash(ctx, m.APIURL, comparedAt)
 			}
@@ -237,11 +237,11 @@ func (s *Server) stateHash(c echo.Context) error {
 	if err != nil || index == 0 {
 		return apierror.New(apierror.InvalidField, "index must be a positive integer")
 	}
-	hash, ok := s.cluster.StateHashAt(index)
+	hash, ok := s.deps.Cluster.StateHashAt(index)
 	if !ok {
 		return apierror.New(apierror.NotFound, "this validator holds no state hash for index %d (not applied yet, or too old)", index)
 	}
-	return c.JSON(http.StatusOK, api.StateHashAt{ContractVersion: api.StateHashVersion, NodeID: s.cluster.Status().NodeID,
+	return c.JSON(http.StatusOK, api.StateHashAt{ContractVersion: api.StateHashVersion, NodeID: s.deps.Cluster.Status().NodeID,
 		Index: index, StateHash: hash})
 }
 

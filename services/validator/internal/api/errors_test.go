@@ -15,7 +15,7 @@ import (
 // begun leaves its reader with a broken body, never one that ends as if it
 // were complete.
 func TestFailureAfterTheAnswerBegan(t *testing.T) {
-	e := New(Config{}, zap.NewNop(), nil, nil, nil, nil, nil)
+	e := New(Config{}, Deps{}, zap.NewNop())
 	e.GET("/streamed", func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextPlainCharsetUTF8)
 		c.Response().WriteHeader(http.StatusOK)

@@ -22,11 +22,11 @@ func (s *Server) explore(c echo.Context) error {
 	if path != "/" {
 		path = strings.TrimSuffix(path, "/")
 	}
-	node, ok, err := s.content.Node(path)
+	node, ok, err := s.deps.Content.Node(path)
 	if err != nil {
 		return err
 	}
-	children, err := s.content.Children(path, s.cfg.MaxChildren)
+	children, err := s.deps.Content.Children(path, s.cfg.MaxChildren)
 	if err != nil {
 		return err
 	}

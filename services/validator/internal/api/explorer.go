@@ -21,7 +21,7 @@ func (s *Server) lookupProposal(c echo.Context, wait time.Duration) (status api.
 	if !ok {
 		return status, false, apierror.Field("proposalId", "must be 0x followed by 64 hex digits")
 	}
-	status, err = s.proposals.WaitStatus(c.Request().Context(), id, wait)
+	status, err = s.deps.Proposals.WaitStatus(c.Request().Context(), id, wait)
 	if apierror.CodeOf(err) == apierror.NotFound {
 		if fwd, ferr := s.forward(c); fwd && ferr == nil {
 			return status, true, nil
@@ -60,12 +60,12 @@ func (s *Server) finality(c echo.Context) error {
 }
 
 func (s *Server) finalityView() (api.Finality, error) {
-	n, oldest, err := s.content.Unfinalized()
+	n, oldest, err := s.deps.Content.Unfinalized()
 	if err != nil {
 		return api.Finality{}, err
 	}
-	current, finalized := s.proposals.QueueStats().CurrentEpoch, s.content.FinalizedEpoch()
-	counts, _ := s.content.Counts()
+	current, finalized := s.deps.Proposals.QueueStats().CurrentEpoch, s.deps.Content.FinalizedEpoch()
+	counts, _ := s.deps.Content.Counts()
 	f := api.Finality{ContractVersion: api.FinalityVersion, CurrentEpoch: current, FinalizedEpoch: finalized,
 		EpochsUntilFinality: current - min(current, finalized), CommittedUnfinalized: n, LastCommitAt: msTime(counts.GetLastCommitAtMs())}
 	if oldest != nil {
@@ -82,8 +82,8 @@ func (s *Server) explorerSummary(c echo.Context) error {
 	if fwd, err := s.forward(c); fwd && err == nil {
 		return nil
 	}
-	st := s.cluster.Status()
-	q := s.proposals.QueueStats()
+	st := s.deps.Cluster.Status()
+	q := s.deps.Proposals.QueueStats()
 	fin, err := s.finalityView()
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func (s *Server) explorerSummary(c echo.Context) error {
 	sum.Identity.NodeID, sum.Identity.ClusterID = st.NodeID, st.ClusterID
 	sum.Identity.Mode, sum.Identity.ChainID, sum.Identity.ContractAddress = s.cfg.Blockchain.Mode, s.cfg.Blockchain.ChainID, s.cfg.Blockchain.ContractAddress
 	sum.Identity.Version = s.cfg.Version
-	sum.Cluster.Leader, sum.Cluster.Term, sum.Cluster.Members = st.Leader, st.Term, len(s.cluster.Members())
+	sum.Cluster.Leader, sum.Cluster.Term, sum.Cluster.Members = st.Leader, st.Term, len(s.deps.Cluster.Members())
 	sum.Cluster.AppliedIndex, sum.Cluster.StateHash = st.AppliedIndex, st.StateHash
 	for _, v := range q.ProposalsByEpoch {
 		sum.Queue.Pending += v
@@ -104,7 +104,7 @@ func (s *Server) explorerSummary(c echo.Context) error {
 }
 
 func (s *Server) proposalCounts(c echo.Context) error {
-	n, index := s.content.Counts()
+	n, index := s.deps.Content.Counts()
 	byReason := n.GetRejectedByReason()
 	if byReason == nil {
 		byReason = map[string]uint64{}

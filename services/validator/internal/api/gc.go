@@ -49,7 +49,7 @@ func (s *Server) gcAccount(c echo.Context) error {
 }
 
 func (s *Server) answerAccount(c echo.Context, wallet common.Address) error {
-	acc, err := s.gc.Account(wallet)
+	acc, err := s.deps.GC.Account(wallet)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (s *Server) gcChange(c echo.Context, parse func() error, change func(ctx co
 }
 
 func (s *Server) gcExecutePending(c echo.Context) error {
-	return s.gcChange(c, func() error { return nil }, s.gc.ExecutePending)
+	return s.gcChange(c, func() error { return nil }, s.deps.GC.ExecutePending)
 }
 
 func (s *Server) gcSetLimit(c echo.Context) error {
@@ -87,7 +87,7 @@ func (s *Server) gcSetLimit(c echo.Context) error {
 			return apierror.Field("limit", "must be a decimal amount with at most 6 decimals, e.g. 100.00 (0: the default)")
 		}
 		return nil
-	}, func(ctx context.Context, wallet common.Address) error { return s.gc.SetLimit(ctx, wallet, limit) })
+	}, func(ctx context.Context, wallet common.Address) error { return s.deps.GC.SetLimit(ctx, wallet, limit) })
 }
 
 // gcPay serves POST /v1/gc/account/{wallet}/pay and answers the account as
@@ -113,7 +113,7 @@ func (s *Server) gcPay(c echo.Context) error {
 			}
 			tx = common.BytesToHash(b)
 			return nil
-		}, func(ctx context.Context, wallet common.Address) error { return s.gc.PayTx(ctx, wallet, tx) })
+		}, func(ctx context.Context, wallet common.Address) error { return s.deps.GC.PayTx(ctx, wallet, tx) })
 	}
 	var amount uint64
 	return s.gcChange(c, func() error {
@@ -122,5 +122,5 @@ func (s *Server) gcPay(c echo.Context) error {
 			return apierror.Field("amount", "must be a positive decimal amount with at most 6 decimals, e.g. 1.50")
 		}
 		return nil
-	}, func(ctx context.Context, wallet common.Address) error { return s.gc.Pay(ctx, wallet, amount) })
+	}, func(ctx context.Context, wallet common.Address) error { return s.deps.GC.Pay(ctx, wallet, amount) })
 }

@@ -163,7 +163,7 @@ func samePattern(a, b string) bool {
 // routeIndex answers /v1/index from e's routes.
 func (s *Server) routeIndex(e *echo.Echo) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		out := api.RouteIndex{NodeID: s.cluster.Status().NodeID, Version: s.cfg.Version, Routes: []api.RouteEntry{},
+		out := api.RouteIndex{NodeID: s.deps.Cluster.Status().NodeID, Version: s.cfg.Version, Routes: []api.RouteEntry{},
 			MissingSourceRoutes: []string{}}
 		served := map[string]bool{}
 		for _, r := range e.Routes() {

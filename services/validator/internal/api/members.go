@@ -16,9 +16,9 @@ import (
 // follower forwards them. See docs/runbooks/membership.md.
 
 func (s *Server) listMembers(c echo.Context) error {
-	voters, learners := s.cluster.Membership()
+	voters, learners := s.deps.Cluster.Membership()
 	return c.JSON(http.StatusOK, map[string]any{
-		"contractVersion": api.ClusterStateVersion, "members": s.cluster.Members(), "voters": voters, "learners": learners,
+		"contractVersion": api.ClusterStateVersion, "members": s.deps.Cluster.Members(), "voters": voters, "learners": learners,
 	})
 }
 
@@ -38,13 +38,13 @@ func (s *Server) addMember(c echo.Context) error {
 	case !validURL(m.APIURL):
 		return apierror.Field("apiUrl", "must be http(s)://host:port")
 	}
-	voters, learners := s.cluster.Membership()
+	voters, learners := s.deps.Cluster.Membership()
 	for _, id := range append(voters, learners...) {
 		if id == m.ID {
 			return apierror.New(apierror.ProposalIDConflict, "validator %d is already a member", m.ID).WithDetail("field", "id")
 		}
 	}
-	if err := s.cluster.AddMember(c.Request().Context(), m); err != nil {
+	if err := s.deps.Cluster.AddMember(c.Request().Context(), m); err != nil {
 		return err
 	}
 	return s.listMembers(c)
@@ -58,7 +58,7 @@ func (s *Server) removeMember(c echo.Context) error {
 	if err != nil || id == 0 {
 		return apierror.Field("id", "must be a positive integer")
 	}
-	voters, learners := s.cluster.Membership()
+	voters, learners := s.deps.Cluster.Membership()
 	member := false
 	for _, v := range append(voters, learners...) {
 		member = member || v == id
@@ -69,7 +69,7 @@ func (s *Server) removeMember(c echo.Context) error {
 	if len(voters) == 1 && voters[0] == id {
 		return apierror.New(apierror.Forbidden, "validator %d is the last voter; a cluster cannot remove it", id)
 	}
-	if err := s.cluster.RemoveMember(c.Request().Context(), id); err != nil {
+	if err := s.deps.Cluster.RemoveMember(c.Request().Context(), id); err != nil {
 		return err
 	}
 	return s.listMembers(c)

@@ -46,7 +46,7 @@ func (s *Server) mockAdvanceEpoch(c echo.Context) error {
 	if handled, err := s.forward(c); handled {
 		return err
 	}
-	s.cfg.MockEpochs.Advance(n)
+	s.deps.MockEpochs.Advance(n)
 	return c.JSON(http.StatusOK, s.mockStatus())
 }
 
@@ -58,16 +58,16 @@ func (s *Server) mockSetEpochOffset(c echo.Context) error {
 	if handled, err := s.forward(c); handled {
 		return err
 	}
-	if !s.cfg.MockEpochs.SetOffset(offset) {
+	if !s.deps.MockEpochs.SetOffset(offset) {
 		return apierror.Field("offset", "would move the epoch below 0")
 	}
 	return c.JSON(http.StatusOK, s.mockStatus())
 }
 
 func (s *Server) mockStatus() api.MockEpochStatus {
-	m := s.cfg.MockEpochs
+	m := s.deps.MockEpochs
 	return api.MockEpochStatus{
-		ContractVersion: api.MockEpochStatusVersion, NodeID: s.cluster.Status().NodeID,
+		ContractVersion: api.MockEpochStatusVersion, NodeID: s.deps.Cluster.Status().NodeID,
 		CurrentEpoch: m.Current(), FinalizedEpoch: m.Finalized(), Offset: m.Offset(),
 		EpochLengthSeconds: uint64(m.Length() / time.Second), NextEpochInMs: m.NextIn().Milliseconds(),
 	}

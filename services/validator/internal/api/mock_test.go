@@ -11,7 +11,7 @@ import (
 // TestMockRoutesOnlyInMockMode: without a mock clock (TESTNET, MAINNET) the
 // /api/mock/* routes do not exist.
 func TestMockRoutesOnlyInMockMode(t *testing.T) {
-	e := New(Config{}, zap.NewNop(), nil, nil, nil, nil, nil)
+	e := New(Config{}, Deps{}, zap.NewNop())
 	for _, r := range []struct{ method, path string }{
 		{http.MethodGet, "/api/mock/epoch-status"},
 		{http.MethodPost, "/api/mock/advance-epoch"},

@@ -44,7 +44,7 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	if err != nil {
 		return err
 	}
-	status, created, err := s.proposals.Submit(c.Request().Context(), sub)
+	status, created, err := s.deps.Proposals.Submit(c.Request().Context(), sub)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	// up, so a client needs one request instead of a submit and a poll.
 	if deadline := time.Now().Add(wait); wait > 0 {
 		for !api.Terminal(status.Status) && time.Until(deadline) > 0 && c.Request().Context().Err() == nil {
-			if status, err = s.proposals.WaitStatus(c.Request().Context(), sub.ProposalID, time.Until(deadline)); err != nil {
+			if status, err = s.deps.Proposals.WaitStatus(c.Request().Context(), sub.ProposalID, time.Until(deadline)); err != nil {
 				return err
 			}
 		}
@@ -78,19 +78,19 @@ func (s *Server) fromLeader(c echo.Context, local func() any) error {
 }
 
 func (s *Server) releaseFlow(c echo.Context) error {
-	return s.fromLeader(c, func() any { return s.proposals.ReleaseFlow() })
+	return s.fromLeader(c, func() any { return s.deps.Proposals.ReleaseFlow() })
 }
 
 func (s *Server) explorerReleaseFlow(c echo.Context) error {
 	return s.fromLeader(c, func() any {
-		f := s.proposals.ReleaseFlow()
+		f := s.deps.Proposals.ReleaseFlow()
 		f.ContractVersion = api.ExplorerReleaseFlowVersion
 		return f
 	})
 }
 
 func (s *Server) epochOverlay(c echo.Context) error {
-	return s.fromLeader(c, func() any { return s.proposals.EpochOverlay() })
+	return s.fromLeader(c, func() any { return s.deps.Proposals.EpochOverlay() })
 }
 
 // explorerEpochs is deprecated: it points to its successor.
@@ -126,7 +126,7 @@ func (s *Server) limitIP(c echo.Context) error {
 // isMemberAddress reports whether ip is an address of the member whose id
 // is the decimal id, as its API URL names it.
 func (s *Server) isMemberAddress(id, ip string) bool {
-	for _, m := range s.cluster.Members() {
+	for _, m := range s.deps.Cluster.Members() {
 		if strconv.FormatUint(m.ID, 10) != id {
 			continue
 		}
@@ -197,7 +197,7 @@ func (s *Server) proposalStatus(c echo.Context) error {
 // a follower forwards to it, and answers with its own (empty) pipeline only
 // when no leader is known, so the route keeps answering during an election.
 func (s *Server) queueStats(c echo.Context) error {
-	return s.fromLeader(c, func() any { return s.proposals.QueueStats() })
+	return s.fromLeader(c, func() any { return s.deps.Proposals.QueueStats() })
 }
 
 // pendingCount serves /v1/proposals/pending/count: proposals accepted and
@@ -205,7 +205,7 @@ func (s *Server) queueStats(c echo.Context) error {
 func (s *Server) pendingCount(c echo.Context) error {
 	return s.fromLeader(c, func() any {
 		n := 0
-		for _, v := range s.proposals.QueueStats().ProposalsByEpoch {
+		for _, v := range s.deps.Proposals.QueueStats().ProposalsByEpoch {
 			n += v
 		}
 		return api.PendingCount{ContractVersion: api.PendingCountVersion, Pending: n}

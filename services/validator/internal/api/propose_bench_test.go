@@ -49,7 +49,7 @@ func BenchmarkProposeWrite(b *testing.B) {
 		proposal.FieldContentType:    {"bench"},
 		proposal.FieldEthereumTxHash: {"0x1234567890abcdef1234567890abcdef1234567890abcdef1234567890abcdef"},
 	}.Encode()
-	e := New(Config{Form: proposal.DefaultOptions()}, zap.NewNop(), instantProposals{}, nil, nil, leaderCluster{}, nil)
+	e := New(Config{Form: proposal.DefaultOptions()}, Deps{Proposals: instantProposals{}, Cluster: leaderCluster{}}, zap.NewNop())
 	b.ReportAllocs()
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, "/v1/propose-write?wait=30s", strings.NewReader(body))

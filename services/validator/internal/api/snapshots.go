@@ -24,11 +24,11 @@ func (s *Server) registerSnapshots(e *echo.Echo) {
 }
 
 func (s *Server) snapshotHeader(version string) api.SnapshotHeader {
-	return api.SnapshotHeader{ContractVersion: version, NodeID: s.cluster.Status().NodeID, At: s.now().UTC()}
+	return api.SnapshotHeader{ContractVersion: version, NodeID: s.deps.Cluster.Status().NodeID, At: s.now().UTC()}
 }
 
 func (s *Server) healthSnapshot(c echo.Context) error {
-	body := s.health.Health()
+	body := s.deps.Health.Health()
 	out := api.HealthSnapshot{SnapshotHeader: s.snapshotHeader(api.HealthSnapshotVersion), Status: "ok", Health: body}
 	code := http.StatusOK
 	if body["status"] != "ok" {
@@ -44,11 +44,11 @@ func (s *Server) clusterSnapshot(c echo.Context) error {
 
 func (s *Server) replicationSnapshot(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.ReplicationSnapshot{SnapshotHeader: s.snapshotHeader(api.ReplicationSnapshotVersion),
-		Replication: s.cluster.Replication()})
+		Replication: s.deps.Cluster.Replication()})
 }
 
 func (s *Server) queueSnapshot(c echo.Context) error {
 	return s.fromLeader(c, func() any {
-		return api.QueueSnapshot{SnapshotHeader: s.snapshotHeader(api.QueueSnapshotVersion), Queue: s.proposals.QueueStats()}
+		return api.QueueSnapshot{SnapshotHeader: s.snapshotHeader(api.QueueSnapshotVersion), Queue: s.deps.Proposals.QueueStats()}
 	})
 }

@@ -61,7 +61,7 @@ func (s *Server) walletContent(c echo.Context) error {
 }
 
 func (s *Server) walletItems(root string, offset, limit int) ([]api.WalletItem, bool, error) {
-	nodes, more, err := s.content.WalletNodes(root, offset, limit)
+	nodes, more, err := s.deps.Content.WalletNodes(root, offset, limit)
 	if err != nil {
 		return nil, false, err
 	}
@@ -95,11 +95,11 @@ func (s *Server) walletStats(c echo.Context) error {
 }
 
 func (s *Server) walletFigures(wallet common.Address) (api.WalletStats, error) {
-	ws, err := s.content.WalletStats(wallet)
+	ws, err := s.deps.Content.WalletStats(wallet)
 	if err != nil {
 		return api.WalletStats{}, err
 	}
-	acc, err := s.gc.Account(wallet)
+	acc, err := s.deps.GC.Account(wallet)
 	if err != nil {
 		return api.WalletStats{}, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/services/validator/internal/settings"
 )
 
 // TestSettingsAreClassified holds settingClass to Config: every setting has
@@ -20,16 +21,16 @@ func TestSettingsAreClassified(t *testing.T) {
 			fields++
 		}
 	}
-	got := settings(Config{})
+	got := describeSettings(Config{})
 	if len(got) != fields || fields == 0 {
 		t.Fatalf("%d settings of %d Config fields", len(got), fields)
 	}
 	for _, s := range got {
-		if s.component == "" || s.risk == "" || s.desc == "" {
-			t.Errorf("%s: component %q, risk %q, description %q", s.key(), s.component, s.risk, s.desc)
+		if s.Component == "" || s.Risk == "" || s.Description == "" {
+			t.Errorf("%s: component %q, risk %q, description %q", s.Key, s.Component, s.Risk, s.Description)
 		}
-		if s.def != "" && s.defValue == nil {
-			t.Errorf("%s: default %q does not parse as %s", s.key(), s.def, s.typ)
+		if !s.DefaultParses() {
+			t.Errorf("%s: default %q does not parse as %s", s.Key, s.Default, s.Type)
 		}
 	}
 }
@@ -60,7 +61,7 @@ func TestConfigRoutes(t *testing.T) {
 	get("/v1/config/osgi", &values)
 	if values.ContractVersion != api.ConfigValuesVersion || values.ReloadMode != "restart" ||
 		values.Components["pipeline"][configPrefix+"MAX_BATCH"] != float64(64) ||
-		values.Components["node"][configPrefix+"MODE"] != "MOCK" || values.Components["api"][configPrefix+"AUTH_TOKEN"] != redacted ||
+		values.Components["node"][configPrefix+"MODE"] != "MOCK" || values.Components["api"][configPrefix+"AUTH_TOKEN"] != settings.Redacted ||
 		values.Components["pipeline"][configPrefix+"EPOCH_LENGTH"] != "6m24s" {
 		t.Fatalf("values %+v", values)
 	}
@@ -71,7 +72,7 @@ func TestConfigRoutes(t *testing.T) {
 	for _, e := range schema.Entries {
 		entries[e.Key] = e
 	}
-	if len(entries) != len(settings(Config{})) || schema.ContractVersion != api.ConfigSchemaVersion {
+	if len(entries) != len(describeSettings(Config{})) || schema.ContractVersion != api.ConfigSchemaVersion {
 		t.Fatalf("schema of %d entries", len(entries))
 	}
 	if e := entries[configPrefix+"MODE"]; len(e.Enum) != 3 || e.Risk != "high" || e.ReloadMode != "restart" || e.Default != "" {
@@ -116,7 +117,7 @@ func TestConfigRoutes(t *testing.T) {
 	if c := changed[configPrefix+"PAYMENT_WAIT"]; c.Current != "1s" || c.Default != "2m0s" {
 		t.Fatalf("PAYMENT_WAIT %+v", c)
 	}
-	if c, ok := changed[configPrefix+"AUTH_TOKEN"]; !ok || c.Current != redacted {
+	if c, ok := changed[configPrefix+"AUTH_TOKEN"]; !ok || c.Current != settings.Redacted {
 		t.Fatalf("AUTH_TOKEN %+v", c)
 	}
 	if _, ok := changed[configPrefix+"NO_SYNC"]; ok {
@@ -147,12 +148,12 @@ func TestURLCredentialsAreRedacted(t *testing.T) {
 		"NATS_URL":     "nats://alice:xxxxx@n1:4222,nats://xxxxx@n2:4222,nats://n3:4222",
 		"IPFS_GATEWAY": "https://u:xxxxx@ipfs.example",
 	}
-	for _, s := range settings(c) {
-		if w, ok := want[s.name]; ok {
-			if got := s.rendered(); got != w {
-				t.Errorf("%s shown as %v, want %s", s.key(), got, w)
+	for _, s := range describeSettings(c) {
+		if w, ok := want[s.Name]; ok {
+			if got := s.Value(); got != w {
+				t.Errorf("%s shown as %v, want %s", s.Key, got, w)
 			}
-			delete(want, s.name)
+			delete(want, s.Name)
 		}
 	}
 	if len(want) != 0 {

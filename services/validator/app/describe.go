@@ -1,0 +1,109 @@
+package app
+
+import (
+	"strconv"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/validator/internal/settings"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+)
+
+// What the configuration views (/v1/config/osgi/*) say of Config beyond
+// its struct tags: each setting's component and risk, and the tunables the
+// contract, the decisions and the architecture name.
+
+// configPrefix is the environment prefix of the validator's settings.
+const configPrefix = EnvPrefix + "_"
+
+// describeSettings describes every setting of cfg; the defaults that depend
+// on the mode are cfg.Mode's.
+func describeSettings(cfg Config) []settings.Setting {
+	confirmations, wait := modeDefaults(cfg.Mode)
+	return settings.Describe(cfg, settings.Options{
+		Prefix:   configPrefix,
+		Classify: settingClass,
+		Secrets:  []string{"AUTH_TOKEN"},
+		URLs:     []string{"IPFS_GATEWAY", "NATS_URL"},
+		Enums:    map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
+		Defaults: map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String()},
+	})
+}
+
+// settingClass is the component a setting belongs to and the risk of
+// changing it: high where a wrong value loses data, splits or stalls the
+// cluster, or opens it; medium where it changes throughput or latency
+// noticeably; low otherwise. ok is false for a name it does not know.
+func settingClass(name string) (component, risk string, ok bool) {
+	switch name {
+	case "MODE", "NODE_ID", "CLUSTER_ID", "DATA_DIR":
+		return "node", "high", true
+	case "NO_SYNC":
+		return "storage", "high", true
+	case "HTTP_ADDR", "DEBUG_ADDR":
+		return "api", "medium", true
+	case "AUTH_TOKEN":
+		return "api", "high", true
+	case "RATE_PER_IP", "RATE_PER_WALLET":
+		return "api", "medium", true
+	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA":
+		return "raft", "high", true
+	case "TICK_INTERVAL", "SNAPSHOT_ENTRIES", "COMPACTION_MARGIN", "LOG_TRUNCATION":
+		return "raft", "medium", true
+	case "CHAIN_ID", "CONTRACT_ADDRESS", "CONFIRMATIONS":
+		return "chain", "high", true
+	case "USDC_ADDRESS":
+		return "chain", "medium", true
+	case "NATS_URL", "PAYMENT_STREAM", "WATCHER_BUCKET":
+		return "chain", "high", true
+	case "PAYMENT_WAIT":
+		return "chain", "medium", true
+	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES":
+		return "events", "high", true
+	case "NATS_EVENTS_DUPLICATES":
+		return "events", "medium", true
+	case "CONTENT_ROOT":
+		return "content", "high", true
+	case "MAX_MESSAGE_BYTES":
+		return "content", "medium", true
+	case "EPOCH_LENGTH":
+		return "pipeline", "high", true
+	case "MAX_PENDING", "MAX_BATCH", "MICRO_BATCH", "MICRO_BATCH_BYTES", "VERIFIERS", "CLASS_AGING", "MAX_PENDING_MESSAGES":
+		return "pipeline", "medium", true
+	case "EVENTS_RETENTION", "EVENTS_RETENTION_COUNT": // the leader's values apply to every validator
+		return "events", "high", true
+	case "EVENTS_STREAM_PER_IP", "EVENTS_STREAM_RATE", "EVENTS_STREAM_QUEUE", "EVENTS_KEEPALIVE":
+		return "events", "medium", true
+	case "IPFS_GATEWAY", "IPFS_GATEWAY_CHECK": // only checked and reported: nothing else depends on them
+		return "blobstore", "low", true
+	}
+	return "", "", false
+}
+
+// tunables are the tunables the contract, the decisions and the
+// architecture name: which a setting covers, which are fixed in code, and
+// which have nothing to tune yet.
+func tunables() []api.Tunable {
+	return []api.Tunable{
+		{Name: "max_pending_messages", Origin: "contract", Status: "configurable", Key: configPrefix + "MAX_PENDING_MESSAGES"},
+		{Name: "epoch length", Origin: "DECISIONS D7", Status: "configurable", Key: configPrefix + "EPOCH_LENGTH"},
+		{Name: "message size limit", Origin: "DECISIONS D3", Status: "configurable", Key: configPrefix + "MAX_MESSAGE_BYTES"},
+		{Name: "content_root", Origin: "DECISIONS D3", Status: "configurable", Key: configPrefix + "CONTENT_ROOT"},
+		{Name: "payment wait", Origin: "DECISIONS D6", Status: "configurable", Key: configPrefix + "PAYMENT_WAIT"},
+		{Name: "required confirmations", Origin: "DECISIONS D6", Status: "configurable", Key: configPrefix + "CONFIRMATIONS"},
+		{Name: "GC debt limit", Origin: "DECISIONS D9", Status: "fixed", Value: api.DebtString(state.DefaultDebtLimitMicros),
+			Note: "the default limit; POST /v1/gc/account/{wallet}/set-limit sets one wallet's"},
+		{Name: "GC debt per deleted MB", Origin: "DECISIONS D9", Status: "fixed", Value: "0.10", Note: "at least 1 MB per delete"},
+		{Name: "retained segment generations", Origin: "contract", Status: "fixed", Value: strconv.Itoa(retainedGenerations),
+			Note: "fixed by the contract"},
+		{Name: "TAR file target size", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(tarTargetBytes)},
+		{Name: "Pebble block cache", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(storage.DefaultCacheSize)},
+		{Name: "Pebble memtable", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(storage.DefaultMemTableSize)},
+		{Name: "gcSizeDeltaEstimation", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 1 GB)"},
+		{Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5)"},
+		{Name: "forceTimeout", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 60s)"},
+		{Name: "memoryThreshold", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5%)"},
+		{Name: "event history window", Origin: "DECISIONS D8", Status: "not_implemented",
+			Note: "events are kept without a window (default 72 h or 1,000,000 events)"},
+	}
+}

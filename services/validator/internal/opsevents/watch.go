@@ -1,0 +1,69 @@
+package opsevents
+
+import (
+	"context"
+	"time"
+
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
+)
+
+// CounterWatch turns counters that other parts keep into events: the
+// transport's snapshot transfers per peer and the database's write stalls.
+// Neither tells anyone when they move, so the watch looks at them every
+// interval and records what moved since the last look. It belongs to the
+// goroutine that calls Run (or Look).
+type CounterWatch struct {
+	rec    *Recorder
+	peers  func() map[uint64]transport.PeerStats
+	stalls func() storage.WriteStalls
+
+	seen       map[uint64]transport.PeerStats
+	stallsSeen uint64
+}
+
+// NewCounterWatch watches peers (the transport's Stats) and stalls (the
+// database's WriteStalls) for rec.
+func NewCounterWatch(rec *Recorder, peers func() map[uint64]transport.PeerStats, stalls func() storage.WriteStalls) *CounterWatch {
+	// Both sets of counters start at zero with the process (a peer's when
+	// it is added), so what they hold at the first look happened since.
+	return &CounterWatch{rec: rec, peers: peers, stalls: stalls, seen: map[uint64]transport.PeerStats{}}
+}
+
+// Run looks at once, then every interval, until ctx ends.
+func (w *CounterWatch) Run(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		w.Look()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Look records what moved since the last look.
+func (w *CounterWatch) Look() {
+	now := w.peers()
+	for id, st := range now {
+		was := w.seen[id]
+		w.rec.Snapshots(SnapshotSent, id, moved(was.SnapshotsSent, st.SnapshotsSent))
+		w.rec.Snapshots(SnapshotFailed, id, moved(was.SnapshotsFailed, st.SnapshotsFailed))
+		w.rec.Snapshots(SnapshotReceived, id, moved(was.SnapshotsReceived, st.SnapshotsReceived))
+	}
+	w.seen = now
+	s := w.stalls()
+	w.rec.WriteStalls(s.LastReason, moved(w.stallsSeen, s.Count))
+	w.stallsSeen = s.Count
+}
+
+// moved is how far a counter went from was to now; a counter below its
+// last value started again from zero (a peer removed and added again).
+func moved(was, now uint64) uint64 {
+	if now < was {
+		return now
+	}
+	return now - was
+}

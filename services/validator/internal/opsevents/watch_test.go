@@ -1,0 +1,76 @@
+package opsevents
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
+)
+
+// TestOpsCounterWatch: snapshot transfers and write stalls become events
+// as their counters move, by peer; a counter that starts again counts from
+// zero.
+func TestCounterWatch(t *testing.T) {
+	rec := New(Options{})
+	peers := map[uint64]transport.PeerStats{2: {SnapshotsSent: 1}, 3: {}}
+	var stalls storage.WriteStalls
+	w := NewCounterWatch(rec, func() map[uint64]transport.PeerStats { return peers }, func() storage.WriteStalls { return stalls })
+	w.Look()
+	peers = map[uint64]transport.PeerStats{2: {SnapshotsSent: 3, SnapshotsFailed: 1}, 3: {SnapshotsReceived: 1}}
+	stalls = storage.WriteStalls{Count: 2, LastReason: "L0 file count limit exceeded"}
+	w.Look()
+	w.Look()                                                      // nothing moved
+	peers = map[uint64]transport.PeerStats{2: {SnapshotsSent: 1}} // removed and added again; 3 removed
+	w.Look()
+
+	got, _ := rec.Recent(100)
+	var seen []string
+	for i := len(got) - 1; i >= 0; i-- {
+		e := got[i]
+		seen = append(seen, e.Type.String()+" peer="+strconv.FormatUint(e.Peer, 10)+" count="+strconv.FormatUint(e.Count, 10)+" "+e.Reason)
+	}
+	want := []string{
+		"snapshot.sent peer=2 count=1 ",
+		// The second look: peers in map order, then the stalls.
+		"snapshot.received peer=3 count=1 ",
+		"snapshot.sent peer=2 count=2 ",
+		"snapshot.failed peer=2 count=1 ",
+		"storage.write_stall peer=0 count=2 L0 file count limit exceeded",
+		"snapshot.sent peer=2 count=1 ",
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("events %v, want %v", seen, want)
+	}
+	// Within one look peers come in map order: compare the second look as
+	// a set.
+	second := map[string]bool{seen[1]: true, seen[2]: true, seen[3]: true}
+	if seen[0] != want[0] || !second[want[1]] || !second[want[2]] || !second[want[3]] || seen[4] != want[4] || seen[5] != want[5] {
+		t.Fatalf("events %v, want %v", seen, want)
+	}
+	if s := rec.Stats(); s.ByReason[WriteStall]["L0 file count limit exceeded"] != 2 {
+		t.Fatalf("stalls by reason %v", s.ByReason[WriteStall])
+	}
+}
+
+// TestCounterWatchRuns: run looks at once, then every interval, and
+// returns when its context ends.
+func TestCounterWatchRuns(t *testing.T) {
+	rec := New(Options{})
+	changed := rec.Changed()
+	w := NewCounterWatch(rec, func() map[uint64]transport.PeerStats { return nil },
+		func() storage.WriteStalls {
+			return storage.WriteStalls{Count: 1, LastReason: "memtable count limit reached"}
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx, time.Hour); close(done) }()
+	<-changed // the first look, without waiting an hour
+	cancel()
+	<-done
+	if got, _ := rec.Recent(10); len(got) != 1 || got[0].Type != WriteStall {
+		t.Fatalf("events %+v", got)
+	}
+}
