@@ -183,10 +183,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	health := &healthView{cfg: cfg, version: version, node: node, machine: machine, nats: nc, index: index}
-	if publishing.own {
-		health.eventsNATS = publishing.nc
-	}
 	leadership := newLeadershipLog(256, opsEvents)
 	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
@@ -194,6 +190,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	proposals := proposalsView{Pipeline: pipe, ingress: newRateMeter(10), commits: newRateMeter(10)}
 	apiCfg := httpapi.Config{
 		NodeID:     cfg.NodeID,
+		DataDir:    cfg.DataDir,
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
 		Blockchain: blockchainConfig(cfg, domain),
@@ -213,28 +210,41 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	defer closeGateway()
 	hub := events.NewHub(machine, events.Config{MaxPerIP: cfg.EventsStreamPerIP, Rate: cfg.EventsStreamRate,
 		Queue: cfg.EventsStreamQueue, KeepAlive: cfg.EventsKeepAlive}, log.Named("events"))
-	deps := httpapi.Deps{Proposals: proposals, Content: stateView{machine}, Health: health, Cluster: cluster, GC: gc,
+	deps := httpapi.Deps{Proposals: proposals, Content: stateView{machine}, Cluster: cluster, GC: gc,
+		NATS: natsClients(nc, publishing), Probes: probes(db, machine, node, peers, follower, chainStatus, gateway),
 		EventStreams: hub, EventPublisher: publishing, OpsEvents: opsEvents,
+		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: stateView{machine},
+			Index: index, Chain: chainStatus, Now: now}),
 		Settings: describeSettings(cfg), Tunables: tunables()}
+	if chainStatus != nil { // a nil pointer in an interface would not be nil
+		deps.ChainStatus = chainStatus
+	}
+	if index != nil {
+		deps.PaymentIndex = index
+	}
+	if streamsNC := cmp.Or(nc, publishing.nc); streamsNC != nil {
+		js, err := jetstream.New(streamsNC)
+		if err != nil {
+			return fmt.Errorf("validator: JetStream: %w", err)
+		}
+		var names []string
+		if chainStatus != nil {
+			names = append(names, cfg.PaymentStream)
+		}
+		if cfg.PublishesEvents() {
+			names = append(names, cfg.eventStream().Name)
+		}
+		deps.Streams = payments.NewStreams(js, names, now)
+	}
 	if cfg.Mode == Mock {
 		deps.MockEpochs = clock
 	}
 	e := httpapi.New(apiCfg, deps, log.Named("api"))
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
-		nats: natsClients(nc, publishing), gateway: gateway, startedAt: cluster.startedAt, now: now}
+		nats: deps.NATS, gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
-	(&deepHealth{cfg: cfg, db: db, node: node, machine: machine, peers: peers, js: js, chain: chainStatus,
-		gateway: gateway, now: now}).register(e)
 	newValidatorMetrics(metricSources{cfg: cfg, version: version, node: node, machine: machine, db: db, pipe: pipe,
 		peers: peers, leadership: leadership, index: index}).register(e)
-	(&txViews{cfg: cfg, machine: machine, payments: index, chain: chainStatus, now: now}).register(e)
-	chainView := &chainViews{cfg: cfg, status: chainStatus, now: now}
-	if streamsNC := cmp.Or(nc, publishing.nc); streamsNC != nil {
-		if chainView.js, err = jetstream.New(streamsNC); err != nil {
-			return fmt.Errorf("validator: JetStream: %w", err)
-		}
-	}
-	chainView.register(e)
 	if err := ui.Register(e); err != nil {
 		return err
 	}
@@ -304,6 +314,25 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 // The pipeline finds the reorg handling of its payment source by a type
 // assertion; this keeps the index from losing it unnoticed.
 var _ pipeline.Retractions = (*payments.Index)(nil)
+
+// probes are the checks of /health/deep: a synced write to Pebble's WAL, a
+// read of applied state, raft's leader, the peer streams (a quorum must be
+// reachable), and, where used, the NATS server's payment stream, the
+// chain-watcher's status and the IPFS gateway.
+func probes(db *storage.DB, machine *state.Machine, node *consensus.Node, peers *transport.Transport, follower *payments.Follower,
+	chain *payments.ChainStatus, gateway *blobgateway.Checker) map[string]httpapi.Probe {
+	out := map[string]httpapi.Probe{"wal": db.ProbeWAL, "state": machine.Probe, "raft": node.Probe, "peers": peers.ProbeQuorum}
+	if follower != nil {
+		out["nats"] = follower.Probe
+	}
+	if chain != nil {
+		out["chain"] = chain.Probe
+	}
+	if gateway != nil {
+		out["gateway"] = gateway.Probe
+	}
+	return out
+}
 
 // newGatewayChecker returns the checker of the configured IPFS gateway, nil
 // when none is, and a function that closes its idle connections. Its

@@ -15,6 +15,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -30,7 +31,7 @@ type opsViews struct {
 	machine   *state.Machine
 	db        *storage.DB
 	storage   *storageViews
-	nats      []natsClient
+	nats      []httpapi.NATSClient
 	gateway   *blobgateway.Checker // nil: no IPFS gateway configured
 	startedAt time.Time
 	now       func() time.Time

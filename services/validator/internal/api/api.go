@@ -55,15 +55,12 @@ type Content interface {
 	Counts() (*ledgerpb.ProposalCounts, uint64)
 }
 
-// Health reports the node's own view of itself for /health.
-type Health interface {
-	Health() map[string]any
-}
-
 // Config is what the API needs besides its dependencies.
 type Config struct {
 	// NodeID is this validator's raft id.
 	NodeID uint64
+	// DataDir is where the validator keeps its data (/health names it).
+	DataDir string
 	// AuthToken, when set, is required as a bearer token on every route but
 	// /health* and the open snapshots (SVC_VALIDATOR_AUTH_TOKEN).
 	AuthToken string
@@ -89,7 +86,6 @@ type Config struct {
 type Deps struct {
 	Proposals Proposals
 	Content   Content
-	Health    Health
 	Cluster   Cluster
 	GC        GC
 	// MockEpochs, set in MOCK mode only, serves the /api/mock/* epoch
@@ -100,6 +96,17 @@ type Deps struct {
 	EventStreams   EventStreams
 	EventPublisher EventPublisher
 	OpsEvents      OpsEvents
+	// ChainStatus, Streams and Transactions are nil in MOCK mode, where no
+	// chain is followed (Streams: when the validator uses no NATS).
+	ChainStatus  ChainStatus
+	Streams      Streams
+	Transactions Transactions
+	// NATS are the validator's NATS connections (none in MOCK mode unless it
+	// publishes events); PaymentIndex is nil in MOCK mode.
+	NATS         []NATSClient
+	PaymentIndex PaymentIndex
+	// Probes are the checks of /health/deep, by name.
+	Probes map[string]Probe
 	// Settings and Tunables are what the configuration views show.
 	Settings []settings.Setting
 	Tunables []api.Tunable
@@ -113,12 +120,13 @@ type Limiter interface {
 
 // Server holds the routes.
 type Server struct {
-	cfg      Config
-	deps     Deps
-	log      *zap.Logger
-	peerHTTP *http.Client // forwarding and peer status calls
-	resolver resolver     // member host names, for forwarded requests
-	now      func() time.Time
+	cfg        Config
+	deps       Deps
+	log        *zap.Logger
+	peerHTTP   *http.Client // forwarding and peer status calls
+	resolver   resolver     // member host names, for forwarded requests
+	deepHealth deepHealth
+	now        func() time.Time
 }
 
 // New builds the echo instance with every route.
@@ -143,6 +151,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	e.GET("/health", s.getHealth)
 	e.GET("/health/local", s.getHealth)
 	e.GET("/health/cluster", s.clusterHealth)
+	e.GET("/health/deep", s.getDeepHealth)
 	e.GET("/api/explore", s.explore)
 	e.GET("/v1/index", s.routeIndex(e))
 	// source
@@ -165,6 +174,9 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 		e.GET("/v1/ops/events/stream", echo.WrapHandler(deps.EventStreams.Handler()))
 	}
 	e.GET("/v1/events/publisher", s.eventPublisher)
+	e.GET("/v1/chain/status", s.chainStatus)
+	e.GET("/v1/transactions/summary", s.transactionSummary)
+	e.GET("/v1/transactions/:txHash", s.transaction)
 	// internal
 	e.POST("/v1/propose-write", s.proposeWrite)
 	e.POST("/v1/propose-delete", s.proposeDelete)
@@ -283,15 +295,6 @@ func httpError(he *echo.HTTPError) *apierror.Error {
 		return apierror.New(apierror.InvalidField, "%v", he.Message)
 	}
 	return apierror.New(apierror.Internal, "internal error")
-}
-
-func (s *Server) getHealth(c echo.Context) error {
-	body := s.deps.Health.Health()
-	code := http.StatusOK
-	if body["status"] != "ok" {
-		code = http.StatusServiceUnavailable
-	}
-	return c.JSON(code, body)
 }
 
 func (s *Server) blockchainConfig(c echo.Context) error {

@@ -28,7 +28,7 @@ func (s *Server) snapshotHeader(version string) api.SnapshotHeader {
 }
 
 func (s *Server) healthSnapshot(c echo.Context) error {
-	body := s.deps.Health.Health()
+	body := s.health()
 	out := api.HealthSnapshot{SnapshotHeader: s.snapshotHeader(api.HealthSnapshotVersion), Status: "ok", Health: body}
 	code := http.StatusOK
 	if body["status"] != "ok" {

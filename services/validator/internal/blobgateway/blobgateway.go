@@ -262,3 +262,13 @@ func (c *Checker) describe(err error) string {
 	}
 	return err.Error()
 }
+
+// Probe checks the gateway now (CheckNow): the deep health check of the
+// gateway clients fetch binaries from.
+func (c *Checker) Probe(ctx context.Context) (string, error) {
+	check := c.CheckNow(ctx)
+	if !check.OK {
+		return "", fmt.Errorf("IPFS gateway %s: %s", c.URL(), check.Err)
+	}
+	return fmt.Sprintf("IPFS gateway %s answered %d", c.URL(), check.StatusCode), nil
+}

@@ -83,10 +83,6 @@ func (c *ChainStatus) Rejected() (uint64, string) {
 // is counted and leaves the last good status in place; nil (the key was
 // deleted) forgets it.
 func (c *ChainStatus) Observe(value []byte) error {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if value == nil {
@@ -106,8 +102,15 @@ func (c *ChainStatus) Observe(value []byte) error {
 	for _, p := range s.Pending {
 		byTx[p.TxHash] = append(byTx[p.TxHash], p)
 	}
-	c.status, c.receivedAt, c.byTx = &s, now(), byTx
+	c.status, c.receivedAt, c.byTx = &s, c.now(), byTx
 	return nil
+}
+
+func (c *ChainStatus) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 // Run watches the status key until ctx ends: the current value first, so

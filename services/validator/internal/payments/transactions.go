@@ -1,89 +1,106 @@
-package app
+package payments
 
 import (
 	"bytes"
 	"cmp"
-	"errors"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/payment"
-	"github.com/contentledger/contentledger/pkg/proposal"
-	"github.com/contentledger/contentledger/services/validator/internal/payments"
-	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
-// txViews serves the transaction source routes (DECISIONS D6): payment
-// transactions as this validator observed them through the chain-watcher,
-// with the state the applied proposals give them. In MOCK mode no payment
-// is observed: the summary counts nothing and says why.
-type txViews struct {
-	cfg      Config
-	machine  *state.Machine
-	payments *payments.Index // nil in MOCK mode
-	// chain is the chain-watcher's status: the payments seen on chain
-	// and not published yet, OBSERVED here (nil in MOCK mode).
-	chain *payments.ChainStatus
-	now   func() time.Time
+// Transactions are the payment transactions this validator observed
+// through the chain-watcher, with the state the applied proposals give
+// them (DECISIONS D6): OBSERVED while on chain with fewer confirmations than
+// the watcher waits for (its status lists them), then CONFIRMED, MATCHED
+// (the proposal committed on it), FINALIZED (its epoch is final), or
+// ORPHANED (a reorg took it back). In MOCK mode no payment is observed: the
+// summary counts nothing and says why. It is safe for concurrent use.
+type Transactions struct {
+	cfg TransactionsConfig
 
 	mu      sync.Mutex
-	summary *api.TransactionSummary // the last one, kept like the live scan (minRescan)
+	summary *api.TransactionSummary // the last one, kept for keptFor(took)
 	took    time.Duration
 }
 
-func (v *txViews) register(e *echo.Echo) {
-	e.GET("/v1/transactions/summary", v.serveSummary)
-	e.GET("/v1/transactions/:txHash", v.serveTransaction)
+// TransactionsConfig is what Transactions reads.
+type TransactionsConfig struct {
+	NodeID  uint64
+	Records Records
+	// Index is the payment index; nil in MOCK mode.
+	Index *Index
+	// Chain is the chain-watcher's status: the payments seen on chain and
+	// not published yet, OBSERVED here. Nil in MOCK mode.
+	Chain *ChainStatus
+	Now   func() time.Time
 }
 
-// serveSummary counts every payment transaction by state. It reads the
-// record of every observed payment's proposal, so the answer is kept
-// (keptFor).
-func (v *txViews) serveSummary(c echo.Context) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if s := v.summary; s != nil && v.now().Sub(s.ComputedAt) < keptFor(v.took) {
-		return c.JSON(http.StatusOK, s)
+// Records reads the applied proposal records.
+type Records interface {
+	// Record returns the record of a proposal id; ok is false when there is
+	// none.
+	Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error)
+	AppliedIndex() uint64
+}
+
+// NewTransactions returns the transaction view of cfg.
+func NewTransactions(cfg TransactionsConfig) *Transactions {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	start := v.now()
-	s := &api.TransactionSummary{ContractVersion: api.TransactionSummaryVersion, NodeID: v.cfg.NodeID,
-		ByState: map[string]int{}, AppliedIndex: v.machine.AppliedIndex(), ComputedAt: start.UTC(), Gaps: []api.Gap{}}
+	return &Transactions{cfg: cfg}
+}
+
+// minSummaryReuse is the least time a summary is reused. A summary reads
+// the record of every observed payment's proposal, so it is also kept ten
+// times as long as it took: repeating it costs at most a tenth of a core.
+const minSummaryReuse = time.Second
+
+// Summary counts every payment transaction by state.
+func (t *Transactions) Summary() (*api.TransactionSummary, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.summary; s != nil && t.cfg.Now().Sub(s.ComputedAt) < max(minSummaryReuse, 10*t.took) {
+		return s, nil
+	}
+	start := t.cfg.Now()
+	s := &api.TransactionSummary{ContractVersion: api.TransactionSummaryVersion, NodeID: t.cfg.NodeID,
+		ByState: map[string]int{}, AppliedIndex: t.cfg.Records.AppliedIndex(), ComputedAt: start.UTC(), Gaps: []api.Gap{}}
 	for _, st := range api.TransactionStates() {
 		s.ByState[st] = 0
 	}
-	if v.payments != nil && !v.hasChainStatus() {
+	if t.cfg.Index != nil && !t.hasChainStatus() {
 		s.Gaps = append(s.Gaps, api.Gap{Field: "byState.OBSERVED",
 			Reason: "no status received from the chain-watcher yet: payments without their confirmations are not known"})
 	}
-	if v.payments == nil {
+	if t.cfg.Index == nil {
 		s.Gaps = append(s.Gaps, api.Gap{Field: "total", Reason: "MOCK mode: payments are not observed"})
 	} else {
 		// A transaction's state is its most advanced payment's (D6).
 		byTx := map[common.Hash]string{}
 		var err error
-		v.payments.TxLogs(func(l payments.TxLog) {
+		t.cfg.Index.TxLogs(func(l TxLog) {
 			if err != nil {
 				return
 			}
 			var st string
-			if st, _, err = v.stateOf(l); err == nil {
+			if st, _, err = t.stateOf(l); err == nil {
 				byTx[l.Payment.TxHash] = moreAdvanced(byTx[l.Payment.TxHash], st)
 			}
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// Seen on chain, not published yet: OBSERVED unless this
 		// validator has the transaction confirmed already.
-		for _, p := range v.pending() {
+		for _, p := range t.pending() {
 			if _, known := byTx[p.TxHash]; !known {
 				byTx[p.TxHash] = api.TxObserved
 			}
@@ -93,30 +110,26 @@ func (v *txViews) serveSummary(c echo.Context) error {
 		}
 		s.Total = len(byTx)
 	}
-	v.summary, v.took = s, v.now().Sub(start)
-	return c.JSON(http.StatusOK, s)
+	t.summary, t.took = s, t.cfg.Now().Sub(start)
+	return s, nil
 }
 
-// serveTransaction answers one transaction by hash: 404 when it paid for no
+// Transaction is one transaction by hash: not_found when it paid for no
 // proposal this validator has observed.
-func (v *txViews) serveTransaction(c echo.Context) error {
-	tx, ok := proposal.ParseHash(c.Param("txHash"))
-	if !ok {
-		return apierror.Field("transactionId", "must be 0x followed by 64 hex digits")
+func (t *Transactions) Transaction(tx common.Hash) (*api.Transaction, error) {
+	var logs []TxLog
+	if t.cfg.Index != nil {
+		logs = t.cfg.Index.Transaction(tx)
 	}
-	var logs []payments.TxLog
-	if v.payments != nil {
-		logs = v.payments.Transaction(tx)
-	}
-	observed := v.observedOnly(tx, logs)
+	observed := t.observedOnly(tx, logs)
 	if len(logs) == 0 && len(observed) == 0 {
-		return apierror.New(apierror.NotFound, "no payment of transaction %s is observed", tx.Hex())
+		return nil, apierror.New(apierror.NotFound, "no payment of transaction %s is observed", tx.Hex())
 	}
-	out := api.Transaction{ContractVersion: api.TransactionVersion, NodeID: v.cfg.NodeID, TxHash: tx.Hex(), Gaps: []api.Gap{}}
+	out := &api.Transaction{ContractVersion: api.TransactionVersion, NodeID: t.cfg.NodeID, TxHash: tx.Hex(), Gaps: []api.Gap{}}
 	for _, l := range logs {
-		st, rec, err := v.stateOf(l)
+		st, rec, err := t.stateOf(l)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p := l.Payment
 		tp := api.TransactionPayment{ProposalID: p.ProposalID.Hex(), LogIndex: p.LogIndex, BlockNumber: p.BlockNumber,
@@ -133,9 +146,9 @@ func (v *txViews) serveTransaction(c echo.Context) error {
 		out.State = moreAdvanced(out.State, st)
 	}
 	for _, p := range observed {
-		tp, err := v.observedPayment(p)
+		tp, err := t.observedPayment(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out.Payments = append(out.Payments, tp)
 		out.State = moreAdvanced(out.State, api.TxObserved)
@@ -145,35 +158,35 @@ func (v *txViews) serveTransaction(c echo.Context) error {
 	})
 	out.Gaps = append(out.Gaps, api.Gap{Field: "payments[].confirmations",
 		Reason: "as the chain-watcher counted them when it published the payment, or for an OBSERVED one in its last status"})
-	return c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
-func (v *txViews) hasChainStatus() bool {
-	if v.chain == nil {
+func (t *Transactions) hasChainStatus() bool {
+	if t.cfg.Chain == nil {
 		return false
 	}
-	_, _, ok := v.chain.Latest()
+	_, _, ok := t.cfg.Chain.Latest()
 	return ok
 }
 
 // pending is every payment the watcher's last status lists.
-func (v *txViews) pending() []payment.PendingPayment {
-	if v.chain == nil {
+func (t *Transactions) pending() []payment.PendingPayment {
+	if t.cfg.Chain == nil {
 		return nil
 	}
-	return v.chain.PendingAll()
+	return t.cfg.Chain.PendingAll()
 }
 
 // observedOnly is the payments of tx the watcher's last status lists whose
 // proposal this validator has no log of from the transaction: once the
 // payment is published, the published log speaks for it.
-func (v *txViews) observedOnly(tx common.Hash, logs []payments.TxLog) []payment.PendingPayment {
-	if v.chain == nil {
+func (t *Transactions) observedOnly(tx common.Hash, logs []TxLog) []payment.PendingPayment {
+	if t.cfg.Chain == nil {
 		return nil
 	}
 	var out []payment.PendingPayment
-	for _, p := range v.chain.Pending(tx) {
-		if !slices.ContainsFunc(logs, func(l payments.TxLog) bool { return l.Payment.ProposalID == p.ProposalID }) {
+	for _, p := range t.cfg.Chain.Pending(tx) {
+		if !slices.ContainsFunc(logs, func(l TxLog) bool { return l.Payment.ProposalID == p.ProposalID }) {
 			out = append(out, p)
 		}
 	}
@@ -181,17 +194,16 @@ func (v *txViews) observedOnly(tx common.Hash, logs []payments.TxLog) []payment.
 }
 
 // observedPayment is a payment seen on chain and not published yet.
-func (v *txViews) observedPayment(p payment.PendingPayment) (api.TransactionPayment, error) {
+func (t *Transactions) observedPayment(p payment.PendingPayment) (api.TransactionPayment, error) {
 	tp := api.TransactionPayment{ProposalID: p.ProposalID.Hex(), LogIndex: p.LogIndex, BlockNumber: p.BlockNumber,
 		BlockHash: p.BlockHash.Hex(), Confirmations: p.Confirmations, Payer: p.Payer.Hex(), Amount: p.Amount.String(),
 		Token: p.Token.String(), Class: p.Class.String(), State: api.TxObserved,
 		History: []api.TransactionStateChange{{State: api.TxObserved, AtMs: int64(p.TimestampS) * 1000}}}
-	rec, err := v.machine.Proposal(p.ProposalID)
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-	case err != nil:
+	rec, ok, err := t.cfg.Records.Record(p.ProposalID)
+	if err != nil {
 		return tp, err
-	default:
+	}
+	if ok {
 		status := api.StatusName(rec.GetStatus())
 		tp.ProposalStatus = &status
 	}
@@ -200,13 +212,13 @@ func (v *txViews) observedPayment(p payment.PendingPayment) (api.TransactionPaym
 
 // stateOf is the state of one payment log, and the record of its proposal
 // when this validator holds one.
-func (v *txViews) stateOf(l payments.TxLog) (string, *ledgerpb.ProposalRecord, error) {
-	rec, err := v.machine.Proposal(l.Payment.ProposalID)
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		rec = nil
-	case err != nil:
+func (t *Transactions) stateOf(l TxLog) (string, *ledgerpb.ProposalRecord, error) {
+	rec, ok, err := t.cfg.Records.Record(l.Payment.ProposalID)
+	if err != nil {
 		return "", nil, err
+	}
+	if !ok {
+		rec = nil
 	}
 	if l.Retracted {
 		return api.TxOrphaned, rec, nil
@@ -225,12 +237,12 @@ func (v *txViews) stateOf(l payments.TxLog) (string, *ledgerpb.ProposalRecord, e
 // spentBy reports whether the payment a record was decided with is log l:
 // after a reorg the same transaction can be mined again in another block,
 // as another log.
-func spentBy(p *ledgerpb.Payment, l payments.TxLog) bool {
+func spentBy(p *ledgerpb.Payment, l TxLog) bool {
 	return p != nil && bytes.Equal(p.GetBlockHash(), l.Payment.BlockHash.Bytes()) && uint(p.GetLogIndex()) == l.Payment.LogIndex
 }
 
 // history lists the states a payment reached with when, up to st.
-func history(l payments.TxLog, rec *ledgerpb.ProposalRecord, st string) []api.TransactionStateChange {
+func history(l TxLog, rec *ledgerpb.ProposalRecord, st string) []api.TransactionStateChange {
 	h := []api.TransactionStateChange{{State: api.TxObserved, AtMs: int64(l.Payment.Timestamp) * 1000}}
 	if l.ObservedAt > 0 {
 		h = append(h, api.TransactionStateChange{State: api.TxConfirmed, AtMs: l.ObservedAt})
