@@ -18,6 +18,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/api"
@@ -30,6 +31,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/events"
+	"github.com/contentledger/contentledger/services/validator/internal/metrics"
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -219,9 +221,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if chainStatus != nil { // a nil pointer in an interface would not be nil
 		deps.ChainStatus = chainStatus
 	}
+	collect := metrics.Sources{NodeID: cfg.NodeID, Mode: string(cfg.Mode), Version: version, Raft: node, Leadership: leadership,
+		State: machine, Pipeline: pipe, Peers: peers, DB: db}
 	if index != nil {
-		deps.PaymentIndex = index
+		deps.PaymentIndex, collect.Payments = index, index
 	}
+	deps.Collectors = []prometheus.Collector{metrics.NewCollector(collect)}
 	if streamsNC := cmp.Or(nc, publishing.nc); streamsNC != nil {
 		js, err := jetstream.New(streamsNC)
 		if err != nil {
@@ -243,8 +248,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
 		nats: deps.NATS, gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
-	newValidatorMetrics(metricSources{cfg: cfg, version: version, node: node, machine: machine, db: db, pipe: pipe,
-		peers: peers, leadership: leadership, index: index}).register(e)
 	if err := ui.Register(e); err != nil {
 		return err
 	}

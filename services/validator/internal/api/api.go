@@ -14,6 +14,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/api"
@@ -107,6 +108,9 @@ type Deps struct {
 	PaymentIndex PaymentIndex
 	// Probes are the checks of /health/deep, by name.
 	Probes map[string]Probe
+	// Collectors are the Prometheus collectors /metrics serves besides the
+	// HTTP series (internal/metrics).
+	Collectors []prometheus.Collector
 	// Settings and Tunables are what the configuration views show.
 	Settings []settings.Setting
 	Tunables []api.Tunable
@@ -126,6 +130,7 @@ type Server struct {
 	peerHTTP   *http.Client // forwarding and peer status calls
 	resolver   resolver     // member host names, for forwarded requests
 	deepHealth deepHealth
+	metrics    *httpMetrics
 	now        func() time.Time
 }
 
@@ -137,7 +142,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = 1000
 	}
-	s := &Server{cfg: cfg, deps: deps, log: log, now: time.Now,
+	s := &Server{cfg: cfg, deps: deps, log: log, now: time.Now, metrics: newHTTPMetrics(deps.Collectors),
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -145,6 +150,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	// (X-Forwarded-For, X-Real-IP) are not trusted.
 	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(s.metrics.count)
 	e.Use(s.authenticate)
 
 	// local-diagnostic
@@ -152,6 +158,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	e.GET("/health/local", s.getHealth)
 	e.GET("/health/cluster", s.clusterHealth)
 	e.GET("/health/deep", s.getDeepHealth)
+	e.GET("/metrics", s.prometheusMetrics())
+	e.GET("/api/metrics", s.jsonMetrics)
 	e.GET("/api/explore", s.explore)
 	e.GET("/v1/index", s.routeIndex(e))
 	// source

@@ -1,153 +1,83 @@
-package app
+// Package metrics is the validator's Prometheus collector: nearly every
+// series is read at scrape time from figures the validator keeps anyway
+// (raft's status, the pipeline's and the transport's counters, Pebble's
+// metrics, the replicated proposal counts), so the hot paths carry no
+// metric code. Labels are bounded: raft ids, rejection reasons. The HTTP
+// series (requests by route) are internal/api's, which serves /metrics.
+package metrics
 
 import (
-	"math"
-	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/labstack/echo/v4"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
-	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
-// The validator's Prometheus metrics (/metrics), in a registry of its own
-// per Run, so that several validators in one process count apart. Nearly
-// every series is read at scrape time from figures the validator keeps
-// anyway (raft's status, the pipeline's and the transport's counters,
-// Pebble's metrics, the replicated proposal counts): the hot paths carry
-// no metric code. Only HTTP requests are counted as they are answered.
-// Labels are bounded: route templates, raft ids, rejection reasons.
-
-// metricSources are what a scrape reads.
-type metricSources struct {
-	cfg        Config
-	version    string
-	node       *consensus.Node
-	machine    *state.Machine
-	db         *storage.DB
-	pipe       *pipeline.Pipeline
-	peers      *transport.Transport
-	leadership *leadershipLog
-	index      *payments.Index // nil: payments not verified (MOCK)
+// Sources are what a scrape reads. Payments is nil when payments are not
+// verified (MOCK).
+type Sources struct {
+	NodeID     uint64
+	Mode       string
+	Version    string
+	Raft       Raft
+	Leadership Leadership
+	State      State
+	Pipeline   Pipeline
+	Peers      Peers
+	DB         DB
+	Payments   Payments
 }
 
-type validatorMetrics struct {
-	nodeID   uint64
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+// Raft is the raft node (consensus.Node).
+type Raft interface {
+	Status() consensus.Status
+	LogBounds() (first, last, snapshot uint64)
 }
 
-func newValidatorMetrics(src metricSources) *validatorMetrics {
-	m := &validatorMetrics{
-		nodeID: src.cfg.NodeID,
-		reg:    prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "validator_http_requests_total",
-			Help: "HTTP requests answered, by route template, method and status code.",
-		}, []string{"route", "method", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "validator_http_request_duration_seconds",
-			Help: "Time to answer an HTTP request, by route template and method (event streams last as long as their client).",
-			// From a point read (well under a millisecond) to a status
-			// long poll (?wait=, up to a minute).
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"route", "method"}),
-	}
-	m.reg.MustRegister(m.requests, m.latency, newScrapeCollector(src),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+// Leadership is this node's leadership history.
+type Leadership interface {
+	History() ([]api.LeadershipChange, uint64)
 }
 
-// register serves /metrics and counts every request, rejections by the
-// authentication and rate limits included: the middleware runs first and
-// writes errors itself, so that it sees the status sent.
-func (m *validatorMetrics) register(e *echo.Echo) {
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
-	e.GET("/api/metrics", m.serveJSON)
-	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			// Deferred: an answer cut short ends the handler with a panic
-			// (internal/api's error handler), and it is counted too.
-			defer func() {
-				route := c.Path() // empty when no route matched
-				if route == "" {
-					route = "unmatched"
-				}
-				method := c.Request().Method
-				m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
-				m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-			}()
-			if err := next(c); err != nil {
-				c.Error(err)
-			}
-			return nil
-		}
-	})
+// State is the applied state's replicated proposal counts.
+type State interface {
+	Counts() (*ledgerpb.ProposalCounts, uint64)
 }
 
-// serveJSON serves GET /api/metrics: the same gathering as /metrics, as
-// JSON.
-func (m *validatorMetrics) serveJSON(c echo.Context) error {
-	families, err := m.reg.Gather()
-	if err != nil {
-		return err
-	}
-	out := api.MetricsJSON{NodeID: m.nodeID, At: time.Now().UTC(), Families: make([]api.MetricFamily, 0, len(families))}
-	for _, f := range families {
-		fam := api.MetricFamily{Name: f.GetName(), Type: strings.ToLower(f.GetType().String()), Help: f.GetHelp(),
-			Series: make([]api.MetricSeries, 0, len(f.GetMetric()))}
-		for _, mt := range f.GetMetric() {
-			s := api.MetricSeries{Labels: make(map[string]string, len(mt.GetLabel()))}
-			for _, l := range mt.GetLabel() {
-				s.Labels[l.GetName()] = l.GetValue()
-			}
-			switch {
-			case mt.GetHistogram() != nil:
-				h := mt.GetHistogram()
-				count, sum := h.GetSampleCount(), h.GetSampleSum()
-				s.Count, s.Sum = &count, &sum
-				for _, b := range h.GetBucket() {
-					if !math.IsInf(b.GetUpperBound(), 1) {
-						s.Buckets = append(s.Buckets, api.MetricBucket{Le: b.GetUpperBound(), Count: b.GetCumulativeCount()})
-					}
-				}
-			case mt.GetSummary() != nil:
-				count, sum := mt.GetSummary().GetSampleCount(), mt.GetSummary().GetSampleSum()
-				s.Count, s.Sum = &count, &sum
-			case mt.GetCounter() != nil:
-				v := mt.GetCounter().GetValue()
-				s.Value = &v
-			case mt.GetGauge() != nil:
-				v := mt.GetGauge().GetValue()
-				s.Value = &v
-			default:
-				v := mt.GetUntyped().GetValue()
-				s.Value = &v
-			}
-			fam.Series = append(fam.Series, s)
-		}
-		out.Families = append(out.Families, fam)
-	}
-	return c.JSON(http.StatusOK, out)
+// Pipeline is the proposal pipeline's counters.
+type Pipeline interface {
+	Stats() pipeline.Stats
 }
 
-// scrapeCollector reads the validator's figures at each scrape.
-type scrapeCollector struct {
-	src metricSources
+// Peers is the raft transport's per-peer counters.
+type Peers interface {
+	Stats() map[uint64]transport.PeerStats
+}
+
+// DB is the Pebble database.
+type DB interface {
+	Pebble() *pebble.DB
+	WriteStalls() storage.WriteStalls
+}
+
+// Payments is the payment index.
+type Payments interface {
+	Stats() payments.Stats
+}
+
+// Collector reads the validator's figures at each scrape.
+type Collector struct {
+	src Sources
 
 	buildInfo                                           *prometheus.Desc
 	term, leader, isLeader, commit, applied             *prometheus.Desc
@@ -166,11 +96,12 @@ type scrapeCollector struct {
 	payIndexed, payMessages, payRetracted, debtsIndexed *prometheus.Desc
 }
 
-func newScrapeCollector(src metricSources) *scrapeCollector {
+// NewCollector returns the collector of src.
+func NewCollector(src Sources) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &scrapeCollector{src: src,
+	return &Collector{src: src,
 		buildInfo: d("validator_build_info", "Always 1; the labels name the software version, the mode and the node.", "version", "mode", "node"),
 
 		term:          d("validator_raft_term", "Raft term this node is in."),
@@ -234,9 +165,9 @@ func newScrapeCollector(src metricSources) *scrapeCollector {
 // Describe sends nothing: the collector is unchecked, because the label
 // values of some series (peers, rejection reasons) are known only at
 // scrape time.
-func (c *scrapeCollector) Describe(chan<- *prometheus.Desc) {}
+func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 
-func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -250,22 +181,22 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		return 0
 	}
 	s := c.src
-	gauge(c.buildInfo, 1, s.version, string(s.cfg.Mode), strconv.FormatUint(s.cfg.NodeID, 10))
+	gauge(c.buildInfo, 1, s.Version, s.Mode, strconv.FormatUint(s.NodeID, 10))
 
-	st := s.node.Status()
+	st := s.Raft.Status()
 	gauge(c.term, float64(st.Term))
 	gauge(c.leader, float64(st.Leader))
 	gauge(c.isLeader, bit(st.Role == consensus.RoleLeader))
 	gauge(c.commit, float64(st.CommitIndex))
 	gauge(c.applied, float64(st.AppliedIndex))
-	first, last, snap := s.node.LogBounds()
+	first, last, snap := s.Raft.LogBounds()
 	gauge(c.logFirst, float64(first))
 	gauge(c.logLast, float64(last))
 	gauge(c.snapshot, float64(snap))
-	_, changes := s.leadership.History()
+	_, changes := s.Leadership.History()
 	counter(c.leaderChanges, float64(changes))
 
-	if counts, _ := s.machine.Counts(); counts != nil {
+	if counts, _ := s.State.Counts(); counts != nil {
 		counter(c.committed, float64(counts.GetCommitted()))
 		counter(c.finalized, float64(counts.GetFinalized()))
 		for reason, n := range counts.GetRejectedByReason() {
@@ -277,7 +208,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lastCommit, float64(counts.GetLastCommitAtMs())/1000)
 	}
 
-	ps := s.pipe.Stats()
+	ps := s.Pipeline.Stats()
 	gauge(c.pending, float64(ps.Pending))
 	gauge(c.queued, float64(ps.Queued))
 	gauge(c.inFlight, float64(ps.InFlight))
@@ -289,7 +220,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.batches, float64(ps.Batches))
 	counter(c.reproposed, float64(ps.Reproposed))
 
-	for id, p := range s.peers.Stats() {
+	for id, p := range s.Peers.Stats() {
 		peer := strconv.FormatUint(id, 10)
 		gauge(c.peerConnected, bit(p.Connected), peer, "out")
 		gauge(c.peerConnected, bit(p.InboundConnected), peer, "in")
@@ -302,7 +233,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.peerQueue, float64(p.QueueDepth), peer)
 	}
 
-	pm := s.db.Pebble().Metrics()
+	pm := s.DB.Pebble().Metrics()
 	gauge(c.diskUsage, float64(pm.DiskSpaceUsage()))
 	gauge(c.readAmp, float64(pm.ReadAmp()))
 	gauge(c.l0Files, float64(pm.Levels[0].TablesCount))
@@ -310,7 +241,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.compDebt, float64(pm.Compact.EstimatedDebt))
 	counter(c.flushes, float64(pm.Flush.Count))
 	counter(c.walWritten, float64(pm.WAL.BytesWritten))
-	stalls := s.db.WriteStalls()
+	stalls := s.DB.WriteStalls()
 	counter(c.stalls, float64(stalls.Count))
 	counter(c.stallSeconds, stalls.Total.Seconds())
 	counter(c.cacheHits, float64(pm.BlockCache.Hits))
@@ -324,8 +255,8 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	if s.index != nil {
-		is := s.index.Stats()
+	if s.Payments != nil {
+		is := s.Payments.Stats()
 		gauge(c.payIndexed, float64(is.Indexed))
 		counter(c.payMessages, float64(is.Observed))
 		gauge(c.payRetracted, float64(is.Retracted))
