@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/lifecycle"
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/chainstatus"
@@ -45,31 +46,109 @@ const (
 // shutdown. It returns an error for an invalid configuration, a checkpoint
 // that cannot be read, a malformed log of the contract, or a reorg deeper
 // than REORG_DEPTH; unreachable services (endpoints, NATS) are retried.
-func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
+//
+// Its parts start in order and stop in reverse (pkg/lifecycle): the health
+// and metrics endpoints first, so that they answer while the chain and NATS
+// are still being reached; then the RPC endpoints and NATS; then the
+// epochs, the chain status, the new-head subscriptions and, last, the relay,
+// whose failure stops the watcher.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if cfg.HTTPListener != nil {
-		// Run owns the listener from here on, also on early errors.
-		defer func() { _ = cfg.HTTPListener.Close() }()
-	}
 	if err := cfg.Validate(); err != nil {
+		if cfg.HTTPListener != nil {
+			// Run owns the listener, also on early errors.
+			_ = cfg.HTTPListener.Close()
+		}
 		return err
 	}
+	var g lifecycle.Group
+	if err := assemble(ctx, &g, cfg, log); err != nil {
+		return errors.Join(ignoreCancel(ctx, err), g.Stop())
+	}
+	err := g.Run(ctx)
+	log.Info("chain watcher stopped")
+	return err
+}
+
+// assemble builds the watcher's parts into g, waiting at start for the
+// chain and NATS (until ctx ends).
+func assemble(ctx context.Context, g *lifecycle.Group, cfg Config, log *zap.Logger) error {
 	st := newStatus(cfg.mode())
 	m := newMetrics()
 	stopHTTP, err := serveHTTP(cfg, st, m, log)
 	if err != nil {
 		return err
 	}
-	defer stopHTTP()
+	g.Add("health and metrics endpoints", func() error { stopHTTP(); return nil })
+	eth, subscribers, err := rpcEndpoints(g, cfg, log)
+	if err != nil {
+		return err
+	}
+	st.setEndpoints(eth.Health)
+	m.reg.MustRegister(newEndpointCollector(eth.Health))
+	js, err := connectNATS(g, cfg, log)
+	if err != nil {
+		return err
+	}
+	chainID, err := readChainID(ctx, eth, log)
+	if err != nil {
+		return err
+	}
+	log = log.With(zap.Uint64("chain_id", chainID), zap.String("contract", cfg.contract().Hex()))
+	store, statusKV, err := openBuckets(ctx, js, cfg, chainID, log)
+	if err != nil {
+		return err
+	}
+	chainStatus, err := newChainStatus(cfg, eth, statusKV, st, m, chainID, log)
+	if err != nil {
+		return err
+	}
+	// New heads from WebSocket endpoints wake the relay between polls.
+	wake := make(chan struct{}, 1)
+	rl, err := newRelay(cfg, eth, js, store, wake, st, m, chainID, log)
+	if err != nil {
+		return err
+	}
+	ep, err := newEpochs(cfg, eth, js, st, m, chainID, log)
+	if err != nil {
+		return err
+	}
+	log.Info("chain watcher starting", zap.String("mode", string(cfg.mode())), zap.Uint64("start_block", cfg.StartBlock),
+		zap.Uint64("confirmations", cfg.Confirmations), zap.Bool("finalized", cfg.Finalized),
+		zap.Uint64("reorg_depth", cfg.reorgDepth()), zap.String("stream", cfg.Stream),
+		zap.String("epoch_source", epochSourceName(cfg)))
+	st.setReady(chainID)
+	// Epochs, the chain status and the head subscriptions go on beside the
+	// payments, on the same pool and stream, and stop after the relay
+	// (before NATS and the endpoints close).
+	g.Go("epochs", func(ctx context.Context) error { ep.Run(ctx); return nil })
+	g.Go("chain status", func(ctx context.Context) error { chainStatus.Run(ctx); return nil })
+	g.Go("heads", func(ctx context.Context) error {
+		heads.Run(ctx, heads.Config{
+			Endpoints: subscribers,
+			Retry:     backoff.Policy{Initial: cfg.RPCBackoff, Max: cfg.RPCBackoffMax, Jitter: 0.5},
+			Logger:    log.Named("heads"),
+			OnHead:    func(uint64) { m.heads.Inc() },
+		}, wake)
+		return nil
+	})
+	// The relay loads the checkpoint itself, and a reorg that happened
+	// while the watcher was down is found by its first step.
+	g.Go("watch", rl.Run)
+	return nil
+}
 
+// rpcEndpoints opens the pool of the configured RPC endpoints, and lists
+// those that announce new heads (WebSocket).
+func rpcEndpoints(g *lifecycle.Group, cfg Config, log *zap.Logger) (*rpcpool.Pool, []heads.Endpoint, error) {
 	var endpoints []rpcpool.Endpoint
 	var subscribers []heads.Endpoint
 	for i, u := range cfg.RPCURLs() {
 		name := rpcpool.Name(i, u)
 		c := newLazyEndpoint(u, name)
-		defer c.Close()
+		g.Add("endpoint "+name, func() error { c.Close(); return nil })
 		endpoints = append(endpoints, rpcpool.Endpoint{Name: name, URL: u, Client: c})
 		if strings.HasPrefix(u, "ws://") || strings.HasPrefix(u, "wss://") {
 			subscribers = append(subscribers, heads.Endpoint{Name: name, Client: c})
@@ -82,16 +161,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		Cooldown:    backoff.Policy{Initial: cfg.RPCCooldown, Max: cfg.RPCCooldownMax, Jitter: 0.2},
 		Logger:      log,
 	})
-	if err != nil {
-		return err
-	}
-	st.setEndpoints(eth.Health)
-	m.reg.MustRegister(newEndpointCollector(eth.Health))
+	return eth, subscribers, err
+}
 
+// connectNATS connects to NATS, retrying for ever: payments wait in the
+// chain, not in memory, so an outage of NATS delays publication and loses
+// nothing.
+func connectNATS(g *lifecycle.Group, cfg Config, log *zap.Logger) (jetstream.JetStream, error) {
 	nc, err := nats.Connect(cfg.NATSURL,
 		nats.Name("chain-watcher"),
-		// Keep trying: payments wait in the chain, not in memory, so an
-		// outage of NATS delays publication and loses nothing.
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -102,19 +180,23 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		}),
 	)
 	if err != nil {
-		return fmt.Errorf("connect nats %s: %w", cfg.NATSURL, err)
+		return nil, fmt.Errorf("connect nats %s: %w", cfg.NATSURL, err)
 	}
 	// Close, not Drain: every publish was acknowledged before its
 	// checkpoint, there are no subscriptions, and a flush would wait out
 	// its timeout when NATS is unreachable.
-	defer nc.Close()
+	g.Add("nats", func() error { nc.Close(); return nil })
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	return js, nil
+}
 
+// readChainID asks the endpoints for the chain id until one answers.
+func readChainID(ctx context.Context, eth *rpcpool.Pool, log *zap.Logger) (uint64, error) {
 	var chainID uint64
-	err = retry(ctx, log, "read chain id", func(ctx context.Context) error {
+	err := retry(ctx, log, "read chain id", func(ctx context.Context) error {
 		id, err := eth.ChainID(ctx)
 		if err != nil {
 			return err
@@ -125,19 +207,20 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		chainID = id.Uint64()
 		return nil
 	})
-	if err != nil {
-		return ignoreCancel(ctx, err)
-	}
-	log = log.With(zap.Uint64("chain_id", chainID), zap.String("contract", cfg.contract().Hex()))
+	return chainID, err
+}
 
-	err = retry(ctx, log, "declare stream", func(ctx context.Context) error {
+// openBuckets declares the payment stream and opens the checkpoint and the
+// chain status, which share the checkpoint's bucket.
+func openBuckets(ctx context.Context, js jetstream.JetStream, cfg Config, chainID uint64, log *zap.Logger) (*checkpoint.Store, jetstream.KeyValue, error) {
+	err := retry(ctx, log, "declare stream", func(ctx context.Context) error {
 		_, err := publish.EnsureStream(ctx, js, publish.StreamConfig{
 			Name: cfg.Stream, DuplicateWindow: cfg.DuplicateWindow, Replicas: cfg.Replicas,
 		})
 		return err
 	})
 	if err != nil {
-		return ignoreCancel(ctx, err)
+		return nil, nil, err
 	}
 	var store *checkpoint.Store
 	err = retry(ctx, log, "open checkpoint bucket", func(ctx context.Context) error {
@@ -146,19 +229,23 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		return err
 	})
 	if err != nil {
-		return ignoreCancel(ctx, err)
+		return nil, nil, err
 	}
-	// The chain status goes in the checkpoint's bucket, declared above.
 	var statusKV jetstream.KeyValue
 	err = retry(ctx, log, "open status bucket", func(ctx context.Context) error {
 		var err error
 		statusKV, err = js.KeyValue(ctx, cmp.Or(cfg.Bucket, checkpoint.DefaultBucket))
 		return err
 	})
-	if err != nil {
-		return ignoreCancel(ctx, err)
-	}
-	chainStatus, err := chainstatus.New(eth, statusKV, chainstatus.Config{
+	return store, statusKV, err
+}
+
+// newChainStatus builds the publication of the chain's status for
+// operators: head, finalized and safe blocks, the relay's cursor, the
+// payments not published yet.
+func newChainStatus(cfg Config, eth *rpcpool.Pool, kv jetstream.KeyValue, st *status, m *metrics, chainID uint64,
+	log *zap.Logger) (*chainstatus.Loop, error) {
+	return chainstatus.New(eth, kv, chainstatus.Config{
 		ChainID:       chainID,
 		Contract:      cfg.contract(),
 		Confirmations: cfg.Confirmations,
@@ -171,9 +258,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 			m.chainStatus(s, written, err)
 		},
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// newRelay builds the relay: the watch of the contract's logs behind the
+// confirmations, published to the stream and checkpointed.
+func newRelay(cfg Config, eth *rpcpool.Pool, js jetstream.JetStream, store *checkpoint.Store, wake <-chan struct{}, st *status, m *metrics,
+	chainID uint64, log *zap.Logger) (*relay.Relay, error) {
 	w, err := watch.New(eth, watch.Config{
 		ChainID:       chainID,
 		Contract:      cfg.contract(),
@@ -189,11 +279,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// New heads from WebSocket endpoints wake the relay between polls.
-	wake := make(chan struct{}, 1)
-	rl, err := relay.New(countingReader{Reader: w, m: m}, countingPublisher{next: publish.NewPublisher(js, cfg.Stream), m: m}, store, relay.Config{
+	return relay.New(countingReader{Reader: w, m: m}, countingPublisher{next: publish.NewPublisher(js, cfg.Stream), m: m}, store, relay.Config{
 		StartBlock:   cfg.StartBlock,
 		Depth:        cfg.reorgDepth(),
 		PollInterval: cfg.PollInterval,
@@ -208,14 +296,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 			m.progress(c, head)
 		},
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// newEpochs builds the publication of the chain's epochs.
+func newEpochs(cfg Config, eth *rpcpool.Pool, js jetstream.JetStream, st *status, m *metrics, chainID uint64, log *zap.Logger) (*epochs.Runner, error) {
 	source, err := epochSource(cfg, eth, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ep, err := epochs.New(epochs.Config{
+	return epochs.New(epochs.Config{
 		ChainID:   chainID,
 		Source:    source,
 		Publisher: publish.NewPublisher(js, cfg.Stream),
@@ -233,60 +322,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (err error) {
 		},
 		OnBehind: func(payment.EpochUpdate) { m.epochBehind.Inc() },
 	})
-	if err != nil {
-		return err
-	}
-	log.Info("chain watcher starting", zap.String("mode", string(cfg.mode())), zap.Uint64("start_block", cfg.StartBlock),
-		zap.Uint64("confirmations", cfg.Confirmations), zap.Bool("finalized", cfg.Finalized),
-		zap.Uint64("reorg_depth", cfg.reorgDepth()), zap.String("stream", cfg.Stream),
-		zap.String("epoch_source", epochSourceName(cfg)))
-	st.setReady(chainID)
-	// Epochs go on beside the payments, on the same pool and stream; they
-	// stop with the relay (before NATS and the endpoints close).
-	epochCtx, stopEpochs := context.WithCancel(ctx)
-	epochsDone := make(chan struct{})
-	go func() {
-		defer close(epochsDone)
-		ep.Run(epochCtx)
-	}()
-	defer func() {
-		stopEpochs()
-		<-epochsDone
-	}()
-	// The chain status runs beside the relay too, and stops before NATS
-	// and the endpoints close.
-	statusCtx, stopStatus := context.WithCancel(ctx)
-	statusDone := make(chan struct{})
-	go func() {
-		defer close(statusDone)
-		chainStatus.Run(statusCtx)
-	}()
-	defer func() {
-		stopStatus()
-		<-statusDone
-	}()
-	headsCtx, stopHeads := context.WithCancel(ctx)
-	headsDone := make(chan struct{})
-	go func() {
-		defer close(headsDone)
-		heads.Run(headsCtx, heads.Config{
-			Endpoints: subscribers,
-			Retry:     backoff.Policy{Initial: cfg.RPCBackoff, Max: cfg.RPCBackoffMax, Jitter: 0.5},
-			Logger:    log.Named("heads"),
-			OnHead:    func(uint64) { m.heads.Inc() },
-		}, wake)
-	}()
-	defer func() {
-		stopHeads()
-		<-headsDone
-	}()
-	// The relay loads the checkpoint itself, and a reorg that happened
-	// while the watcher was down is found by its first step.
-	if err := rl.Run(ctx); err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	log.Info("chain watcher stopped")
-	return nil
 }
 
 // epochSource is the beacon source when BEACON_URL is set, else the
