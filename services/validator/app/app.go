@@ -32,6 +32,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
@@ -213,7 +214,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	}
 	defer closeGateway()
 	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
-	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
+	catalog, err := segments.New(segments.Config{NodeID: cfg.NodeID, Now: now}, machine)
+	if err != nil {
+		return err
+	}
+	ops := &opsViews{cfg: cfg, node: node, db: db, segments: catalog,
 		nats: natsClients(nc, events), gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
 	(&deepHealth{cfg: cfg, db: db, node: node, machine: machine, peers: peers, js: js, chain: chainStatus,
