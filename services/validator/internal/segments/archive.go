@@ -31,21 +31,17 @@ func (c *Catalog) OpenArchive(name string) (*Archive, error) {
 	if !ok {
 		return nil, apierror.New(apierror.NotFound, "%q is not a TAR file name (data00000a.tar); GET /api/segments/tars lists them", name)
 	}
-	view, err := c.machine.ReadView()
-	if err != nil {
-		return nil, err
-	}
 	var (
 		file   tarFile
 		closed bool
 		found  bool
 	)
-	if err := c.withIndex(view, func(x *segmentIndex) {
+	view, err := c.openIndexed(func(_ uint64, x *segmentIndex) {
 		if number < len(x.tars) && tarName(number, x.tars[number].generation) == name {
 			file, closed, found = x.tars[number], x.closed(number), true
 		}
-	}); err != nil {
-		_ = view.Close()
+	})
+	if err != nil {
 		return nil, err
 	}
 	if !found {

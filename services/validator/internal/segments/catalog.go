@@ -50,28 +50,35 @@ func New(cfg Config, machine Machine) (*Catalog, error) {
 // TarTargetBytes is the TAR file size the catalog groups segments by.
 func (c *Catalog) TarTargetBytes() uint64 { return c.cfg.TarTargetBytes }
 
-// withIndex brings the index up to the state of view and runs fn on it,
-// under the index lock: fn copies out what it needs.
-func (c *Catalog) withIndex(view *state.ReadView, fn func(*segmentIndex)) error {
+// openIndexed opens a view of applied state, brings the index up to it
+// and runs fn with the view's applied index and the index, under the index
+// lock; the caller closes the view. The view is opened under the lock so
+// that views are caught up to in the order they are opened: the index
+// never runs ahead of a view, and fn sees exactly the segments the view
+// holds. fn copies out what it needs.
+func (c *Catalog) openIndexed(fn func(applied uint64, x *segmentIndex)) (*state.ReadView, error) {
 	c.indexMu.Lock()
 	defer c.indexMu.Unlock()
-	if err := c.index.catchUp(view); err != nil {
-		return err
+	view, err := c.machine.ReadView()
+	if err != nil {
+		return nil, err
 	}
-	fn(c.index)
-	return nil
+	if err := c.index.catchUp(view); err != nil {
+		_ = view.Close()
+		return nil, err
+	}
+	fn(view.AppliedIndex(), c.index)
+	return view, nil
 }
 
-// readIndex opens a view of applied state, brings the index up to it and
-// runs fn with the view's applied index and the index, under the index
-// lock.
+// readIndex is openIndexed for the views that need nothing but the index.
 func (c *Catalog) readIndex(fn func(applied uint64, x *segmentIndex)) error {
-	view, err := c.machine.ReadView()
+	view, err := c.openIndexed(fn)
 	if err != nil {
 		return err
 	}
 	defer view.Close()
-	return c.withIndex(view, func(x *segmentIndex) { fn(view.AppliedIndex(), x) })
+	return nil
 }
 
 func (c *Catalog) now() time.Time { return c.cfg.Now() }

@@ -443,6 +443,28 @@ func TestScanKept(t *testing.T) {
 	}
 }
 
+// verifyNewestArchive streams the newest TAR file and checks that the
+// archive holds the segments its manifest names.
+func verifyNewestArchive(cat *Catalog) error {
+	tars, err := cat.Tars()
+	if err != nil || len(tars.Tars) == 0 {
+		return err
+	}
+	a, err := cat.OpenArchive(tars.Tars[len(tars.Tars)-1].Name)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var out bytes.Buffer
+	if err := a.Write(&out, nil); err != nil {
+		return err
+	}
+	if s, err := new(segarchive.Chain).Verify(&out); err != nil || s.LastIndex != a.Manifest.LastIndex {
+		return fmt.Errorf("archive %+v: %v", a.Manifest, err)
+	}
+	return nil
+}
+
 // TestConcurrentViews reads every view while entries are applied (run
 // with -race): the index and scan locks keep them consistent, and each
 // answer holds together at its own applied index.
@@ -467,11 +489,17 @@ func TestConcurrentViews(t *testing.T) {
 				var err error
 				switch r {
 				case 0:
-					_, err = cat.Storage(true)
+					var st Storage
+					if st, err = cat.Storage(true); err == nil && st.Segments.LastIndex > st.AppliedIndex {
+						err = fmt.Errorf("storage at %d holds segment %d", st.AppliedIndex, st.Segments.LastIndex)
+					}
 				case 1:
 					var f api.FragmentationMetrics
 					if f, err = cat.Fragmentation(); err == nil && f.Totals.LiveBytes > f.Totals.BytesWritten {
 						err = fmt.Errorf("live %d above written %d", f.Totals.LiveBytes, f.Totals.BytesWritten)
+					}
+					if err == nil {
+						err = verifyNewestArchive(cat)
 					}
 				case 2:
 					var j *Journal

@@ -20,7 +20,11 @@ const noGcRun = "no GC (COMPACT) run has been applied: this validator version do
 // GcStatus sums the GC debt accounts at one applied index, with the segment
 // generations present at that index and the last GC run.
 func (c *Catalog) GcStatus() (api.GcStatus, error) {
-	view, err := c.machine.ReadView()
+	gens := api.GcGenerations{Retained: RetainedGenerations, Present: []uint32{}}
+	view, err := c.openIndexed(func(_ uint64, x *segmentIndex) {
+		gens.Present = append(gens.Present, x.generations...)
+		gens.Current, _ = x.currentGeneration()
+	})
 	if err != nil {
 		return api.GcStatus{}, err
 	}
@@ -47,13 +51,6 @@ func (c *Catalog) GcStatus() (api.GcStatus, error) {
 		return api.GcStatus{}, err
 	}
 	d.PendingDebt, d.ExecutedDebt, d.Paid = api.DebtString(d.PendingDebtMicros), api.DebtString(d.ExecutedDebtMicros), api.DebtString(d.PaidMicros)
-	gens := api.GcGenerations{Retained: RetainedGenerations, Present: []uint32{}}
-	if err := c.withIndex(view, func(x *segmentIndex) {
-		gens.Present = append(gens.Present, x.generations...)
-		gens.Current, _ = x.currentGeneration()
-	}); err != nil {
-		return api.GcStatus{}, err
-	}
 	return api.GcStatus{
 		ContractVersion: api.GcStatusVersion, NodeID: c.cfg.NodeID, AppliedIndex: view.AppliedIndex(), Debt: d, Generations: gens,
 		LastRun: nil, Gaps: []api.Gap{{Field: "lastRun", Reason: noGcRun}},

@@ -47,20 +47,18 @@ func (c *Catalog) live() (*liveScan, error) {
 		}
 	}
 	start := c.now()
-	view, err := c.machine.ReadView()
-	if err != nil {
-		return nil, err
-	}
-	defer view.Close()
-	s := &liveScan{applied: view.AppliedIndex(), at: start, written: map[[20]byte]*walletWrites{}, live: map[[20]byte]*walletLive{}}
-	if err := c.withIndex(view, func(x *segmentIndex) {
+	s := &liveScan{at: start, written: map[[20]byte]*walletWrites{}, live: map[[20]byte]*walletLive{}}
+	view, err := c.openIndexed(func(applied uint64, x *segmentIndex) {
+		s.applied = applied
 		s.tars = append([]tarFile(nil), x.tars...)
 		for w, ww := range x.wallets {
 			s.written[w] = ww.clone()
 		}
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
+	defer view.Close()
 	if err := s.addNodes(view); err != nil {
 		return nil, err
 	}

@@ -48,15 +48,12 @@ func (c *Catalog) Tars() (api.SegmentTars, error) {
 // Recent describes the newest segments, at most limit, newest first, each
 // with the TAR file that holds it.
 func (c *Catalog) Recent(limit int) (api.RecentSegments, error) {
-	view, err := c.machine.ReadView()
+	var tars []tarFile
+	view, err := c.openIndexed(func(_ uint64, x *segmentIndex) { tars = append(tars, x.tars...) })
 	if err != nil {
 		return api.RecentSegments{}, err
 	}
 	defer view.Close()
-	var tars []tarFile
-	if err := c.withIndex(view, func(x *segmentIndex) { tars = append(tars, x.tars...) }); err != nil {
-		return api.RecentSegments{}, err
-	}
 	out := api.RecentSegments{NodeID: c.cfg.NodeID, AppliedIndex: view.AppliedIndex(), Limit: limit, Segments: []api.SegmentInfo{}}
 	err = view.NewestSegments(func(index uint64, raw []byte) (bool, error) {
 		seg := &ledgerpb.Segment{}
