@@ -45,8 +45,9 @@ func (c *Catalog) Tars() (api.SegmentTars, error) {
 	return out, err
 }
 
-// Recent describes the newest segments, at most limit, newest first, each
-// with the TAR file that holds it.
+// Recent describes the newest segments, at most limit (at least 1; the
+// caller bounds it, api.MaxRecentSegments), newest first, each with the
+// TAR file that holds it.
 func (c *Catalog) Recent(limit int) (api.RecentSegments, error) {
 	var tars []tarFile
 	view, err := c.openIndexed(func(_ uint64, x *segmentIndex) { tars = append(tars, x.tars...) })
