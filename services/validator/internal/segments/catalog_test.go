@@ -15,6 +15,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/segarchive"
 )
 
@@ -535,5 +536,54 @@ func TestConcurrentViews(t *testing.T) {
 	want, err := l.catalog(4000, c).Storage(true)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after concurrent reads %+v\nread at once %+v (%v)", got, want, err)
+	}
+}
+
+// TestCIDs: the statistics count the live nodes whose ledger:cid property
+// names a CID, and the CIDs once each; the reverse lookup finds those
+// nodes and no node that merely mentions the CID, stops at
+// api.MaxCIDReferences, and an unreferenced CID is not found.
+func TestCIDs(t *testing.T) {
+	const (
+		cid   = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
+		other = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o"
+		many  = "QmNLei78zWmzUdbeRB3CiUfAizWUrbeeZh5K1rhAQKCh51"
+	)
+	l := newLedger(t)
+	cat := l.catalog(0, newClock())
+	l.apply(l.write(alice, "bin/one", `{"title":"one","ledger:cid":"`+cid+`"}`),
+		l.write(bob, "bin/two", `{"title":"two","ledger:cid":"`+cid+`"}`),
+		l.write(alice, "bin/three", `{"title":"three","ledger:cid":"`+other+`"}`),
+		l.write(alice, "text", `{"title":"no binary, but the text `+cid+`"}`))
+	stats, err := cat.CIDStats()
+	if err != nil || stats.NodesWithCID != 3 || stats.DistinctCIDs != 2 || stats.StoredBytes != 3*46 || stats.NodeID != 7 ||
+		stats.AppliedIndex != 1 {
+		t.Fatalf("CID stats: %v %+v", err, stats)
+	}
+	refs, err := cat.CIDReferences(cid)
+	if err != nil || refs.CID != cid || refs.Truncated || len(refs.Nodes) != 2 {
+		t.Fatalf("references of %s: %v %+v", cid, err, refs)
+	}
+	for i, want := range []struct {
+		wallet string
+		path   string
+	}{{strings.ToLower(alice.Hex()), contentPath(alice, "bin/one")}, {strings.ToLower(bob.Hex()), contentPath(bob, "bin/two")}} {
+		if n := refs.Nodes[i]; n.Wallet != want.wallet || n.Path != want.path || n.CommitIndex != 1 || len(n.ProposalID) != 66 {
+			t.Fatalf("reference %d: %+v", i, n)
+		}
+	}
+
+	items := make([]*ledgerpb.BatchItem, api.MaxCIDReferences+1)
+	for i := range items {
+		items[i] = l.write(alice, fmt.Sprintf("many/%d", i), `{"ledger:cid":"`+many+`"}`)
+	}
+	l.apply(items...)
+	if refs, err := cat.CIDReferences(many); err != nil || !refs.Truncated || len(refs.Nodes) != api.MaxCIDReferences {
+		t.Fatalf("references of %s: %v, %d, truncated %v", many, err, len(refs.Nodes), refs.Truncated)
+	}
+	const unknown = "QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn"
+	_, err = cat.CIDReferences(unknown)
+	if e := apierror.As(err); e == nil || e.Code != apierror.NotFound || e.Message != "no live content references "+unknown {
+		t.Fatalf("an unreferenced CID: %v", err)
 	}
 }
