@@ -35,6 +35,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
@@ -245,7 +246,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		deps.MockEpochs = clock
 	}
 	e := httpapi.New(apiCfg, deps, log.Named("api"))
-	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
+	catalog, err := segments.New(segments.Config{NodeID: cfg.NodeID, Now: now}, machine)
+	if err != nil {
+		return err
+	}
+	ops := &opsViews{cfg: cfg, node: node, db: db, segments: catalog,
 		nats: deps.NATS, gateway: gateway, startedAt: cluster.startedAt, now: now}
 	ops.register(e)
 	if err := ui.Register(e); err != nil {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -94,9 +95,9 @@ func tunables() []api.Tunable {
 		{Name: "GC debt limit", Origin: "DECISIONS D9", Status: "fixed", Value: api.DebtString(state.DefaultDebtLimitMicros),
 			Note: "the default limit; POST /v1/gc/account/{wallet}/set-limit sets one wallet's"},
 		{Name: "GC debt per deleted MB", Origin: "DECISIONS D9", Status: "fixed", Value: "0.10", Note: "at least 1 MB per delete"},
-		{Name: "retained segment generations", Origin: "contract", Status: "fixed", Value: strconv.Itoa(retainedGenerations),
+		{Name: "retained segment generations", Origin: "contract", Status: "fixed", Value: strconv.Itoa(segments.RetainedGenerations),
 			Note: "fixed by the contract"},
-		{Name: "TAR file target size", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(tarTargetBytes)},
+		{Name: "TAR file target size", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(segments.DefaultTarTargetBytes)},
 		{Name: "Pebble block cache", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(storage.DefaultCacheSize)},
 		{Name: "Pebble memtable", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(storage.DefaultMemTableSize)},
 		{Name: "gcSizeDeltaEstimation", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 1 GB)"},

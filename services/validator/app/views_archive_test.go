@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/segarchive"
 )
+
+// hexHash writes a hash as the segment views do: 0x and 64 hex digits.
+func hexHash(h [32]byte) string { return "0x" + hex.EncodeToString(h[:]) }
 
 // getArchive fetches a segment archive.
 func getArchive(t *testing.T, u string) (*http.Response, []byte) {

@@ -18,7 +18,7 @@ import (
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
-	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -28,9 +28,8 @@ import (
 type opsViews struct {
 	cfg       Config
 	node      *consensus.Node
-	machine   *state.Machine
 	db        *storage.DB
-	storage   *storageViews
+	segments  *segments.Catalog
 	nats      []httpapi.NATSClient
 	gateway   *blobgateway.Checker // nil: no IPFS gateway configured
 	startedAt time.Time
@@ -59,21 +58,12 @@ func (v *opsViews) storageSnapshot(c echo.Context) error {
 	if detail != "" && detail != "tars" {
 		return apierror.Field("detail", "must be tars, or absent")
 	}
-	view, err := v.machine.ReadView()
+	st, err := v.segments.Storage(detail == "tars")
 	if err != nil {
 		return err
 	}
-	defer view.Close()
-	out := api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, NodeID: v.cfg.NodeID, AppliedIndex: view.AppliedIndex(),
-		At: v.now().UTC(), Pebble: pebbleMetrics(v.db), Gaps: []api.Gap{}}
-	if err := v.storage.withIndex(view, func(x *segmentIndex) {
-		out.Segments, out.Tars = x.summary()
-		if detail == "tars" {
-			out.TarFiles = x.tarFiles()
-		}
-	}); err != nil {
-		return err
-	}
+	out := api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, NodeID: v.cfg.NodeID, AppliedIndex: st.AppliedIndex,
+		At: v.now().UTC(), Pebble: pebbleMetrics(v.db), Segments: st.Segments, Tars: st.Tars, TarFiles: st.TarFiles, Gaps: []api.Gap{}}
 	if out.Tars.PackingEfficiency == nil {
 		out.Gaps = append(out.Gaps, api.Gap{Field: "tars.packingEfficiency", Reason: "no TAR file is closed yet: the newest one is still filling"})
 	}
@@ -200,11 +190,11 @@ func (v *opsViews) runtimeSnapshot(c echo.Context) error {
 		StartedAt: v.startedAt.UTC(), UptimeMs: now.Sub(v.startedAt).Milliseconds(), Go: goRuntime(), Gaps: []api.Gap{}}
 	out.Process, out.Gaps = processFigures(out.Gaps)
 	out.NATS = natsConnections(v.nats)
-	s, err := v.storage.live()
+	cids, err := v.segments.CIDStats()
 	if err != nil {
 		return err
 	}
-	out.Blobstore = api.Blobstore{CidMappings: s.cids, AppliedIndex: s.applied, ComputedAt: s.at.UTC()}
+	out.Blobstore = api.Blobstore{CidMappings: cids.NodesWithCID, AppliedIndex: cids.AppliedIndex, ComputedAt: cids.ComputedAt}
 	out.Gaps = gatewayFigures(&out.Blobstore, v.gateway, out.Gaps)
 	return c.JSON(http.StatusOK, out)
 }

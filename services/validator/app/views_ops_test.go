@@ -1,7 +1,6 @@
 package app
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -14,11 +13,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
-	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
@@ -444,62 +441,5 @@ func TestFragmentationAndEstimate(t *testing.T) {
 		if code := getJSON(t, base+"/v1/gc/estimate"+q, &e); code != http.StatusBadRequest || e.Error.Details["field"] != "wallet" {
 			t.Errorf("%s: %d %+v", q, code, e.Error)
 		}
-	}
-}
-
-// TestSegmentIndex groups hand-made segments into TAR files: a file closes
-// when the next segment would pass the target or starts another
-// generation; a segment that does not name its predecessor's hash breaks
-// the chain; deletes count for the wallet their path names.
-func TestSegmentIndex(t *testing.T) {
-	w := common.HexToAddress("0x70997970c51812dc3a010c7d01b50e0d17dc79c8")
-	path := proposal.ContentPath("ledger", w, "default", "page/x")
-	x := newSegmentIndex(400)
-	var prev [32]byte
-	add := func(index uint64, gen uint32, ops []*ledgerpb.SegmentOp, link bool) {
-		t.Helper()
-		seg := &ledgerpb.Segment{Index: index, Generation: gen, Ops: ops}
-		if link {
-			seg.PrevHash = prev[:]
-		}
-		raw, err := proto.Marshal(seg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prev = sha256.Sum256(raw)
-		x.add(index, raw, prev)
-	}
-	put := func(title string) []*ledgerpb.SegmentOp {
-		return []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_Put{Put: &ledgerpb.Node{Path: path, Wallet: w[:],
-			Properties: []*ledgerpb.Property{{Name: "title", ValueJson: `"` + strings.Repeat(title, 20) + `"`}}}}}}
-	}
-	add(3, 0, put("a"), true) // about 170 bytes each
-	add(5, 0, put("b"), true)
-	add(6, 0, put("c"), true) // passes 400: a new file
-	add(7, 0, []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_DeletePath{DeletePath: path}}}, false)
-	add(9, 1, put("d"), true) // another generation: a new file
-
-	if len(x.tars) != 3 || x.tars[0].first != 3 || x.tars[0].last != 5 || x.tars[1].first != 6 || x.tars[1].last != 7 ||
-		x.tars[2].generation != 1 {
-		t.Fatalf("TAR files %+v", x.tars)
-	}
-	if x.breaks != 1 || !x.tars[0].chainOK || x.tars[1].chainOK || !x.tars[2].chainOK || x.next != 10 {
-		t.Fatalf("chain: %d breaks, %+v", x.breaks, x.tars)
-	}
-	seg, tars := x.summary()
-	if seg.ChainVerified || seg.Count != 5 || seg.NodeWrites != 4 || seg.NodeDeletes != 1 || seg.CurrentGeneration != 1 ||
-		len(seg.Generations) != 2 || tars.Closed != 2 || tars.PackingEfficiency == nil || tars.Newest != "data00002b.tar" {
-		t.Fatalf("summary %+v %+v", seg, tars)
-	}
-	files := x.tarFiles()
-	if files[1].PrevHash != files[0].HeadHash || files[0].PrevHash != hexHash([32]byte{}) || files[2].Name != "data00002b.tar" {
-		t.Fatalf("TAR chain %+v", files)
-	}
-	ww := x.wallets[w]
-	if ww.writes != 4 || ww.deletes != 1 || ww.tars != 3 || len(ww.byTar) != 3 {
-		t.Fatalf("wallet %+v", ww)
-	}
-	if tarOf(x.tars, 4) != 0 || tarOf(x.tars, 7) != 1 || tarOf(x.tars, 8) != -1 || tarOf(x.tars, 2) != -1 {
-		t.Fatal("tarOf")
 	}
 }

@@ -8,11 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
-	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
 // journalLine is one parsed line of /journal.log.
@@ -130,27 +127,4 @@ func TestStorageFiles(t *testing.T) {
 			t.Fatalf("?%s: %d %+v", q, code, e.Error)
 		}
 	}
-}
-
-// BenchmarkJournalLine: the cost of one journal line, a segment of one
-// node write decoded and written out.
-func BenchmarkJournalLine(b *testing.B) {
-	seg := &ledgerpb.Segment{Index: 1_000_000, Term: 3, Epoch: 1000, PrevHash: make([]byte, 32),
-		ProposalIds: [][]byte{make([]byte, 32)},
-		Ops: []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_Put{Put: &ledgerpb.Node{
-			Path: "/ledger/de/be/97/0xdebe97e245396cdd58bbc5d0b44001d648818cc6/default/page/0000000000000000"}}}}}
-	raw, err := proto.Marshal(seg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var line []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		got := &ledgerpb.Segment{}
-		if err := proto.Unmarshal(raw, got); err != nil {
-			b.Fatal(err)
-		}
-		line = appendJournalLine(line[:0], got.GetIndex(), got, [32]byte{})
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
 }

@@ -1,0 +1,219 @@
+package segments
+
+import (
+	"bytes"
+	"encoding/hex"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
+)
+
+// tarFile is one TAR file of the index.
+type tarFile struct {
+	generation  uint32
+	first, last uint64 // raft indexes of its first and last segment
+	segments    int
+	bytes       uint64 // stored segment bytes
+	written     uint64 // node bytes its segments' writes carry
+	prev, head  [32]byte
+	chainOK     bool
+}
+
+// walletWrites is what one wallet's segments did.
+type walletWrites struct {
+	written         uint64 // node bytes written
+	writes, deletes uint64 // node writes and deletions
+	lastTar, tars   int    // the newest TAR file touched, and how many
+	byTar           map[int]uint64
+}
+
+func (w *walletWrites) touch(tar int) {
+	if w.lastTar != tar {
+		w.lastTar, w.tars = tar, w.tars+1
+	}
+}
+
+func (w *walletWrites) clone() *walletWrites {
+	c := *w
+	c.byTar = make(map[int]uint64, len(w.byTar))
+	for k, v := range w.byTar {
+		c.byTar[k] = v
+	}
+	return &c
+}
+
+// segmentIndex is every segment read so far, summed. Segments are read in
+// raft index order, so TAR numbers only grow and each wallet's TAR files
+// are counted as they come.
+type segmentIndex struct {
+	target          uint64 // TAR file size (Config.TarTargetBytes)
+	next            uint64 // the lowest raft index not read yet
+	count, bytes    uint64
+	writes, deletes uint64
+	first, last     uint64
+	head            [32]byte // hash of the newest segment read
+	breaks          uint64
+	generations     []uint32 // ascending
+	tars            []tarFile
+	wallets         map[[20]byte]*walletWrites
+}
+
+func newSegmentIndex(target uint64) *segmentIndex {
+	return &segmentIndex{target: target, wallets: map[[20]byte]*walletWrites{}}
+}
+
+// walletOfPath returns the wallet of a content path,
+// /<root>/<xx>/<xx>/<xx>/<0xwallet>/...
+func walletOfPath(path string) ([20]byte, bool) {
+	parts := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 6)
+	if len(parts) < 5 || len(parts[4]) != 42 || !common.IsHexAddress(parts[4]) {
+		return [20]byte{}, false
+	}
+	return common.HexToAddress(parts[4]), true
+}
+
+func (x *segmentIndex) wallet(w [20]byte) *walletWrites {
+	ww := x.wallets[w]
+	if ww == nil {
+		ww = &walletWrites{lastTar: -1, byTar: map[int]uint64{}}
+		x.wallets[w] = ww
+	}
+	return ww
+}
+
+// add reads one segment. A segment that does not decode still counts in the
+// chain and its TAR file (its bytes are stored), with no writes.
+func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
+	seg := &ledgerpb.Segment{}
+	decoded := proto.Unmarshal(raw, seg) == nil
+	size := uint64(len(raw))
+	gen := seg.GetGeneration()
+	linked := bytes.Equal(seg.GetPrevHash(), x.head[:])
+	if !linked {
+		x.breaks++
+	}
+	n := len(x.tars)
+	if n == 0 || x.tars[n-1].generation != gen || (x.tars[n-1].bytes+size > x.target && x.tars[n-1].segments > 0) {
+		t := tarFile{generation: gen, first: index, chainOK: true}
+		copy(t.prev[:], seg.GetPrevHash())
+		x.tars = append(x.tars, t)
+		n++
+	}
+	tar := &x.tars[n-1]
+	tar.last, tar.head = index, hash
+	tar.segments++
+	tar.bytes += size
+	tar.chainOK = tar.chainOK && linked
+	if !slices.Contains(x.generations, gen) {
+		x.generations = append(x.generations, gen)
+		slices.Sort(x.generations)
+	}
+	if x.count == 0 {
+		x.first = index
+	}
+	x.count++
+	x.bytes += size
+	x.last, x.head, x.next = index, hash, index+1
+	if !decoded {
+		return
+	}
+	for _, op := range seg.GetOps() {
+		if node := op.GetPut(); node != nil {
+			x.writes++
+			sz := uint64(proto.Size(node))
+			tar.written += sz
+			if len(node.GetWallet()) == 20 {
+				ww := x.wallet([20]byte(node.GetWallet()))
+				ww.written += sz
+				ww.writes++
+				ww.byTar[n-1] += sz
+				ww.touch(n - 1)
+			}
+			continue
+		}
+		if path := op.GetDeletePath(); path != "" {
+			x.deletes++
+			if w, ok := walletOfPath(path); ok {
+				ww := x.wallet(w)
+				ww.deletes++
+				ww.touch(n - 1)
+			}
+		}
+	}
+}
+
+// catchUp reads the segments of view the index has not read yet.
+func (x *segmentIndex) catchUp(view *state.ReadView) error {
+	return view.SegmentsFrom(x.next, func(index uint64, raw []byte, hash [32]byte) error {
+		x.add(index, raw, hash)
+		return nil
+	})
+}
+
+// tarOf returns the TAR file holding the segment of raft index, or -1.
+func tarOf(tars []tarFile, index uint64) int {
+	i := sort.Search(len(tars), func(i int) bool { return tars[i].last >= index })
+	if i < len(tars) && tars[i].first <= index {
+		return i
+	}
+	return -1
+}
+
+func hexHash(h [32]byte) string { return "0x" + hex.EncodeToString(h[:]) }
+
+func walletHex(w [20]byte) string { return "0x" + hex.EncodeToString(w[:]) }
+
+// currentGeneration is the newest generation read, ok false before any
+// segment.
+func (x *segmentIndex) currentGeneration() (uint32, bool) {
+	if n := len(x.generations); n > 0 {
+		return x.generations[n-1], true
+	}
+	return 0, false
+}
+
+// summary renders the segment chain and the TAR files.
+func (x *segmentIndex) summary() (api.SegmentSummary, api.TarSummary) {
+	s := api.SegmentSummary{Count: x.count, Bytes: x.bytes, FirstIndex: x.first, LastIndex: x.last, NodeWrites: x.writes,
+		NodeDeletes: x.deletes, HeadHash: hexHash(x.head), ChainVerified: x.breaks == 0, ChainBreaks: x.breaks,
+		Generations: append([]uint32{}, x.generations...)}
+	s.CurrentGeneration, _ = x.currentGeneration()
+	t := api.TarSummary{Count: len(x.tars), Bytes: x.bytes, TargetBytes: x.target}
+	var closedBytes uint64
+	for i, f := range x.tars {
+		if x.closed(i) {
+			t.Closed++
+			closedBytes += f.bytes
+		}
+	}
+	if t.Closed > 0 {
+		eff := float64(closedBytes) / float64(uint64(t.Closed)*x.target)
+		t.PackingEfficiency = &eff
+	}
+	if n := len(x.tars); n > 0 {
+		t.Newest = tarName(n-1, x.tars[n-1].generation)
+	}
+	return s, t
+}
+
+// closed reports whether TAR file i takes no more segments: a newer one
+// follows it.
+func (x *segmentIndex) closed(i int) bool { return i < len(x.tars)-1 }
+
+// tarFiles renders every TAR file with its link in the chain.
+func (x *segmentIndex) tarFiles() []api.TarFile {
+	out := make([]api.TarFile, len(x.tars))
+	for i, f := range x.tars {
+		out[i] = api.TarFile{Name: tarName(i, f.generation), Number: i, Generation: f.generation, FirstIndex: f.first,
+			LastIndex: f.last, Segments: f.segments, Bytes: f.bytes, Fill: float64(f.bytes) / float64(x.target), Closed: x.closed(i),
+			PrevHash: hexHash(f.prev), HeadHash: hexHash(f.head), ChainOK: f.chainOK}
+	}
+	return out
+}
