@@ -245,14 +245,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.Mode == Mock {
 		deps.MockEpochs = clock
 	}
-	e := httpapi.New(apiCfg, deps, log.Named("api"))
-	catalog, err := segments.New(segments.Config{NodeID: cfg.NodeID, Now: now}, machine)
-	if err != nil {
+	if deps.Segments, err = segments.New(segments.Config{NodeID: cfg.NodeID, Now: now}, machine); err != nil {
 		return err
 	}
-	ops := &opsViews{cfg: cfg, node: node, db: db, segments: catalog,
-		nats: deps.NATS, gateway: gateway, startedAt: cluster.startedAt, now: now}
-	ops.register(e)
+	deps.Database, deps.RaftLog = db, node
+	if gateway != nil {
+		deps.Gateway = gateway
+	}
+	e := httpapi.New(apiCfg, deps, log.Named("api"))
 	if err := ui.Register(e); err != nil {
 		return err
 	}

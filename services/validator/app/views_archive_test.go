@@ -12,6 +12,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/segarchive"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
 )
 
 // hexHash writes a hash as the segment views do: 0x and 64 hex digits.
@@ -47,7 +48,7 @@ func TestSegmentArchive(t *testing.T) {
 		return len(tars.Tars) == 1 && tars.Tars[0].LastIndex >= last
 	})
 	f := tars.Tars[0]
-	if tars.NodeID != 1 || tars.TargetBytes != tarTargetBytes || f.Name != "data00000a.tar" || f.Closed || !f.ChainOK || f.Segments < 3 {
+	if tars.NodeID != 1 || tars.TargetBytes != segments.DefaultTarTargetBytes || f.Name != "data00000a.tar" || f.Closed || !f.ChainOK || f.Segments < 3 {
 		t.Fatalf("TAR files %+v", tars)
 	}
 

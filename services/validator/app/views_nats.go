@@ -3,7 +3,6 @@ package app
 import (
 	"github.com/nats-io/nats.go"
 
-	"github.com/contentledger/contentledger/pkg/api"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 )
 
@@ -21,22 +20,6 @@ func natsClients(conn *nats.Conn, events *eventPublishing) []httpapi.NATSClient 
 	}
 	if events.own {
 		out = append(out, httpapi.NATSClient{Conn: events.nc, Uses: []string{httpapi.NATSUseEvents, httpapi.NATSUseStreams}})
-	}
-	return out
-}
-
-// natsConnections reads the client library's figures of each connection.
-func natsConnections(clients []httpapi.NATSClient) []api.NATSConnection {
-	out := make([]api.NATSConnection, 0, len(clients))
-	for _, c := range clients {
-		st := c.Conn.Stats()
-		n := api.NATSConnection{Name: c.Conn.Opts.Name, Uses: c.Uses, Connected: c.Conn.IsConnected(), Status: c.Conn.Status().String(),
-			ServerURL: c.Conn.ConnectedUrlRedacted(), InMsgs: st.InMsgs, OutMsgs: st.OutMsgs, InBytes: st.InBytes, OutBytes: st.OutBytes,
-			Reconnects: st.Reconnects}
-		if err := c.Conn.LastError(); err != nil {
-			n.LastError = err.Error()
-		}
-		out = append(out, n)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
 )
 
 const testCID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
@@ -118,7 +119,7 @@ func TestStorageSnapshot(t *testing.T) {
 		t.Fatalf("segments %+v", s.Segments)
 	}
 	if s.Tars.Count != 1 || s.Tars.Closed != 0 || s.Tars.Newest != "data00000a.tar" || s.Tars.Bytes != s.Segments.Bytes ||
-		s.Tars.TargetBytes != tarTargetBytes || s.Tars.PackingEfficiency != nil || !hasGap(s.Gaps, "tars.packingEfficiency") {
+		s.Tars.TargetBytes != segments.DefaultTarTargetBytes || s.Tars.PackingEfficiency != nil || !hasGap(s.Gaps, "tars.packingEfficiency") {
 		t.Fatalf("tars %+v, gaps %+v", s.Tars, s.Gaps)
 	}
 	if s.TarFiles != nil {

@@ -108,6 +108,13 @@ type Deps struct {
 	PaymentIndex PaymentIndex
 	// Probes are the checks of /health/deep, by name.
 	Probes map[string]Probe
+	// Segments is the segment store's views; Database, the Pebble
+	// database's figures; RaftLog, the stored raft log's bounds.
+	Segments Segments
+	Database Database
+	RaftLog  RaftLog
+	// Gateway is the IPFS gateway's checker; nil when none is configured.
+	Gateway Gateway
 	// Collectors are the Prometheus collectors /metrics serves besides the
 	// HTTP series (internal/metrics).
 	Collectors []prometheus.Collector
@@ -182,6 +189,21 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 		e.GET("/v1/ops/events/stream", echo.WrapHandler(deps.EventStreams.Handler()))
 	}
 	e.GET("/v1/events/publisher", s.eventPublisher)
+	e.GET("/v1/ops/snapshots/storage", s.storageSnapshot)
+	e.GET("/v1/ops/snapshots/runtime", s.runtimeSnapshot)
+	e.GET("/v1/gc/status", s.gcStatus)
+	e.GET("/v1/gc/estimate", s.gcEstimate)
+	e.GET("/v1/compaction/proposals", s.compactionProposals)
+	e.GET("/v1/fragmentation/metrics", s.fragmentationMetrics)
+	e.GET("/v1/fragmentation/metrics/:wallet", s.fragmentationWallet)
+	e.GET("/v1/fragmentation/top", s.fragmentationTop)
+	e.GET("/api/segments/tars", s.segmentTars)
+	e.GET("/api/segments/recent", s.recentSegments)
+	e.GET("/segments/:name", s.segmentArchive)
+	e.GET("/api/cid/stats", s.cidStats)
+	e.GET("/api/cid/reverse/:cid", s.cidReverse)
+	e.GET("/manifest", s.manifest)
+	e.GET("/journal.log", s.journal)
 	e.GET("/v1/chain/status", s.chainStatus)
 	e.GET("/v1/transactions/summary", s.transactionSummary)
 	e.GET("/v1/transactions/:txHash", s.transaction)

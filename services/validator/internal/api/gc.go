@@ -124,3 +124,39 @@ func (s *Server) gcPay(c echo.Context) error {
 		return nil
 	}, func(ctx context.Context, wallet common.Address) error { return s.deps.GC.Pay(ctx, wallet, amount) })
 }
+
+// gcStatus serves GET /v1/gc/status: the GC debt accounts summed at one
+// applied index, the segment generations, and the last GC run.
+func (s *Server) gcStatus(c echo.Context) error {
+	out, err := s.deps.Segments.GcStatus()
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// gcEstimate serves GET /v1/gc/estimate[?wallet=0x…] (marker gc.estimate.v1):
+// what GC could reclaim, by TAR file, from the last scan of the state.
+func (s *Server) gcEstimate(c echo.Context) error {
+	if !c.QueryParams().Has("wallet") {
+		out, err := s.deps.Segments.GcEstimate()
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+	w, err := parseWallet(c.QueryParam("wallet"), "wallet")
+	if err != nil {
+		return err
+	}
+	out, err := s.deps.Segments.WalletGcEstimate(w)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// compactionProposals serves GET /v1/compaction/proposals.
+func (s *Server) compactionProposals(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.deps.Segments.CompactionProposals())
+}

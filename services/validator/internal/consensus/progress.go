@@ -65,3 +65,7 @@ func (n *Node) LogBounds() (first, last, snapshot uint64) {
 	}
 	return first, last, snapshot
 }
+
+// SnapshotTerm is the term of the newest snapshot's index; 0 before the
+// first snapshot.
+func (n *Node) SnapshotTerm() uint64 { return n.storage.SnapshotMetadata().GetTerm() }

@@ -1,4 +1,4 @@
-package app
+package api
 
 import (
 	"net/http"
@@ -11,27 +11,25 @@ import (
 
 // The CID routes of the local-diagnostic layer: the CIDs of binaries live
 // nodes reference (the ledger:cid property), counted and looked up
-// (internal/segments).
+// (internal/segments). Validators keep CIDs, never the binaries.
 
-func (v *opsViews) registerCIDs(e *echo.Echo) {
-	e.GET("/api/cid/stats", v.cidStats)
-	e.GET("/api/cid/reverse/:cid", v.cidReverse)
-}
-
-func (v *opsViews) cidStats(c echo.Context) error {
-	out, err := v.segments.CIDStats()
+// cidStats serves GET /api/cid/stats.
+func (s *Server) cidStats(c echo.Context) error {
+	out, err := s.deps.Segments.CIDStats()
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-func (v *opsViews) cidReverse(c echo.Context) error {
+// cidReverse serves GET /api/cid/reverse/{cid}: the live nodes that
+// reference a CID, what unpinning it would break.
+func (s *Server) cidReverse(c echo.Context) error {
 	cid := c.Param("cid")
 	if err := proposal.ValidateCID(cid); err != nil {
 		return apierror.Field("cid", "%v", err)
 	}
-	out, err := v.segments.CIDReferences(cid)
+	out, err := s.deps.Segments.CIDReferences(cid)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app
+package api
 
 import (
 	"net/http"
@@ -10,11 +10,13 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 )
 
-// fragmentationMetrics serves GET /v1/fragmentation/metrics: every wallet's
-// bytes written against its live bytes, summed, and the first wallets in
-// address order.
-func (v *opsViews) fragmentationMetrics(c echo.Context) error {
-	out, err := v.segments.Fragmentation()
+// The fragmentation routes (source): every wallet's bytes written against
+// its live bytes (internal/segments).
+
+// fragmentationMetrics serves GET /v1/fragmentation/metrics: the figures
+// summed, and the first wallets in address order.
+func (s *Server) fragmentationMetrics(c echo.Context) error {
+	out, err := s.deps.Segments.Fragmentation()
 	if err != nil {
 		return err
 	}
@@ -23,12 +25,12 @@ func (v *opsViews) fragmentationMetrics(c echo.Context) error {
 
 // fragmentationWallet serves GET /v1/fragmentation/metrics/{walletAddress};
 // 404 for a wallet no segment wrote or deleted anything of.
-func (v *opsViews) fragmentationWallet(c echo.Context) error {
-	w, err := parseWallet(c.Param("wallet"), "walletAddress")
+func (s *Server) fragmentationWallet(c echo.Context) error {
+	w, err := walletParam(c)
 	if err != nil {
 		return err
 	}
-	out, err := v.segments.WalletFragmentation(w)
+	out, err := s.deps.Segments.WalletFragmentation(w)
 	if err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func (v *opsViews) fragmentationWallet(c echo.Context) error {
 // fragmentationTop serves GET /v1/fragmentation/top?limit=N (at least 1,
 // default api.DefaultFragmentationTop): the wallets by fragmentation score,
 // then dead bytes, highest first, then by address.
-func (v *opsViews) fragmentationTop(c echo.Context) error {
+func (s *Server) fragmentationTop(c echo.Context) error {
 	limit := api.DefaultFragmentationTop
 	if values, given := c.QueryParams()["limit"]; given {
 		n, err := strconv.Atoi(values[0])
@@ -47,7 +49,7 @@ func (v *opsViews) fragmentationTop(c echo.Context) error {
 		}
 		limit = n
 	}
-	out, err := v.segments.TopFragmented(limit)
+	out, err := s.deps.Segments.TopFragmented(limit)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package app
+package sysinfo
 
 // residentBytes is not reported on this platform.
 func residentBytes() (*uint64, bool) { return nil, false }

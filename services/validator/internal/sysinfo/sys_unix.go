@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package app
+package sysinfo
 
 import (
 	"syscall"
@@ -9,8 +9,8 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 )
 
-// diskUsage reports the file system holding dir.
-func diskUsage(dir string) (api.DiskUsage, bool) {
+// DiskUsage reports the file system holding dir.
+func DiskUsage(dir string) (api.DiskUsage, bool) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return api.DiskUsage{}, false

@@ -1,11 +1,11 @@
 //go:build !(linux || darwin)
 
-package app
+package sysinfo
 
 import "github.com/contentledger/contentledger/pkg/api"
 
-// diskUsage is not reported on this platform.
-func diskUsage(string) (api.DiskUsage, bool) { return api.DiskUsage{}, false }
+// DiskUsage is not reported on this platform.
+func DiskUsage(string) (api.DiskUsage, bool) { return api.DiskUsage{}, false }
 
 // cpuSeconds is not reported on this platform.
 func cpuSeconds() (*float64, bool) { return nil, false }
