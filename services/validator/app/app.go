@@ -32,6 +32,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
@@ -171,7 +172,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		pcfg.Verifiers = cfg.Verifiers
 	}
 	if cfg.RatePerWallet > 0 {
-		pcfg.WalletLimiter = newLimiter(cfg.RatePerWallet)
+		pcfg.WalletLimiter = rate.NewLimiter(cfg.RatePerWallet)
 	}
 	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
 	if err != nil {
@@ -189,8 +190,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	leadership := newLeadershipLog(256, opsEvents)
 	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
 	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
-		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
-	proposals := proposalsView{Pipeline: pipe, ingress: newRateMeter(10), commits: newRateMeter(10)}
+		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: rate.NewMeter(10)}
+	proposals := proposalsView{Pipeline: pipe, ingress: rate.NewMeter(10), commits: rate.NewMeter(10)}
 	apiCfg := httpapi.Config{
 		AuthToken:  cfg.AuthToken,
 		Form:       form,
@@ -201,7 +202,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		apiCfg.MockEpochs = clock
 	}
 	if cfg.RatePerIP > 0 {
-		apiCfg.IPLimiter = newLimiter(cfg.RatePerIP)
+		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}
 	gc := gcView{node: node, machine: machine, paid: payment.DebtExpectation{ChainID: cfg.ChainID, Contract: contract}, now: now}
 	if index != nil { // a nil *Index in the interface would not be nil
@@ -246,9 +247,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	errc := make(chan error, 3)
 	bg.Go(func() { leadership.follow(ctx, node, now) })
 	bg.Go(func() { members.run(ctx) })
-	bg.Go(func() { cluster.applied.run(ctx, time.Second, machine.AppliedIndex) })
-	bg.Go(func() { proposals.ingress.run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
-	bg.Go(func() { proposals.commits.run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
+	bg.Go(func() { cluster.applied.Run(ctx, time.Second, machine.AppliedIndex) })
+	bg.Go(func() { proposals.ingress.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
+	bg.Go(func() { proposals.commits.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
 	bg.Go(func() { streams.run(ctx) })
 	bg.Go(func() { newOpsCounterWatch(opsEvents, peers.Stats, db.WriteStalls).run(ctx, time.Second) })

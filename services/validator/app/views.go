@@ -14,6 +14,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
@@ -125,7 +126,7 @@ type clusterView struct {
 	startedAt  time.Time
 	peers      *transport.Transport
 	pipe       *pipeline.Pipeline
-	applied    *rateMeter
+	applied    *rate.Meter
 }
 
 func (v *clusterView) RaftMetrics() api.RaftMetrics {
@@ -251,7 +252,7 @@ func (v *clusterView) Status() api.ConsensusStatus {
 // commit rates added to its queue statistics.
 type proposalsView struct {
 	*pipeline.Pipeline
-	ingress, commits *rateMeter
+	ingress, commits *rate.Meter
 }
 
 func (v proposalsView) QueueStats() api.QueueStats {
