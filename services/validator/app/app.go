@@ -28,6 +28,7 @@ import (
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus/cluster"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
@@ -83,8 +84,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + ln.Addr().String()}}
 	}
 	peerIDs := make([]uint64, len(initial))
+	bootstrap := make([]api.Member, len(initial)) // for the membership, which names them
 	for i, m := range initial {
 		peerIDs[i] = m.ID
+		bootstrap[i] = api.Member{ID: m.ID, PeerAddr: m.PeerAddr, APIURL: m.APIURL}
 	}
 	// Both ends must know each other before the first message: a node
 	// refuses connections from senders it has not registered.
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.RatePerWallet > 0 {
 		pcfg.WalletLimiter = rate.NewLimiter(cfg.RatePerWallet)
 	}
-	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
+	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), node, stateView{machine}, paySrc, clock)
 	if err != nil {
 		return err
 	}
@@ -187,10 +190,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if events.own {
 		health.eventsNATS = events.nc
 	}
-	leadership := newLeadershipLog(256, opsEvents)
-	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
-	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
-		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: rate.NewMeter(10)}
+	leadership := cluster.NewLeadershipLog(cluster.LeadershipConfig{Node: node, Events: opsEvents, Now: now})
+	members := cluster.NewMembership(cluster.MembershipConfig{Self: cfg.NodeID, Initial: bootstrap, Raft: node,
+		AddressBook: machine, Peers: peers, Log: log.Named("membership")})
+	appliedRate := rate.NewMeter(10)
+	clusterView := cluster.NewView(cluster.ViewConfig{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, StartedAt: now(),
+		Node: node, State: machine, Epochs: clock, Peers: peers, Membership: members, Leadership: leadership,
+		AppliedRate: appliedRate, Reproposed: func() uint64 { return pipe.Stats().Reproposed }})
 	proposals := proposalsView{Pipeline: pipe, ingress: rate.NewMeter(10), commits: rate.NewMeter(10)}
 	apiCfg := httpapi.Config{
 		AuthToken:  cfg.AuthToken,
@@ -213,9 +219,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		return err
 	}
 	defer closeGateway()
-	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, cluster, gc)
+	e := httpapi.New(apiCfg, log.Named("api"), proposals, stateView{machine}, health, clusterView, gc)
 	ops := &opsViews{cfg: cfg, node: node, machine: machine, db: db, storage: newStorageViews(machine, now),
-		nats: natsClients(nc, events), gateway: gateway, startedAt: cluster.startedAt, now: now}
+		nats: natsClients(nc, events), gateway: gateway, startedAt: clusterView.StartedAt(), now: now}
 	ops.register(e)
 	(&deepHealth{cfg: cfg, db: db, node: node, machine: machine, peers: peers, js: js, chain: chainStatus,
 		gateway: gateway, now: now}).register(e)
@@ -245,9 +251,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	// of the raft node, the transport and Pebble run: none may outlive them.
 	var bg sync.WaitGroup
 	errc := make(chan error, 3)
-	bg.Go(func() { leadership.follow(ctx, node, now) })
-	bg.Go(func() { members.run(ctx) })
-	bg.Go(func() { cluster.applied.Run(ctx, time.Second, machine.AppliedIndex) })
+	bg.Go(func() { leadership.Run(ctx) })
+	bg.Go(func() { members.Run(ctx) })
+	bg.Go(func() { appliedRate.Run(ctx, time.Second, machine.AppliedIndex) })
 	bg.Go(func() { proposals.ingress.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
 	bg.Go(func() { proposals.commits.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })

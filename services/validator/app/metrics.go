@@ -15,6 +15,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus/cluster"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -39,7 +40,7 @@ type metricSources struct {
 	db         *storage.DB
 	pipe       *pipeline.Pipeline
 	peers      *transport.Transport
-	leadership *leadershipLog
+	leadership *cluster.LeadershipLog
 	index      *payments.Index // nil: payments not verified (MOCK)
 }
 
