@@ -14,7 +14,24 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
+)
+
+// The validator's real parts are what the interfaces declare.
+var (
+	_ Node           = (*consensus.Node)(nil)
+	_ RaftStatus     = (*consensus.Node)(nil)
+	_ AddressBook    = (*state.Machine)(nil)
+	_ StateHashes    = (*state.Machine)(nil)
+	_ Peers          = (*transport.Transport)(nil)
+	_ TransportStats = (*transport.Transport)(nil)
+	_ Epochs         = (*epoch.Clock)(nil)
+	_ Rate           = (*rate.Meter)(nil)
+	_ LeaderEvents   = (*opsevents.Recorder)(nil)
 )
 
 // fakeNode is a raft node whose membership and status the test sets. A
