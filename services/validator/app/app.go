@@ -29,6 +29,7 @@ import (
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus/cluster"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/events"
 	"github.com/contentledger/contentledger/services/validator/internal/metrics"
@@ -36,6 +37,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
@@ -86,8 +88,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + ln.Addr().String()}}
 	}
 	peerIDs := make([]uint64, len(initial))
+	bootstrap := make([]api.Member, len(initial)) // for the membership, which names them
 	for i, m := range initial {
 		peerIDs[i] = m.ID
+		bootstrap[i] = api.Member{ID: m.ID, PeerAddr: m.PeerAddr, APIURL: m.APIURL}
 	}
 	// Both ends must know each other before the first message: a node
 	// refuses connections from senders it has not registered.
@@ -175,9 +179,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		pcfg.Verifiers = cfg.Verifiers
 	}
 	if cfg.RatePerWallet > 0 {
-		pcfg.WalletLimiter = newLimiter(cfg.RatePerWallet)
+		pcfg.WalletLimiter = rate.NewLimiter(cfg.RatePerWallet)
 	}
-	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), raftView{node}, stateView{machine}, paySrc, clock)
+	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), node, stateView{machine}, paySrc, clock)
 	if err != nil {
 		return err
 	}
@@ -186,11 +190,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	leadership := newLeadershipLog(256, opsEvents)
-	members := newMembership(cfg.NodeID, initial, machine, node, peers, log.Named("membership"))
-	cluster := &clusterView{cfg: cfg, node: node, machine: machine, epochs: clock, membership: members,
-		leadership: leadership, startedAt: now(), peers: peers, pipe: pipe, applied: newRateMeter(10)}
-	proposals := proposalsView{Pipeline: pipe, ingress: newRateMeter(10), commits: newRateMeter(10)}
+	leadership := cluster.NewLeadershipLog(cluster.LeadershipConfig{Node: node, Events: opsEvents, Now: now})
+	members := cluster.NewMembership(cluster.MembershipConfig{Self: cfg.NodeID, Initial: bootstrap, Raft: node,
+		AddressBook: machine, Peers: peers, Log: log.Named("membership")})
+	appliedRate := rate.NewMeter(10)
+	clusterView := cluster.NewView(cluster.ViewConfig{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, StartedAt: now(),
+		Node: node, State: machine, Epochs: clock, Peers: peers, Membership: members, Leadership: leadership,
+		AppliedRate: appliedRate, Reproposed: func() uint64 { return pipe.Stats().Reproposed }})
+	proposals := proposalsView{Pipeline: pipe, ingress: rate.NewMeter(10), commits: rate.NewMeter(10)}
 	apiCfg := httpapi.Config{
 		NodeID:     cfg.NodeID,
 		DataDir:    cfg.DataDir,
@@ -200,7 +207,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		Version:    version,
 	}
 	if cfg.RatePerIP > 0 {
-		apiCfg.IPLimiter = newLimiter(cfg.RatePerIP)
+		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}
 	gc := gcView{node: node, machine: machine, paid: payment.DebtExpectation{ChainID: cfg.ChainID, Contract: contract}, now: now}
 	if index != nil { // a nil *Index in the interface would not be nil
@@ -213,7 +220,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	defer closeGateway()
 	hub := events.NewHub(machine, events.Config{MaxPerIP: cfg.EventsStreamPerIP, Rate: cfg.EventsStreamRate,
 		Queue: cfg.EventsStreamQueue, KeepAlive: cfg.EventsKeepAlive}, log.Named("events"))
-	deps := httpapi.Deps{Proposals: proposals, Content: stateView{machine}, Cluster: cluster, GC: gc,
+	deps := httpapi.Deps{Proposals: proposals, Content: stateView{machine}, Cluster: clusterView, GC: gc,
 		NATS: natsClients(nc, publishing), Probes: probes(db, machine, node, peers, follower, chainStatus, gateway),
 		EventStreams: hub, EventPublisher: publishing, OpsEvents: opsEvents,
 		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: stateView{machine},
@@ -264,11 +271,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	// of the raft node, the transport and Pebble run: none may outlive them.
 	var bg sync.WaitGroup
 	errc := make(chan error, 3)
-	bg.Go(func() { leadership.follow(ctx, node, now) })
-	bg.Go(func() { members.run(ctx) })
-	bg.Go(func() { cluster.applied.run(ctx, time.Second, machine.AppliedIndex) })
-	bg.Go(func() { proposals.ingress.run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
-	bg.Go(func() { proposals.commits.run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
+	bg.Go(func() { leadership.Run(ctx) })
+	bg.Go(func() { members.Run(ctx) })
+	bg.Go(func() { appliedRate.Run(ctx, time.Second, machine.AppliedIndex) })
+	bg.Go(func() { proposals.ingress.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
+	bg.Go(func() { proposals.commits.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
 	bg.Go(func() { hub.Run(ctx) })
 	bg.Go(func() { opsevents.NewCounterWatch(opsEvents, peers.Stats, db.WriteStalls).Run(ctx, time.Second) })

@@ -89,7 +89,7 @@ func newEventPublishing(cfg Config, nc *nats.Conn, machine *state.Machine, node 
 	}
 	// Machine.Changed wakes the publisher after each apply; the poll is the
 	// fallback.
-	ep.pub = eventpub.New(js, machine, machine.Changed, leaderOf{node}, eventpub.Config{Stream: cfg.eventStream()}, log)
+	ep.pub = eventpub.New(js, machine, machine.Changed, node, eventpub.Config{Stream: cfg.eventStream()}, log)
 	return ep, nil
 }
 
@@ -115,9 +115,3 @@ func (ep *eventPublishing) PublisherStatus() (*eventpub.Status, string) {
 	st := ep.pub.Status()
 	return &st, ep.nc.Status().String()
 }
-
-// leaderOf is the raft node's leadership as eventpub reads it.
-type leaderOf struct{ node *consensus.Node }
-
-func (l leaderOf) IsLeader() bool                 { return l.node.Status().Role == consensus.RoleLeader }
-func (l leaderOf) LeaderChanged() <-chan struct{} { return l.node.LeaderChanged() }

@@ -1,12 +1,14 @@
 package consensus
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,13 +21,15 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
 // kvApplier is a minimal durable state machine for the tests: it stores the
 // data of every normal entry under t/d/<index> and its applied index under
 // t/applied in the same batch, like the real state machine does, and fails
-// on any entry it has already applied or that leaves a gap.
+// on any entry it has already applied or that leaves a gap. It remembers the
+// membership changes it was handed, in memory.
 //
 // snapKVApplier adds snapshots of everything under t/ (Snapshotter,
 // SnapshotVerifier), in a format of its own.
@@ -37,6 +41,9 @@ type kvApplier struct {
 	restores int           // snapshots restored
 	block    chan struct{} // when non-nil, Apply waits for it to close
 	fail     error         // when non-nil, Apply returns it
+	// memberships are the membership changes applied since the process
+	// started, copied.
+	memberships []state.Entry
 }
 
 type snapKVApplier struct{ *kvApplier }
@@ -63,7 +70,7 @@ func newKVApplier(t testing.TB, db *storage.DB) *kvApplier {
 	return a
 }
 
-func (a *kvApplier) Apply(ents []*raftpb.Entry) error {
+func (a *kvApplier) Apply(ents []state.Entry) error {
 	a.mu.Lock()
 	block, fail := a.block, a.fail
 	a.mu.Unlock()
@@ -78,16 +85,22 @@ func (a *kvApplier) Apply(ents []*raftpb.Entry) error {
 	b := a.db.Pebble().NewBatch()
 	defer b.Close()
 	applied := a.applied
+	var memberships []state.Entry
 	for _, e := range ents {
-		if e.GetIndex() != applied+1 {
-			return fmt.Errorf("entry %d applied after %d (re-applied or gap)", e.GetIndex(), applied)
+		if e.Index != applied+1 {
+			return fmt.Errorf("entry %d applied after %d (re-applied or gap)", e.Index, applied)
 		}
-		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
-			if err := b.Set(kvDataKey(e.GetIndex()), e.GetData(), nil); err != nil {
+		switch {
+		case e.Membership != nil:
+			mc := *e.Membership
+			mc.Changes, mc.Context = slices.Clone(mc.Changes), bytes.Clone(mc.Context)
+			memberships = append(memberships, state.Entry{Index: e.Index, Term: e.Term, Membership: &mc})
+		case len(e.Data) > 0:
+			if err := b.Set(kvDataKey(e.Index), e.Data, nil); err != nil {
 				return err
 			}
 		}
-		applied = e.GetIndex()
+		applied = e.Index
 	}
 	if err := b.Set(kvAppliedKey, storage.PutUint64(applied), nil); err != nil {
 		return err
@@ -96,7 +109,15 @@ func (a *kvApplier) Apply(ents []*raftpb.Entry) error {
 		return err
 	}
 	a.applied = applied
+	a.memberships = append(a.memberships, memberships...)
 	return nil
+}
+
+// membershipChanges returns the membership changes applied so far.
+func (a *kvApplier) membershipChanges() []state.Entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.memberships)
 }
 
 func (a *kvApplier) AppliedIndex() uint64 {
@@ -163,13 +184,13 @@ func (s *kvSnapshot) WriteTo(w io.Writer) (int64, error) {
 
 func (s *kvSnapshot) Close() error { return s.snap.Close() }
 
-// decodeKVSnapshot checks data and returns its pairs.
-func decodeKVSnapshot(snap *raftpb.Snapshot) ([][2][]byte, error) {
-	d := snap.GetData()
+// decodeKVSnapshot checks the data of a snapshot at (index, term) and
+// returns its pairs.
+func decodeKVSnapshot(index, term uint64, d []byte) ([][2][]byte, error) {
 	if len(d) < 20 || crc32.ChecksumIEEE(d[:len(d)-4]) != binary.BigEndian.Uint32(d[len(d)-4:]) {
 		return nil, errors.New("kv snapshot: bad checksum")
 	}
-	if binary.BigEndian.Uint64(d) != snap.GetMetadata().GetIndex() || binary.BigEndian.Uint64(d[8:]) != snap.GetMetadata().GetTerm() {
+	if binary.BigEndian.Uint64(d) != index || binary.BigEndian.Uint64(d[8:]) != term {
 		return nil, errors.New("kv snapshot: data does not match metadata")
 	}
 	var pairs [][2][]byte
@@ -189,14 +210,14 @@ func decodeKVSnapshot(snap *raftpb.Snapshot) ([][2][]byte, error) {
 }
 
 // VerifySnapshot implements SnapshotVerifier.
-func (a snapKVApplier) VerifySnapshot(snap *raftpb.Snapshot) error {
-	_, err := decodeKVSnapshot(snap)
+func (a snapKVApplier) VerifySnapshot(index, term uint64, data []byte) error {
+	_, err := decodeKVSnapshot(index, term, data)
 	return err
 }
 
 // RestoreSnapshot replaces t/ with the snapshot's pairs in one batch.
-func (a snapKVApplier) RestoreSnapshot(snap *raftpb.Snapshot) error {
-	pairs, err := decodeKVSnapshot(snap)
+func (a snapKVApplier) RestoreSnapshot(index, term uint64, data []byte) error {
+	pairs, err := decodeKVSnapshot(index, term, data)
 	if err != nil {
 		return err
 	}
@@ -215,7 +236,7 @@ func (a snapKVApplier) RestoreSnapshot(snap *raftpb.Snapshot) error {
 	if err := b.Commit(a.db.DurableWrites()); err != nil {
 		return err
 	}
-	a.applied = snap.GetMetadata().GetIndex()
+	a.applied = index
 	a.restores++
 	return nil
 }

@@ -19,8 +19,8 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -30,14 +30,15 @@ import (
 // restarts provided AppliedIndex is durable with the applied state: the first
 // entry of a call follows the last entry of the previous call, and after a
 // restart the first entry is AppliedIndex()+1. Entries include raft's empty
-// entries and conf changes (which consensus has already applied to raft), so
-// the applier can account for every index. Apply must not retain or modify
-// the entries.
+// entries and membership changes (conf changes, which consensus has already
+// applied to raft), so the applier can account for every index; they come
+// converted to state.Entry (entries.go). Apply must not retain or modify the
+// entries: the slice and the data are reused or belong to raft.
 //
 // An error from Apply is fatal: the node stops and reports it through Err,
 // because skipping an entry would make this replica diverge silently.
 type Applier interface {
-	Apply(entries []*raftpb.Entry) error
+	Apply(entries []state.Entry) error
 	AppliedIndex() uint64
 }
 
@@ -47,15 +48,15 @@ type Applier interface {
 // compacted past it) and Start refuses a stored snapshot newer than the
 // state.
 //
-// RestoreSnapshot replaces the applied state with snap.Data, which is what
-// a Snapshotter's SnapshotData wrote for snap.Metadata: atomically, durably,
-// and after verifying it completely — refused data must leave the state
-// untouched. Afterwards AppliedIndex() is snap.Metadata.Index. It is called
-// on the apply goroutine, never concurrently with Apply, and also by Start
-// when a crash came between storing a received snapshot and restoring it.
-// An error stops the node (ErrApplyFailed).
+// RestoreSnapshot replaces the applied state with data, which is what a
+// Snapshotter's SnapshotData wrote for the snapshot at (index, term):
+// atomically, durably, and after verifying it completely — refused data
+// must leave the state untouched. Afterwards AppliedIndex() is index. It is
+// called on the apply goroutine, never concurrently with Apply, and also by
+// Start when a crash came between storing a received snapshot and restoring
+// it. It must not retain data. An error stops the node (ErrApplyFailed).
 type SnapshotRestorer interface {
-	RestoreSnapshot(snap *raftpb.Snapshot) error
+	RestoreSnapshot(index, term uint64, data []byte) error
 }
 
 // SnapshotVerifier is implemented by restorers that can check a snapshot's
@@ -63,7 +64,7 @@ type SnapshotRestorer interface {
 // data does not verify (ErrBadSnapshot) before raft accepts it: once raft
 // has, the node can only restore it or stop.
 type SnapshotVerifier interface {
-	VerifySnapshot(snap *raftpb.Snapshot) error
+	VerifySnapshot(index, term uint64, data []byte) error
 }
 
 // Snapshotter is implemented by appliers that can also write their state
@@ -215,6 +216,10 @@ type Node struct {
 	status    Status // ID, Role, Term, Leader, CommitIndex
 	leaderSig chan struct{}
 
+	// applyBuf is the apply goroutine's slice of entries for the applier,
+	// reused from one Apply call to the next.
+	applyBuf []state.Entry
+
 	// snapIndex is the applied index of the last snapshot made, attempted
 	// or restored (apply goroutine only); snapBusy is set while one is
 	// being written (snapshot.go).
@@ -268,7 +273,7 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 			return nil, err
 		}
 		log.Info("restoring the stored snapshot", zap.Uint64("index", snapMeta.GetIndex()), zap.Uint64("applied", applied))
-		if err := restorer.RestoreSnapshot(snap); err != nil {
+		if err := restoreSnapshot(restorer, snap); err != nil {
 			return nil, fmt.Errorf("%w: restore the stored snapshot at %d: %w", ErrApplyFailed, snapMeta.GetIndex(), err)
 		}
 		if applied = app.AppliedIndex(); applied != snapMeta.GetIndex() {
@@ -505,7 +510,7 @@ func (n *Node) apply(job applyJob) error {
 		// raft has installed the snapshot's ConfState itself, and save has
 		// persisted it with the snapshot; only the state is left.
 		index := job.snapshot.GetMetadata().GetIndex()
-		if err := n.restorer.RestoreSnapshot(job.snapshot); err != nil {
+		if err := restoreSnapshot(n.restorer, job.snapshot); err != nil {
 			return fmt.Errorf("%w: restore snapshot at %d: %w", ErrApplyFailed, index, err)
 		}
 		if got := n.applier.AppliedIndex(); got != index {
@@ -521,14 +526,22 @@ func (n *Node) apply(job applyJob) error {
 		for k < len(ents) && ents[k].GetType() == raftpb.EntryNormal {
 			k++
 		}
+		var run []state.Entry
+		var truncateTo uint64
 		if k == 0 {
-			if err := n.applyConfChange(ents[0]); err != nil {
+			e, err := n.applyConfChange(ents[0])
+			if err != nil {
 				return err
 			}
-			k = 1
+			run, k = append(n.applyBuf[:0], e), 1
+		} else {
+			run, truncateTo = appendNormalEntries(n.applyBuf[:0], ents[:k])
 		}
-		run, truncateTo := withoutTruncations(ents[:k])
-		if err := n.applier.Apply(run); err != nil {
+		err := n.applier.Apply(run)
+		// Kept for the next run, emptied so that it holds on to no data.
+		clear(run)
+		n.applyBuf = run[:0]
+		if err != nil {
 			return fmt.Errorf("%w: entries [%d, %d]: %w", ErrApplyFailed, ents[0].GetIndex(), ents[k-1].GetIndex(), err)
 		}
 		n.markApplied(ents[k-1].GetIndex())
@@ -540,37 +553,32 @@ func (n *Node) apply(job applyJob) error {
 	return nil
 }
 
+// restoreSnapshot hands a raft snapshot to the restorer.
+func restoreSnapshot(r SnapshotRestorer, snap *raftpb.Snapshot) error {
+	md := snap.GetMetadata()
+	return r.RestoreSnapshot(md.GetIndex(), md.GetTerm(), snap.GetData())
+}
+
 // applyConfChange installs a committed conf change in raft and persists the
-// resulting ConfState with its index. A conf change at or below the
-// persisted index is already part of the ConfState raft restarted from and
-// is not installed twice (re-entering a joint config would make raft panic).
-func (n *Node) applyConfChange(e *raftpb.Entry) error {
-	if _, confIndex := n.storage.ConfState(); e.GetIndex() <= confIndex {
-		return nil
+// resulting ConfState with its index, and returns the entry for the applier.
+// A conf change at or below the persisted index is already part of the
+// ConfState raft restarted from and is not installed twice (re-entering a
+// joint config would make raft panic); the applier still gets it.
+func (n *Node) applyConfChange(e *raftpb.Entry) (state.Entry, error) {
+	cc, mc, err := decodeConfChange(e)
+	if err != nil {
+		return state.Entry{}, err
 	}
-	var cc raftpb.ConfChangeI
-	switch e.GetType() {
-	case raftpb.EntryConfChange:
-		c := &raftpb.ConfChange{}
-		if err := proto.Unmarshal(e.GetData(), c); err != nil {
-			return fmt.Errorf("%w: conf change at %d: %v", ErrCorruptLog, e.GetIndex(), err)
-		}
-		cc = c
-	case raftpb.EntryConfChangeV2:
-		c := &raftpb.ConfChangeV2{}
-		if err := proto.Unmarshal(e.GetData(), c); err != nil {
-			return fmt.Errorf("%w: conf change at %d: %v", ErrCorruptLog, e.GetIndex(), err)
-		}
-		cc = c
-	default:
-		return fmt.Errorf("%w: entry %d has unknown type %v", ErrCorruptLog, e.GetIndex(), e.GetType())
+	entry := state.Entry{Index: e.GetIndex(), Term: e.GetTerm(), Membership: mc}
+	if _, confIndex := n.storage.ConfState(); e.GetIndex() <= confIndex {
+		return entry, nil
 	}
 	cs := n.raft.ApplyConfChange(cc)
 	if cs == nil {
-		return ErrStopped
+		return state.Entry{}, ErrStopped
 	}
 	if err := n.storage.saveConfState(cs, e.GetIndex()); err != nil {
-		return err
+		return state.Entry{}, err
 	}
 	n.log.Info("membership changed", zap.Uint64("index", e.GetIndex()),
 		zap.Uint64s("voters", cs.GetVoters()), zap.Uint64s("learners", cs.GetLearners()))
@@ -578,7 +586,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 		!slices.Contains(cs.GetVotersOutgoing(), n.cfg.ID) {
 		n.log.Warn("this node is no longer a member of the cluster")
 	}
-	return nil
+	return entry, nil
 }
 
 func (n *Node) setSoftState(ss *raft.SoftState) {
@@ -618,6 +626,23 @@ func (n *Node) Status() Status {
 	n.statusMu.Unlock()
 	st.AppliedIndex = n.applier.AppliedIndex()
 	return st
+}
+
+// IsLeader reports whether this node leads, from the same cheap status as
+// Status.
+func (n *Node) IsLeader() bool {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	return n.status.Role == RoleLeader
+}
+
+// Leading returns this node's id and current term, and whether it leads
+// that term: the three are read together, so that a leader acting for its
+// term (an announcement of it, say) names the term it leads.
+func (n *Node) Leading() (nodeID, term uint64, ok bool) {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	return n.status.ID, n.status.Term, n.status.Role == RoleLeader
 }
 
 // LeaderChanged returns a channel that is closed at the next change of the
@@ -677,7 +702,8 @@ func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
 			return ErrSnapshotUnsupported
 		}
 		if n.verifier != nil {
-			if err := n.verifier.VerifySnapshot(m.GetSnapshot()); err != nil {
+			md := m.GetSnapshot().GetMetadata()
+			if err := n.verifier.VerifySnapshot(md.GetIndex(), md.GetTerm(), m.GetSnapshot().GetData()); err != nil {
 				n.log.Warn("refusing a snapshot whose data does not verify", zap.Uint64("from", m.GetFrom()),
 					zap.Uint64("index", m.GetSnapshot().GetMetadata().GetIndex()), zap.Error(err))
 				return fmt.Errorf("%w: %w", ErrBadSnapshot, err)

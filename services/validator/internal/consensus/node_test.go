@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -104,6 +105,35 @@ func TestSingleNodeElectsItselfAndCommits(t *testing.T) {
 	st = n.Status()
 	if st.AppliedIndex != app.AppliedIndex() || st.CommitIndex < st.AppliedIndex {
 		t.Fatalf("status %+v, applier at %d", st, app.AppliedIndex())
+	}
+}
+
+// TestIsLeaderAndLeading: both follow the status; a node waiting for a
+// quorum it cannot reach neither leads nor claims a term.
+func TestIsLeaderAndLeading(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	alone, err := Start(testConfig(t, 1, 1, 2), db, newKVApplier(t, db), nil) // 2 never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a campaign", func() bool { return alone.Status().Role == RolePreCandidate })
+	if id, _, ok := alone.Leading(); alone.IsLeader() || ok || id != 1 {
+		t.Fatalf("without a quorum: IsLeader %v, Leading id %d ok %v", alone.IsLeader(), id, ok)
+	}
+	alone.Stop()
+
+	db2 := openDB(t, t.TempDir())
+	defer db2.Close()
+	n, err := Start(testConfig(t, 1), db2, newKVApplier(t, db2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	waitLeader(t, 5*time.Second, n)
+	id, term, ok := n.Leading()
+	if st := n.Status(); !n.IsLeader() || !ok || id != 1 || term != st.Term || term == 0 {
+		t.Fatalf("leading: IsLeader %v, Leading %d %d %v, status %+v", n.IsLeader(), id, term, ok, st)
 	}
 }
 
@@ -416,5 +446,10 @@ func TestRestartBehindConfState(t *testing.T) {
 	}
 	if cs := n.ConfState(); !slices.Equal(cs.GetVoters(), []uint64{1}) {
 		t.Fatalf("voters after restart = %v", cs.GetVoters())
+	}
+	// The conf change not installed again still reached the applier.
+	if got := app.membershipChanges(); len(got) != 1 || got[0].Index != 1 ||
+		!slices.Equal(got[0].Membership.Changes, []state.MemberChange{{Type: state.AddVoter, NodeID: 1}}) {
+		t.Fatalf("membership changes after the restart: %v", got)
 	}
 }

@@ -180,10 +180,10 @@ func checkSnapshotServes(t *testing.T, n *Node) *raftpb.Snapshot {
 	if term, err := n.Storage().Term(md.GetIndex()); err != nil || term != md.GetTerm() {
 		t.Fatalf("Term(%d) = %d, %v; snapshot term %d", md.GetIndex(), term, err, md.GetTerm())
 	}
-	if err := (snapKVApplier{}).VerifySnapshot(snap); err != nil {
+	if err := (snapKVApplier{}).VerifySnapshot(md.GetIndex(), md.GetTerm(), snap.GetData()); err != nil {
 		t.Fatalf("served snapshot: %v", err)
 	}
-	pairs, _ := decodeKVSnapshot(snap)
+	pairs, _ := decodeKVSnapshot(md.GetIndex(), md.GetTerm(), snap.GetData())
 	for _, kv := range pairs {
 		if bytes.Equal(kv[0], kvAppliedKey) {
 			if got, _ := storage.Uint64(kv[1]); got != md.GetIndex() {

@@ -24,7 +24,8 @@ package consensus
 // no protobuf message starts with (its low three bits would be wire type 7,
 // which does not exist), and Propose refuses data that starts with it. The
 // applier is handed the entry with its data removed, an empty entry like
-// the ones raft appends, so that it still accounts for the index.
+// the ones raft appends, so that it still accounts for the index
+// (appendNormalEntries, entries.go).
 //
 // A member that is behind (down, partitioned, or new) holds the point back;
 // the snapshot-based compaction still bounds the log then. A log truncated
@@ -35,11 +36,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 )
 
@@ -63,16 +62,6 @@ func encodeTruncationEntry(index uint64) []byte {
 	data[0] = truncationTag
 	binary.BigEndian.PutUint64(data[1:], index)
 	return data
-}
-
-// truncationOf returns the index a truncation entry names, and false for
-// any other entry.
-func truncationOf(e *raftpb.Entry) (uint64, bool) {
-	data := e.GetData()
-	if e.GetType() != raftpb.EntryNormal || len(data) != 9 || data[0] != truncationTag {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(data[1:]), true
 }
 
 // truncateLoop proposes truncations while this node leads.
@@ -120,26 +109,6 @@ func truncationPoint(st raft.Status, first uint64) (upTo uint64, ok bool) {
 		upTo = min(upTo, pr.Match)
 	}
 	return upTo, upTo >= first-1+minTruncation
-}
-
-// withoutTruncations returns ents with the data of truncation entries
-// removed, and the highest index they name (0 when none). ents is not
-// modified: it belongs to raft.
-func withoutTruncations(ents []*raftpb.Entry) ([]*raftpb.Entry, uint64) {
-	var upTo uint64
-	out, cloned := ents, false
-	for i, e := range ents {
-		index, ok := truncationOf(e)
-		if !ok {
-			continue
-		}
-		if !cloned {
-			out, cloned = slices.Clone(ents), true
-		}
-		out[i] = &raftpb.Entry{Term: e.Term, Index: e.Index, Type: e.Type}
-		upTo = max(upTo, index)
-	}
-	return out, upTo
 }
 
 // truncate removes the log up to upTo once the entries before it are

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -95,7 +94,7 @@ func (l *machineLedger) Propose(ctx context.Context, data []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.index++
-	return l.m.Apply([]*raftpb.Entry{{Index: new(l.index), Term: new(uint64(1)), Type: raftpb.EntryNormal.Enum(), Data: data}})
+	return l.m.Apply([]state.Entry{{Index: l.index, Term: 1, Data: data}})
 }
 
 // decides reports whether a batch carries a decision (not only acceptances).

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
@@ -107,8 +106,7 @@ func (l *ledger) apply(items ...*ledgerpb.BatchItem) uint64 {
 	}
 	index := l.next
 	l.next++
-	e := &raftpb.Entry{Index: new(index), Term: new(uint64(1)), Type: raftpb.EntryNormal.Enum(), Data: data}
-	if err := l.machine.Apply([]*raftpb.Entry{e}); err != nil {
+	if err := l.machine.Apply([]state.Entry{{Index: index, Term: 1, Data: data}}); err != nil {
 		l.t.Fatal(err)
 	}
 	return index

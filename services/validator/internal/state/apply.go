@@ -38,7 +38,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/ethereum/go-ethereum/crypto/keccak"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -99,41 +98,40 @@ type entryContext struct {
 	batch       *ledgerpb.ProposalBatch
 }
 
-func (a *applier) applyEntry(e *raftpb.Entry) error {
-	switch e.GetType() {
-	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-		return a.applyConfChange(e)
+func (a *applier) applyEntry(e *Entry) error {
+	if e.Membership != nil {
+		return a.applyMembership(e.Membership)
 	}
-	if len(e.GetData()) == 0 {
+	if len(e.Data) == 0 {
 		return nil // the leader's empty entries: index and hash only
 	}
 	var ent ledgerpb.Entry
-	if err := proto.Unmarshal(e.GetData(), &ent); err != nil {
+	if err := proto.Unmarshal(e.Data, &ent); err != nil {
 		// Every validator sees the same bytes and makes the same decision.
-		a.log.Warn("skipping an entry that does not decode", zap.Uint64("index", e.GetIndex()), zap.Error(err))
+		a.log.Warn("skipping an entry that does not decode", zap.Uint64("index", e.Index), zap.Error(err))
 		return nil
 	}
 	switch op := ent.GetOp().(type) {
 	case *ledgerpb.Entry_Batch:
-		if err := a.applyBatch(entryContext{index: e.GetIndex(), term: e.GetTerm(), batch: op.Batch}); err != nil {
+		if err := a.applyBatch(entryContext{index: e.Index, term: e.Term, batch: op.Batch}); err != nil {
 			return err
 		}
 		return a.pruneEvents(op.Batch)
 	case *ledgerpb.Entry_Finalize:
-		return a.finalize(e.GetIndex(), op.Finalize)
+		return a.finalize(e.Index, op.Finalize)
 	case *ledgerpb.Entry_GcExecute:
-		return a.gcExecute(e.GetIndex(), op.GcExecute)
+		return a.gcExecute(e.Index, op.GcExecute)
 	case *ledgerpb.Entry_GcSetLimit:
-		return a.gcSetLimit(e.GetIndex(), op.GcSetLimit)
+		return a.gcSetLimit(e.Index, op.GcSetLimit)
 	case *ledgerpb.Entry_GcPay:
-		return a.gcPay(e.GetIndex(), op.GcPay)
+		return a.gcPay(e.Index, op.GcPay)
 	case *ledgerpb.Entry_PaymentReorg:
 		return a.paymentReorg(op.PaymentReorg)
 	case *ledgerpb.Entry_LeaderElected:
-		return a.leaderElected(e.GetIndex(), e.GetTerm(), op.LeaderElected)
+		return a.leaderElected(e.Index, e.Term, op.LeaderElected)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
-		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.GetIndex()))
+		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.Index))
 		return nil
 	}
 }
@@ -654,39 +652,28 @@ func getMessage[M proto.Message](r pebble.Reader, key []byte, what string) (M, e
 	return m, nil
 }
 
-// applyConfChange keeps the cluster's address book: a member added with a
-// ledgerpb.Member as its context is recorded, a removed member is dropped.
-// Raft installs the membership itself; this is only where to reach members.
-// A context that does not decode records nothing, alike everywhere.
-func (a *applier) applyConfChange(e *raftpb.Entry) error {
-	var cc raftpb.ConfChangeI
-	if e.GetType() == raftpb.EntryConfChange {
-		cc = &raftpb.ConfChange{}
-	} else {
-		cc = &raftpb.ConfChangeV2{}
-	}
-	if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
-		a.log.Warn("skipping a conf change that does not decode", zap.Uint64("index", e.GetIndex()), zap.Error(err))
-		return nil
-	}
-	v2 := cc.AsV2()
-	changes, context := v2.GetChanges(), v2.GetContext()
-	for _, c := range changes {
-		switch c.GetType() {
-		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+// applyMembership keeps the cluster's address book: a member added with a
+// ledgerpb.Member naming it as the change's context is recorded, a removed
+// member is dropped. Consensus installs the membership itself; this is only
+// where to reach members. A context that does not decode, or names another
+// member, records nothing, alike everywhere.
+func (a *applier) applyMembership(mc *MembershipChange) error {
+	for _, c := range mc.Changes {
+		switch c.Type {
+		case AddVoter, AddLearner:
 			var m ledgerpb.Member
-			if len(context) == 0 || proto.Unmarshal(context, &m) != nil || m.GetId() != c.GetNodeId() {
+			if len(mc.Context) == 0 || proto.Unmarshal(mc.Context, &m) != nil || m.GetId() != c.NodeID {
 				continue
 			}
 			value, err := proto.MarshalOptions{Deterministic: true}.Marshal(&m)
 			if err != nil {
 				return err
 			}
-			if err := a.mut.set(storage.MemberKey(c.GetNodeId()), value); err != nil {
+			if err := a.mut.set(storage.MemberKey(c.NodeID), value); err != nil {
 				return err
 			}
-		case raftpb.ConfChangeRemoveNode:
-			if err := a.mut.delete(storage.MemberKey(c.GetNodeId())); err != nil {
+		case RemoveMember:
+			if err := a.mut.delete(storage.MemberKey(c.NodeID)); err != nil {
 				return err
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
@@ -64,7 +63,7 @@ func benchmarkApply(b *testing.B, walletOf func(j int) common.Address) {
 		}
 		e := l.batch(int64(i), items...)
 		b.StartTimer()
-		if err := m.Apply([]*raftpb.Entry{e}); err != nil {
+		if err := m.Apply([]Entry{*e}); err != nil {
 			b.Fatal(err)
 		}
 	}

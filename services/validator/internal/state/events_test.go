@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -158,7 +157,7 @@ func TestWalletEvents(t *testing.T) {
 func TestConsensusEvents(t *testing.T) {
 	m := newMachine(t)
 	l := newLog(t)
-	apply := func(e *raftpb.Entry) []string {
+	apply := func(e *Entry) []string {
 		t.Helper()
 		last := m.LastEventID()
 		mustApply(t, m, e)
@@ -209,7 +208,7 @@ func TestLeaderTermSurvivesRestartAndRestore(t *testing.T) {
 		t.Fatalf("LeaderTerm after a restart %d, want 4", m.LeaderTerm())
 	}
 	restored := newMachine(t)
-	if err := restored.RestoreSnapshot(snapshotOf(t, m, 4)); err != nil {
+	if err := snapshotOf(t, m, 4).restore(restored); err != nil {
 		t.Fatal(err)
 	}
 	if restored.LeaderTerm() != 4 {

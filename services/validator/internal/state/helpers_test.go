@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
@@ -64,27 +63,32 @@ func minedPayment(n int, block byte) *ledgerpb.Payment {
 		BlockHash: hash, BlockNumber: uint64(block), LogIndex: 3}
 }
 
-// testLog builds raft entries with consecutive indexes.
+// testLog builds log entries with consecutive indexes.
 type testLog struct {
 	t       testing.TB
 	next    uint64
 	term    uint64
-	entries []*raftpb.Entry
+	entries []*Entry
 	// retention is what the batches carry (zero: the defaults).
 	retention EventRetention
 }
 
 func newLog(t testing.TB) *testLog { return &testLog{t: t, next: 1, term: 1} }
 
-func (l *testLog) add(typ raftpb.EntryType, data []byte) *raftpb.Entry {
-	e := &raftpb.Entry{Index: new(l.next), Term: new(l.term), Type: typ.Enum(), Data: data}
+func (l *testLog) add(data []byte) *Entry {
+	return l.addEntry(&Entry{Data: data})
+}
+
+// addEntry appends e at the next index, in the current term.
+func (l *testLog) addEntry(e *Entry) *Entry {
+	e.Index, e.Term = l.next, l.term
 	l.next++
 	l.entries = append(l.entries, e)
 	return e
 }
 
 // batch appends an entry carrying a ProposalBatch sealed at sealedAt.
-func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *raftpb.Entry {
+func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *Entry {
 	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{
 		SealedAtMs: sealedAt, Epoch: 1000, Items: items,
 		EventWindowMs: l.retention.Window.Milliseconds(), EventMax: l.retention.MaxEvents,
@@ -92,47 +96,50 @@ func (l *testLog) batch(sealedAt int64, items ...*ledgerpb.BatchItem) *raftpb.En
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	return l.add(raftpb.EntryNormal, data)
+	return l.add(data)
 }
 
-func (l *testLog) empty() *raftpb.Entry { return l.add(raftpb.EntryNormal, nil) }
+func (l *testLog) empty() *Entry { return l.add(nil) }
 
 // op appends an entry carrying one op.
-func (l *testLog) op(ent *ledgerpb.Entry) *raftpb.Entry {
+func (l *testLog) op(ent *ledgerpb.Entry) *Entry {
 	data, err := proto.Marshal(ent)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	return l.add(raftpb.EntryNormal, data)
+	return l.add(data)
 }
 
 // finalize appends a FinalizeEpochs entry.
-func (l *testLog) finalize(epoch uint64, atMs int64) *raftpb.Entry {
+func (l *testLog) finalize(epoch uint64, atMs int64) *Entry {
 	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{Epoch: epoch, AtMs: atMs}}})
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	return l.add(raftpb.EntryNormal, data)
+	return l.add(data)
 }
 
 // leader appends a LeaderElected entry.
-func (l *testLog) leader(node, term uint64, atMs int64) *raftpb.Entry {
+func (l *testLog) leader(node, term uint64, atMs int64) *Entry {
 	return l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_LeaderElected{LeaderElected: &ledgerpb.LeaderElected{NodeId: node, Term: term, AtMs: atMs}}})
 }
 
 // reorg appends a PaymentReorg entry for proposal n.
-func (l *testLog) reorg(n int, retracted, replacement *ledgerpb.Payment, atMs int64) *raftpb.Entry {
+func (l *testLog) reorg(n int, retracted, replacement *ledgerpb.Payment, atMs int64) *Entry {
 	return l.op(&ledgerpb.Entry{Op: &ledgerpb.Entry_PaymentReorg{PaymentReorg: &ledgerpb.PaymentReorg{
 		ProposalId: pid(n), Retracted: retracted, Replacement: replacement, AtMs: atMs,
 	}}})
 }
 
-func (l *testLog) confChange() *raftpb.Entry {
-	data, err := proto.Marshal(&raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(1))})
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	return l.add(raftpb.EntryConfChange, data)
+// confChange appends the membership change that bootstraps node 1, without
+// an address, as every bootstrap member's.
+func (l *testLog) confChange() *Entry {
+	return l.membership(nil, MemberChange{Type: AddVoter, NodeID: 1})
+}
+
+// membership appends a membership change.
+func (l *testLog) membership(context []byte, changes ...MemberChange) *Entry {
+	return l.addEntry(&Entry{Membership: &MembershipChange{Changes: changes, Context: context}})
 }
 
 func openDB(t testing.TB, dir string) *storage.DB {
@@ -155,11 +162,20 @@ func newMachine(t testing.TB) *Machine {
 	return m
 }
 
-func mustApply(t testing.TB, m *Machine, entries ...*raftpb.Entry) {
+func mustApply(t testing.TB, m *Machine, entries ...*Entry) {
 	t.Helper()
-	if err := m.Apply(entries); err != nil {
+	if err := m.Apply(values(entries)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// values copies entries into the slice Apply takes.
+func values(entries []*Entry) []Entry {
+	out := make([]Entry, len(entries))
+	for i, e := range entries {
+		out[i] = *e
+	}
+	return out
 }
 
 func mustNode(t testing.TB, m *Machine, p string) *ledgerpb.Node {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -61,19 +60,19 @@ func TestStateHashAt(t *testing.T) {
 	want := map[uint64][32]byte{}
 	for _, e := range entries {
 		mustApply(t, ref, e)
-		want[e.GetIndex()] = ref.StateHash()
+		want[e.Index] = ref.StateHash()
 	}
 	mustApply(t, m, entries[:3]...) // several indexes in one Apply
 	for _, e := range entries[3:] {
 		mustApply(t, m, e)
 	}
 	for _, e := range entries {
-		if got, ok := m.StateHashAt(e.GetIndex()); !ok || got != want[e.GetIndex()] {
-			w := want[e.GetIndex()]
-			t.Errorf("StateHashAt(%d) = %x, %t; want %x", e.GetIndex(), got[:4], ok, w[:4])
+		if got, ok := m.StateHashAt(e.Index); !ok || got != want[e.Index] {
+			w := want[e.Index]
+			t.Errorf("StateHashAt(%d) = %x, %t; want %x", e.Index, got[:4], ok, w[:4])
 		}
 	}
-	last := entries[len(entries)-1].GetIndex()
+	last := entries[len(entries)-1].Index
 	if _, ok := m.StateHashAt(last + 1); ok {
 		t.Error("StateHashAt answers for an index not applied yet")
 	}
@@ -94,13 +93,13 @@ func TestStateHashAt(t *testing.T) {
 	}
 	l := newLog(t)
 	l.next = last + 1
-	next := l.add(raftpb.EntryNormal, nil)
+	next := l.add(nil)
 	mustApply(t, m, next)
 	if got, ok := m.StateHashAt(last); !ok || got != want[last] {
-		t.Errorf("the history lost index %d when %d was applied", last, next.GetIndex())
+		t.Errorf("the history lost index %d when %d was applied", last, next.Index)
 	}
-	if got, ok := m.StateHashAt(next.GetIndex()); !ok || got != m.StateHash() {
-		t.Errorf("StateHashAt(%d) = %x, %t", next.GetIndex(), got[:4], ok)
+	if got, ok := m.StateHashAt(next.Index); !ok || got != m.StateHash() {
+		t.Errorf("StateHashAt(%d) = %x, %t", next.Index, got[:4], ok)
 	}
 }
 
@@ -110,7 +109,7 @@ func TestFinalize(t *testing.T) {
 	var fin int // index in entries of the first FinalizeEpochs
 	for i, e := range entries {
 		var ent ledgerpb.Entry
-		if proto.Unmarshal(e.GetData(), &ent) == nil && ent.GetFinalize() != nil {
+		if proto.Unmarshal(e.Data, &ent) == nil && ent.GetFinalize() != nil {
 			fin = i
 			break
 		}

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -200,7 +199,7 @@ func marshal(m proto.Message) ([]byte, error) {
 // either keeps the batch or loses it together with everything after it, and
 // raft then redelivers the entries from the applied index on. The next
 // synced raft write makes it durable.
-func (m *Machine) Apply(entries []*raftpb.Entry) error {
+func (m *Machine) Apply(entries []Entry) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	m.mu.RLock()
@@ -212,18 +211,19 @@ func (m *Machine) Apply(entries []*raftpb.Entry) error {
 	defer b.Close()
 	a := &applier{b: b, mut: newMutations(b), meta: &cur, log: m.log}
 	hashes := make([]indexHash, 0, len(entries))
-	for _, e := range entries {
-		if e.GetIndex() <= cur.applied {
+	for i := range entries {
+		e := &entries[i]
+		if e.Index <= cur.applied {
 			continue
 		}
-		if e.GetIndex() != cur.applied+1 {
-			return fmt.Errorf("%w: entry %d after applied index %d", ErrIndexGap, e.GetIndex(), cur.applied)
+		if e.Index != cur.applied+1 {
+			return fmt.Errorf("%w: entry %d after applied index %d", ErrIndexGap, e.Index, cur.applied)
 		}
 		if err := a.applyEntry(e); err != nil {
-			return fmt.Errorf("state: apply entry %d: %w", e.GetIndex(), err)
+			return fmt.Errorf("state: apply entry %d: %w", e.Index, err)
 		}
-		cur.stateHash = nextStateHash(cur.stateHash, e.GetIndex(), e.GetTerm(), a.mut.digest())
-		cur.applied = e.GetIndex()
+		cur.stateHash = nextStateHash(cur.stateHash, e.Index, e.Term, a.mut.digest())
+		cur.applied = e.Index
 		hashes = append(hashes, indexHash{cur.applied, cur.stateHash})
 	}
 	if len(hashes) == 0 {

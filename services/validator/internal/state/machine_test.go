@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
-	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -39,7 +38,7 @@ func TestApplyWrite(t *testing.T) {
 		if n.GetPrimaryType() != w.primary || props(n) != w.props || n.GetRevision() != 1 ||
 			!bytes.Equal(n.GetProposalId(), pid(1)) || !bytes.Equal(n.GetWallet(), alice.Bytes()) ||
 			n.GetOrganization() != "default" || n.GetContentType() != "content" ||
-			n.GetCommitIndex() != e.GetIndex() || n.GetUpdatedAtMs() != 1_700_000_000_000 {
+			n.GetCommitIndex() != e.Index || n.GetUpdatedAtMs() != 1_700_000_000_000 {
 			t.Errorf("node %s = %v", w.path, n)
 		}
 	}
@@ -210,7 +209,7 @@ func TestRejectionsAndDuplicates(t *testing.T) {
 	if rec := mustRecord(t, m, 3); rec.GetReason() != "invalid_field" {
 		t.Errorf("duplicate id changed a rejected record: %v", rec)
 	}
-	if _, err := m.Segment(e.GetIndex()); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Segment(e.Index); !errors.Is(err, ErrNotFound) {
 		t.Error("an entry of duplicates produced a segment")
 	}
 	if m.StateHash() == before || m.AppliedIndex() != 2 {
@@ -259,7 +258,7 @@ func TestReplaceSemantics(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
-	seg, _ := m.Segment(e.GetIndex())
+	seg, _ := m.Segment(e.Index)
 	var ops []string
 	for _, op := range seg.GetOps() {
 		if d := op.GetDeletePath(); d != "" {
@@ -318,7 +317,7 @@ func TestDeleteSubtree(t *testing.T) {
 	if rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED || rec.GetCommittedAtMs() != 4 {
 		t.Errorf("delete record = %v", rec)
 	}
-	seg, _ := m.Segment(e.GetIndex())
+	seg, _ := m.Segment(e.Index)
 	var deleted []string
 	for _, op := range seg.GetOps() {
 		deleted = append(deleted, op.GetDeletePath()[len(base):])
@@ -403,7 +402,7 @@ func TestChangedAndIndexGap(t *testing.T) {
 	}
 	l.empty()
 	gap := l.empty()
-	if err := m.Apply([]*raftpb.Entry{gap}); !errors.Is(err, ErrIndexGap) {
+	if err := m.Apply([]Entry{*gap}); !errors.Is(err, ErrIndexGap) {
 		t.Fatalf("Apply after a gap = %v, want ErrIndexGap", err)
 	}
 	if m.AppliedIndex() != 1 {
@@ -421,7 +420,7 @@ func scenarioWith(t testing.TB, r EventRetention) *testLog {
 	l.confChange()
 	l.empty()
 	l.batch(1, writeItem(1, alice, "a", `{"x":{"y":{}}}`), writeItem(2, bob, "b", "text"))
-	l.add(raftpb.EntryNormal, []byte{0xff, 0x01, 0x02}) // does not decode
+	l.add([]byte{0xff, 0x01, 0x02}) // does not decode
 	l.term = 2
 	l.empty()
 	rej := writeItem(3, alice, "c", `{}`)
@@ -541,7 +540,7 @@ func TestDeterminism(t *testing.T) {
 	// So does a different term for the same content.
 	e := newMachine(t)
 	other := scenario(t).entries
-	other[1].Term = new(uint64(7))
+	other[1].Term = 7
 	mustApply(t, e, other...)
 	if e.StateHash() == a.StateHash() {
 		t.Fatal("a different term left the state hash unchanged")

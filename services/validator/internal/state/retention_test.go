@@ -179,7 +179,7 @@ func TestEventRetentionAfterRestore(t *testing.T) {
 	src, dst := newMachine(t), newMachine(t)
 	entries := scenarioWith(t, r).entries
 	mustApply(t, src, entries...)
-	if err := dst.RestoreSnapshot(snapshotOf(t, src, 2)); err != nil {
+	if err := snapshotOf(t, src, 2).restore(dst); err != nil {
 		t.Fatal(err)
 	}
 	if dst.FirstEventID() != src.FirstEventID() || dst.LastEventID() != src.LastEventID() {

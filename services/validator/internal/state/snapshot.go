@@ -46,7 +46,7 @@ package state
 // validator.
 //
 // Size: encoding streams (WriteTo), but raft carries a snapshot as one
-// []byte (raftpb.Snapshot.Data) and restoring builds one Pebble batch from
+// []byte in its message and restoring builds one Pebble batch from
 // it, so a restore needs about twice the encoded size in memory. The peer
 // transport bounds a snapshot at 1 GiB. Beyond that the way forward is to
 // stream the records into sstables and ingest them with
@@ -62,7 +62,6 @@ import (
 	"io"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -87,7 +86,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var (
 	// ErrBadSnapshot is wrapped by every error about snapshot data that
 	// cannot be restored: truncated, corrupt, an unknown version, or not
-	// matching the raft metadata it came with.
+	// matching the index and term it came with.
 	ErrBadSnapshot = errors.New("state: bad snapshot")
 	// ErrSnapshotIndex is returned by OpenSnapshot when the state is not at
 	// the index the caller asked for.
@@ -363,30 +362,30 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 	return h, nil
 }
 
-// checkSnapshot verifies snap's data and that it belongs to snap's metadata.
-func checkSnapshot(snap *raftpb.Snapshot, fn func(key, value []byte) error) (snapshotHeader, error) {
-	h, err := decodeSnapshot(snap.GetData(), fn)
+// checkSnapshot verifies snapshot data and that it holds the state at index
+// and term.
+func checkSnapshot(index, term uint64, data []byte, fn func(key, value []byte) error) (snapshotHeader, error) {
+	h, err := decodeSnapshot(data, fn)
 	if err != nil {
 		return h, err
 	}
-	md := snap.GetMetadata()
-	if h.index != md.GetIndex() || h.term != md.GetTerm() {
+	if h.index != index || h.term != term {
 		return snapshotHeader{}, fmt.Errorf("%w: data is at index %d term %d, metadata at index %d term %d",
-			ErrBadSnapshot, h.index, h.term, md.GetIndex(), md.GetTerm())
+			ErrBadSnapshot, h.index, h.term, index, term)
 	}
 	return h, nil
 }
 
-// VerifySnapshot checks snap's data without changing anything
-// (consensus.SnapshotVerifier): checksum, structure, and that it holds the
-// state at the index and term of its metadata.
-func (m *Machine) VerifySnapshot(snap *raftpb.Snapshot) error {
-	_, err := checkSnapshot(snap, nil)
+// VerifySnapshot checks the data of a snapshot at (index, term) without
+// changing anything (consensus.SnapshotVerifier): checksum, structure, and
+// that it holds the state at that index and term.
+func (m *Machine) VerifySnapshot(index, term uint64, data []byte) error {
+	_, err := checkSnapshot(index, term, data, nil)
 	return err
 }
 
-// RestoreSnapshot replaces the whole replicated state with snap's
-// (consensus.SnapshotRestorer). The data is verified completely before
+// RestoreSnapshot replaces the whole replicated state with the data of a
+// snapshot at (index, term) (consensus.SnapshotRestorer). The data is verified completely before
 // anything is written; a refused snapshot leaves the state untouched. The
 // replacement is one synced batch, after which AppliedIndex and StateHash
 // are the snapshot's and Changed is signalled.
@@ -394,11 +393,11 @@ func (m *Machine) VerifySnapshot(snap *raftpb.Snapshot) error {
 // Restoring the state the machine is already at is allowed (a restart that
 // finds the snapshot's state already restored); an older one is refused
 // with ErrStaleSnapshot.
-func (m *Machine) RestoreSnapshot(snap *raftpb.Snapshot) error {
+func (m *Machine) RestoreSnapshot(index, term uint64, data []byte) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 
-	h, err := checkSnapshot(snap, nil)
+	h, err := checkSnapshot(index, term, data, nil)
 	if err != nil {
 		return err
 	}
@@ -411,13 +410,13 @@ func (m *Machine) RestoreSnapshot(snap *raftpb.Snapshot) error {
 
 	// Sized up front: the batch holds every record plus a few bytes each,
 	// and growing a batch of hundreds of MiB copies it over and over.
-	b := m.db.Pebble().NewBatchWithSize(len(snap.GetData()) + len(snap.GetData())/8 + 1024)
+	b := m.db.Pebble().NewBatchWithSize(len(data) + len(data)/8 + 1024)
 	defer b.Close()
 	lo := []byte(storage.StatePrefix)
 	if err := b.DeleteRange(lo, storage.PrefixEnd(lo), nil); err != nil {
 		return err
 	}
-	if _, err := checkSnapshot(snap, func(k, v []byte) error { return b.Set(k, v, nil) }); err != nil {
+	if _, err := checkSnapshot(index, term, data, func(k, v []byte) error { return b.Set(k, v, nil) }); err != nil {
 		return err
 	}
 	if err := b.Commit(m.db.DurableWrites()); err != nil {
@@ -440,7 +439,7 @@ func (m *Machine) RestoreSnapshot(snap *raftpb.Snapshot) error {
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
 	m.log.Info("restored a snapshot", zap.Uint64("index", h.index), zap.Uint64("term", h.term),
-		zap.Int("bytes", len(snap.GetData())))
+		zap.Int("bytes", len(data)))
 	if o := m.observer.Load(); o != nil {
 		(*o).StateRestored()
 	}

@@ -12,14 +12,23 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
-// snapshotOf encodes m's state at its applied index as a raft snapshot.
-func snapshotOf(t testing.TB, m *Machine, term uint64) *raftpb.Snapshot {
+// testSnapshot is a snapshot as consensus hands it over: its index, its
+// term and the data.
+type testSnapshot struct {
+	index, term uint64
+	data        []byte
+}
+
+func (s testSnapshot) verify(m *Machine) error  { return m.VerifySnapshot(s.index, s.term, s.data) }
+func (s testSnapshot) restore(m *Machine) error { return m.RestoreSnapshot(s.index, s.term, s.data) }
+
+// snapshotOf encodes m's state at its applied index as a snapshot in term.
+func snapshotOf(t testing.TB, m *Machine, term uint64) testSnapshot {
 	t.Helper()
 	s, err := m.newSnapshot(m.AppliedIndex(), term)
 	if err != nil {
@@ -34,10 +43,7 @@ func snapshotOf(t testing.TB, m *Machine, term uint64) *raftpb.Snapshot {
 	if n != int64(buf.Len()) {
 		t.Fatalf("WriteTo reported %d bytes, wrote %d", n, buf.Len())
 	}
-	return &raftpb.Snapshot{
-		Metadata: &raftpb.SnapshotMetadata{Index: new(s.Index()), Term: new(term), ConfState: &raftpb.ConfState{Voters: []uint64{1}}},
-		Data:     buf.Bytes(),
-	}
+	return testSnapshot{index: s.Index(), term: term, data: buf.Bytes()}
 }
 
 // stateKeys returns every key and value under s/ as "key=value" lines.
@@ -78,10 +84,10 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 
 	dst := newMachine(t)
 	changed := dst.Changed()
-	if err := dst.VerifySnapshot(snap); err != nil {
+	if err := snap.verify(dst); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.RestoreSnapshot(snap); err != nil {
+	if err := snap.restore(dst); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -128,7 +134,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	sameState(t, dst, src)
 
 	// Equal states encode to identical bytes.
-	if !bytes.Equal(snapshotOf(t, src, 3).GetData(), snapshotOf(t, dst, 3).GetData()) {
+	if !bytes.Equal(snapshotOf(t, src, 3).data, snapshotOf(t, dst, 3).data) {
 		t.Fatal("equal states produced different snapshot data")
 	}
 }
@@ -148,7 +154,7 @@ func TestRestoreReplacesExistingState(t *testing.T) {
 	o := newLog(t)
 	o.batch(5, writeItem(7, bob, "stale", `{"gone":true}`))
 	mustApply(t, dst, o.entries...)
-	if err := dst.RestoreSnapshot(snap); err != nil {
+	if err := snap.restore(dst); err != nil {
 		t.Fatal(err)
 	}
 	sameState(t, dst, src)
@@ -159,12 +165,12 @@ func TestRestoreReplacesExistingState(t *testing.T) {
 	old := snapshotOf(t, src, 1)
 	l.batch(3, writeItem(3, alice, "third", `{}`))
 	mustApply(t, dst, l.entries[2:]...)
-	if err := dst.RestoreSnapshot(old); !errors.Is(err, ErrStaleSnapshot) {
+	if err := old.restore(dst); !errors.Is(err, ErrStaleSnapshot) {
 		t.Fatalf("restoring an older snapshot = %v, want ErrStaleSnapshot", err)
 	}
 	// The same index again is accepted (a restart that restores twice).
 	same := snapshotOf(t, dst, 1)
-	if err := dst.RestoreSnapshot(same); err != nil {
+	if err := same.restore(dst); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -205,7 +211,7 @@ func TestSnapshotWhileApplying(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for _, e := range more.entries[100:] {
-			if err := m.Apply([]*raftpb.Entry{e}); err != nil {
+			if err := m.Apply([]Entry{*e}); err != nil {
 				done <- err
 				return
 			}
@@ -224,8 +230,8 @@ func TestSnapshotWhileApplying(t *testing.T) {
 	}
 
 	dst := newMachine(t)
-	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(ref.AppliedIndex()), Term: new(uint64(1))}, Data: buf.Bytes()}
-	if err := dst.RestoreSnapshot(snap); err != nil {
+	snap := testSnapshot{index: ref.AppliedIndex(), term: 1, data: buf.Bytes()}
+	if err := snap.restore(dst); err != nil {
 		t.Fatal(err)
 	}
 	sameState(t, dst, ref)
@@ -258,8 +264,7 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 	src := newMachine(t)
 	mustApply(t, src, scenario(t).entries...)
 	good := snapshotOf(t, src, 2)
-	data := good.GetData()
-	md := good.GetMetadata()
+	data := good.data
 
 	dst := newMachine(t)
 	l := newLog(t)
@@ -268,42 +273,43 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 	before := stateKeys(t, dst)
 	beforeHash := dst.StateHash()
 
-	h := snapshotHeader{index: md.GetIndex(), term: md.GetTerm(), stateHash: src.StateHash()}
-	applied := [2]string{storage.AppliedIndexKey, string(storage.PutUint64(md.GetIndex()))}
+	h := snapshotHeader{index: good.index, term: good.term, stateHash: src.StateHash()}
+	applied := [2]string{storage.AppliedIndexKey, string(storage.PutUint64(good.index))}
 	hash := [2]string{storage.StateHashKey, string(h.stateHash[:])}
 	flip := func(i int) []byte {
 		d := bytes.Clone(data)
 		d[i] ^= 0x40
 		return d
 	}
-	cases := map[string]*raftpb.Snapshot{
-		"empty":           {Metadata: md},
-		"wrong index":     {Metadata: &raftpb.SnapshotMetadata{Index: new(md.GetIndex() + 1), Term: md.Term}, Data: data},
-		"wrong term":      {Metadata: &raftpb.SnapshotMetadata{Index: md.Index, Term: new(md.GetTerm() + 1)}, Data: data},
-		"magic":           {Metadata: md, Data: flip(0)},
-		"version":         {Metadata: md, Data: flip(11)},
-		"header index":    {Metadata: md, Data: flip(23)},
-		"state hash":      {Metadata: md, Data: flip(40)},
-		"record":          {Metadata: md, Data: flip(len(data) / 2)},
-		"count":           {Metadata: md, Data: flip(len(data) - 5)},
-		"checksum":        {Metadata: md, Data: flip(len(data) - 1)},
-		"trailing byte":   {Metadata: md, Data: append(bytes.Clone(data), 0)},
-		"unsorted keys":   {Metadata: md, Data: encodeRecords(h, hash, applied)},
-		"duplicate key":   {Metadata: md, Data: encodeRecords(h, applied, applied, hash)},
-		"key outside s/":  {Metadata: md, Data: encodeRecords(h, [2]string{"r/hs", "x"}, applied, hash)},
-		"applied differs": {Metadata: md, Data: encodeRecords(h, [2]string{storage.AppliedIndexKey, string(storage.PutUint64(1))}, hash)},
-		"hash differs":    {Metadata: md, Data: encodeRecords(h, applied, [2]string{storage.StateHashKey, strings.Repeat("x", 32)})},
-		"no hash":         {Metadata: md, Data: encodeRecords(h, applied)},
-		"bad event seq":   {Metadata: md, Data: encodeRecords(h, [2]string{storage.EventSeqKey, "x"}, applied, hash)},
+	at := func(data []byte) testSnapshot { return testSnapshot{index: good.index, term: good.term, data: data} }
+	cases := map[string]testSnapshot{
+		"empty":           at(nil),
+		"wrong index":     {index: good.index + 1, term: good.term, data: data},
+		"wrong term":      {index: good.index, term: good.term + 1, data: data},
+		"magic":           at(flip(0)),
+		"version":         at(flip(11)),
+		"header index":    at(flip(23)),
+		"state hash":      at(flip(40)),
+		"record":          at(flip(len(data) / 2)),
+		"count":           at(flip(len(data) - 5)),
+		"checksum":        at(flip(len(data) - 1)),
+		"trailing byte":   at(append(bytes.Clone(data), 0)),
+		"unsorted keys":   at(encodeRecords(h, hash, applied)),
+		"duplicate key":   at(encodeRecords(h, applied, applied, hash)),
+		"key outside s/":  at(encodeRecords(h, [2]string{"r/hs", "x"}, applied, hash)),
+		"applied differs": at(encodeRecords(h, [2]string{storage.AppliedIndexKey, string(storage.PutUint64(1))}, hash)),
+		"hash differs":    at(encodeRecords(h, applied, [2]string{storage.StateHashKey, strings.Repeat("x", 32)})),
+		"no hash":         at(encodeRecords(h, applied)),
+		"bad event seq":   at(encodeRecords(h, [2]string{storage.EventSeqKey, "x"}, applied, hash)),
 	}
 	for cut := 1; cut < len(data); cut += max(1, len(data)/40) {
-		cases[fmt.Sprintf("truncated to %d", cut)] = &raftpb.Snapshot{Metadata: md, Data: data[:cut]}
+		cases[fmt.Sprintf("truncated to %d", cut)] = at(data[:cut])
 	}
 	for name, snap := range cases {
-		if err := dst.VerifySnapshot(snap); !errors.Is(err, ErrBadSnapshot) {
+		if err := snap.verify(dst); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("%s: VerifySnapshot = %v, want ErrBadSnapshot", name, err)
 		}
-		if err := dst.RestoreSnapshot(snap); !errors.Is(err, ErrBadSnapshot) {
+		if err := snap.restore(dst); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("%s: RestoreSnapshot = %v, want ErrBadSnapshot", name, err)
 		}
 	}
@@ -375,7 +381,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		mustApply(b, m, l.batch(int64(e), items...))
 	}
 	snap := snapshotOf(b, m, 1)
-	size := int64(len(snap.GetData()))
+	size := int64(len(snap.data))
 	b.Logf("snapshot of %d nodes: %.1f MiB", nodes, float64(size)/(1<<20))
 
 	b.Run("create", func(b *testing.B) {
@@ -395,7 +401,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		dst := newMachine(b)
 		b.SetBytes(size)
 		for b.Loop() {
-			if err := dst.RestoreSnapshot(snap); err != nil {
+			if err := snap.restore(dst); err != nil {
 				b.Fatal(err)
 			}
 		}

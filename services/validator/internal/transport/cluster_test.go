@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -49,22 +50,22 @@ func newKVApplier(t testing.TB, db *storage.DB) *kvApplier {
 	return a
 }
 
-func (a *kvApplier) Apply(ents []*raftpb.Entry) error {
+func (a *kvApplier) Apply(ents []state.Entry) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := a.db.Pebble().NewBatch()
 	defer b.Close()
 	applied := a.applied
 	for _, e := range ents {
-		if e.GetIndex() != applied+1 {
-			return fmt.Errorf("entry %d applied after %d", e.GetIndex(), applied)
+		if e.Index != applied+1 {
+			return fmt.Errorf("entry %d applied after %d", e.Index, applied)
 		}
-		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
-			if err := b.Set(kvDataKey(e.GetIndex()), e.GetData(), nil); err != nil {
+		if e.Membership == nil && len(e.Data) > 0 {
+			if err := b.Set(kvDataKey(e.Index), e.Data, nil); err != nil {
 				return err
 			}
 		}
-		applied = e.GetIndex()
+		applied = e.Index
 	}
 	if err := b.Set(kvAppliedKey, storage.PutUint64(applied), nil); err != nil {
 		return err

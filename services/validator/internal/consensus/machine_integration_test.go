@@ -1,4 +1,8 @@
-package state_test
+package consensus_test
+
+// The validator's state machine (internal/state) under raft: the
+// integration of the two packages, kept here because state does not know
+// raft's types and consensus imports state.
 
 import (
 	"context"
@@ -165,7 +169,8 @@ func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32
 }
 
 // memNet is an in-memory raft transport between the nodes of one test, with
-// partitions. (internal/consensus has a stricter one for its own tests.)
+// partitions. (The package's internal tests have a stricter one,
+// helpers_test.go, which this external test package cannot reach.)
 type memNet struct {
 	quit chan struct{}
 	wg   sync.WaitGroup

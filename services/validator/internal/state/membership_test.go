@@ -1,0 +1,65 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
+)
+
+// TestMembershipAddressBook: a member added with its ledgerpb.Member as the
+// context is recorded, whether voter or learner, and dropped when removed;
+// a context naming another member, one that does not decode, a bootstrap
+// change without one and an update record nothing. The state hash of the
+// log is pinned like TestStateHashGolden's: it was computed when the
+// changes still came as raft's conf changes, so the conversion consensus
+// does now is pinned to write the same state.
+func TestMembershipAddressBook(t *testing.T) {
+	const want = "7ecf9e9874298cb1b1d632c01ceca93464317486a0b6b7f40f84575e44902edc"
+	member := func(id uint64, peer, api string) []byte {
+		b, err := proto.Marshal(&ledgerpb.Member{Id: id, PeerAddr: peer, ApiUrl: api})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	change := func(typ MemberChangeType, id uint64) MemberChange { return MemberChange{Type: typ, NodeID: id} }
+	l := newLog(t)
+	l.membership(nil, change(AddVoter, 1))
+	l.membership(member(2, "10.0.0.2:7090", "http://10.0.0.2:8090"), change(AddVoter, 2))
+	l.membership(member(3, "10.0.0.3:7090", "http://10.0.0.3:8090"), change(AddLearner, 3))
+	l.membership(member(5, "10.0.0.5:7090", "http://x"), change(AddVoter, 4)) // names another member
+	l.membership([]byte{0xff, 0x01}, change(AddVoter, 6))                     // does not decode
+	l.empty()
+	l.membership(member(7, "10.0.0.7:7090", "http://10.0.0.7:8090"), change(AddVoter, 7), change(RemoveMember, 2))
+	l.membership(nil) // leaves a joint configuration
+	l.membership(member(3, "10.9.9.3:7090", "http://other"), change(UpdateMember, 3))
+	l.membership(nil, change(RemoveMember, 3))
+	l.membership(member(3, "10.0.0.33:7090", "http://10.0.0.33:8090"), change(AddVoter, 3))
+
+	m := newMachine(t)
+	// One entry per call, and all in one call, write the same state.
+	for _, e := range l.entries {
+		mustApply(t, m, e)
+	}
+	all := newMachine(t)
+	mustApply(t, all, l.entries...)
+	sameState(t, all, m)
+
+	book, err := m.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range book {
+		got = append(got, fmt.Sprintf("%d %s %s", b.GetId(), b.GetPeerAddr(), b.GetApiUrl()))
+	}
+	if fmt.Sprint(got) != "[3 10.0.0.33:7090 http://10.0.0.33:8090 7 10.0.0.7:7090 http://10.0.0.7:8090]" {
+		t.Fatalf("address book %q", got)
+	}
+	if h := m.StateHash(); bytesHex(h[:]) != want {
+		t.Fatalf("state hash of the membership log = %x, pinned %s", h, want)
+	}
+}
