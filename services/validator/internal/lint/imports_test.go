@@ -1,0 +1,136 @@
+// Package lint holds tests that guard the validator's shape rather than its
+// behaviour, in the spirit of Pebble's lint tests.
+package lint
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the validator's module path.
+const module = "github.com/contentledger/contentledger/services/validator"
+
+// levels places every package of the module. A package may import only
+// packages of a lower level, so the direction reads from the top down:
+//
+//	cmd → app → api → pipeline → consensus → state → storage
+//
+// with the parts beside that chain (events, eventpub, opsevents, payments,
+// segments, ...) at the level of what they use, and nothing importing app
+// but cmd. A new package fails this test until it is placed here, which is
+// the moment to decide where it belongs.
+var levels = map[string]int{
+	"cmd/validator": 9,
+	"app":           8,
+
+	"internal/api":      7,
+	"internal/metrics":  6, // reads the pipeline's, raft's and the database's figures
+	"internal/pipeline": 5,
+
+	"internal/consensus/cluster": 4, // membership and leadership, over raft, state and the transport
+	"internal/consensus":         3,
+	"internal/segments":          3, // what the segment store holds: reads applied state
+
+	"internal/state":     2,
+	"internal/opsevents": 2, // watches the transport's and the database's counters
+	"internal/settings":  2,
+
+	"internal/storage":     1,
+	"internal/transport":   1,
+	"internal/events":      1,
+	"internal/eventpub":    1,
+	"internal/payments":    1,
+	"internal/epoch":       1,
+	"internal/blobgateway": 1,
+	"internal/rate":        1,
+	"internal/sysinfo":     1,
+	"internal/ui":          1,
+
+	"internal/lint": 0, // tests only
+}
+
+// pkg is what go list says of one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	TestImports,
+	XTestImports []string
+}
+
+// TestImportDirection fails when a package of the validator imports one of
+// its own level or above, or is not placed in levels.
+func TestImportDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var seen []string
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		seen = append(seen, name)
+		level, placed := levels[name]
+		if !placed {
+			t.Errorf("package %s is not placed in the import levels of internal/lint", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			dep, ok := strings.CutPrefix(imp, module+"/")
+			if !ok {
+				continue
+			}
+			if depLevel, placed := levels[dep]; placed && depLevel >= level {
+				t.Errorf("%s (level %d) imports %s (level %d): imports go down only", name, level, dep, depLevel)
+			}
+		}
+	}
+	// A level for a package that no longer exists hides nothing, but it
+	// misleads the reader.
+	for name := range levels {
+		if !slices.Contains(seen, name) {
+			t.Errorf("levels places %s, which is not a package of the module", name)
+		}
+	}
+}
+
+// appImporters are the only packages that may import app: the command,
+// and the two programs that run validators in-process through app.Run
+// (the local network and the system tests' harness), as etcd's embed
+// package is used.
+var appImporters = []string{
+	module + "/cmd/validator",
+	"github.com/contentledger/contentledger/tools/devnet",
+	"github.com/contentledger/contentledger/tests/harness",
+}
+
+// TestNothingImportsApp: app is the wiring; no package of the workspace
+// imports it, tests included, but appImporters.
+func TestNothingImportsApp(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "github.com/contentledger/contentledger/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(appImporters, p.ImportPath) || p.ImportPath == module+"/app" {
+			continue
+		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if imp == module+"/app" {
+				t.Errorf("%s imports app", p.ImportPath)
+			}
+		}
+	}
+}
