@@ -259,10 +259,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if gateway != nil {
 		deps.Gateway = gateway
 	}
-	e := httpapi.New(apiCfg, deps, log.Named("api"))
-	if err := ui.Register(e); err != nil {
+	if deps.UI, err = ui.Render(); err != nil {
 		return err
 	}
+	e := httpapi.New(apiCfg, deps, log.Named("api"))
 
 	// Requests take Run's context, so long polls end when the validator stops.
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

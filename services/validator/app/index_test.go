@@ -31,7 +31,7 @@ func TestRouteIndex(t *testing.T) {
 	}
 	for _, r := range ix.Routes {
 		if r.Layer == api.LayerUnclassified {
-			t.Errorf("%s %s is served without a layer: class it in internal/api/index.go", r.Method, r.Path)
+			t.Errorf("%s %s is served without a layer: class it in the route table, internal/api/routes.go", r.Method, r.Path)
 		}
 	}
 	for _, w := range []api.RouteEntry{

@@ -118,9 +118,17 @@ type Deps struct {
 	// Collectors are the Prometheus collectors /metrics serves besides the
 	// HTTP series (internal/metrics).
 	Collectors []prometheus.Collector
+	// UI is the local UI's pages; nil: not served.
+	UI UI
 	// Settings and Tunables are what the configuration views show.
 	Settings []settings.Setting
 	Tunables []api.Tunable
+}
+
+// UI is the local UI's pages (ui.Pages).
+type UI interface {
+	// Handler serves the page of route; nil when there is none.
+	Handler(route string) echo.HandlerFunc
 }
 
 // Limiter admits or refuses one request of an identifier (echo's
@@ -138,7 +146,11 @@ type Server struct {
 	resolver   resolver     // member host names, for forwarded requests
 	deepHealth deepHealth
 	metrics    *httpMetrics
-	now        func() time.Time
+	// served are the routes of the table this server serves, and
+	// permissions what each needs, by routeKey.
+	served      []Route
+	permissions map[string]Permission
+	now         func() time.Time
 }
 
 // New builds the echo instance with every route.
@@ -159,101 +171,24 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(s.metrics.count)
 	e.Use(s.authenticate)
-
-	// local-diagnostic
-	e.GET("/health", s.getHealth)
-	e.GET("/health/local", s.getHealth)
-	e.GET("/health/cluster", s.clusterHealth)
-	e.GET("/health/deep", s.getDeepHealth)
-	e.GET("/metrics", s.prometheusMetrics())
-	e.GET("/api/metrics", s.jsonMetrics)
-	e.GET("/api/explore", s.explore)
-	e.GET("/v1/index", s.routeIndex(e))
-	// source
-	e.GET("/v1/blockchain/config", s.blockchainConfig)
-	e.GET("/v1/consensus/leader", s.consensusLeader)
-	e.GET("/v1/consensus/status", s.consensusStatus)
-	e.GET("/v1/consensus/state-hash", s.stateHash)
-	e.GET("/v1/config/osgi", s.configValues)
-	e.GET("/v1/config/osgi/schema", s.configSchema)
-	e.GET("/v1/config/osgi/sources", s.configSources)
-	e.GET("/v1/config/osgi/coverage", s.configCoverage)
-	e.GET("/v1/config/osgi/delta", s.configDelta)
-	e.GET("/v1/events/recent", s.recentOpsEvents)
-	e.GET("/v1/events/stats", s.opsEventStats)
-	s.registerSnapshots(e)
-	// The two stream routes of the contract: the same events, each route
-	// with its own per-address connection budget (internal/events/DESIGN.md).
-	if deps.EventStreams != nil {
-		e.GET("/v1/events/stream", echo.WrapHandler(deps.EventStreams.Handler()))
-		e.GET("/v1/ops/events/stream", echo.WrapHandler(deps.EventStreams.Handler()))
-	}
-	e.GET("/v1/events/publisher", s.eventPublisher)
-	e.GET("/v1/ops/snapshots/storage", s.storageSnapshot)
-	e.GET("/v1/ops/snapshots/runtime", s.runtimeSnapshot)
-	e.GET("/v1/gc/status", s.gcStatus)
-	e.GET("/v1/gc/estimate", s.gcEstimate)
-	e.GET("/v1/compaction/proposals", s.compactionProposals)
-	e.GET("/v1/fragmentation/metrics", s.fragmentationMetrics)
-	e.GET("/v1/fragmentation/metrics/:wallet", s.fragmentationWallet)
-	e.GET("/v1/fragmentation/top", s.fragmentationTop)
-	e.GET("/api/segments/tars", s.segmentTars)
-	e.GET("/api/segments/recent", s.recentSegments)
-	e.GET("/segments/:name", s.segmentArchive)
-	e.GET("/api/cid/stats", s.cidStats)
-	e.GET("/api/cid/reverse/:cid", s.cidReverse)
-	e.GET("/manifest", s.manifest)
-	e.GET("/journal.log", s.journal)
-	e.GET("/v1/chain/status", s.chainStatus)
-	e.GET("/v1/transactions/summary", s.transactionSummary)
-	e.GET("/v1/transactions/:txHash", s.transaction)
-	// internal
-	e.POST("/v1/propose-write", s.proposeWrite)
-	e.POST("/v1/propose-delete", s.proposeDelete)
-	e.GET("/v1/proposals/:id/status", s.proposalStatus)
-	e.GET("/v1/proposals/queue/stats", s.queueStats)
-	e.GET("/v1/proposals/pending/count", s.pendingCount)
-	e.GET("/v1/proposals/release-flow", s.releaseFlow)
-	e.GET("/v1/explorer/release-flow", s.explorerReleaseFlow)
-	e.GET("/v1/proposals/epochs", s.epochOverlay)
-	e.GET("/v1/explorer/epochs", s.explorerEpochs)
-	e.GET("/v1/wallets/content", s.walletContent)
-	e.GET("/v1/wallets/stats", s.walletStats)
-	e.GET("/v1/explorer/wallets/:wallet", s.explorerWallet)
-	e.GET("/v1/explorer/proposals/:id", s.explorerProposal)
-	e.GET("/v1/explorer/summary", s.explorerSummary)
-	e.GET("/v1/ops/operations/:id", s.operation)
-	e.GET("/v1/finality", s.finality)
-	e.GET("/v1/proposals/counts", s.proposalCounts)
-	e.GET("/v1/gc/account/:wallet", s.gcAccount)
-	e.POST("/v1/gc/account/:wallet/execute-pending", s.gcExecutePending)
-	e.POST("/v1/gc/account/:wallet/set-limit", s.gcSetLimit)
-	e.POST("/v1/gc/account/:wallet/pay", s.gcPay)
-	e.GET("/v1/peers", s.peers)
-	e.GET("/v1/cluster/members", s.listMembers)
-	e.POST("/v1/cluster/members", s.addMember)
-	e.DELETE("/v1/cluster/members/:id", s.removeMember)
-	e.GET("/v1/msgbus/leadership-history", s.leadershipHistory)
-	e.GET("/v1/msgbus/validator-identities", s.validatorIdentities)
-	e.GET("/v1/msgbus/node-status", s.nodeStatus)
-	e.GET("/v1/msgbus/cluster-state", s.clusterState)
-	e.GET("/v1/msgbus/raft-metrics", s.raftMetrics)
-	e.GET("/v1/msgbus/replication-lag", s.replicationLag)
-	if deps.MockEpochs != nil {
-		e.GET("/api/mock/epoch-status", s.mockEpochStatus)
-		e.POST("/api/mock/advance-epoch", s.mockAdvanceEpoch)
-		e.POST("/api/mock/set-epoch-offset", s.mockSetEpochOffset)
+	s.permissions = map[string]Permission{}
+	for _, r := range s.routes() {
+		if r.handler == nil {
+			continue // not served: its dependency is absent
+		}
+		e.Add(r.Method, r.Path, r.handler)
+		s.served = append(s.served, r)
+		s.permissions[routeKey(r.Method, r.Path)] = r.Permission
 	}
 	return e
 }
 
-// authenticate enforces SVC_VALIDATOR_AUTH_TOKEN. /health* and the
-// contract's /v1/ops/snapshots/{health,runtime,storage} always pass, so
-// that load balancers, orchestrators and monitoring need no secret.
+// authenticate enforces the route's permission: a Public route passes;
+// every other, and a request that matched no route, needs the bearer token
+// (SVC_VALIDATOR_AUTH_TOKEN) when one is set.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		path := c.Request().URL.Path
-		if s.cfg.AuthToken == "" || strings.HasPrefix(path, "/health") || openSnapshot(path) {
+		if s.cfg.AuthToken == "" || s.permissions[routeKey(c.Request().Method, c.Path())] == Public {
 			return next(c)
 		}
 		auth := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -267,16 +202,6 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
-}
-
-// openSnapshot reports the snapshot routes the contract exempts from the
-// token.
-func openSnapshot(path string) bool {
-	switch path {
-	case "/v1/ops/snapshots/health", "/v1/ops/snapshots/runtime", "/v1/ops/snapshots/storage":
-		return true
-	}
-	return false
 }
 
 // handleError writes every error as the D5 body.

@@ -25,6 +25,7 @@ import (
 // httpMetrics counts the requests answered.
 type httpMetrics struct {
 	reg      *prometheus.Registry
+	handler  http.Handler // the text format
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
@@ -46,6 +47,7 @@ func newHTTPMetrics(extra []prometheus.Collector) *httpMetrics {
 	}
 	m.reg.MustRegister(append([]prometheus.Collector{m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}, extra...)...)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }
 
@@ -75,8 +77,9 @@ func (m *httpMetrics) count(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // prometheusMetrics serves GET /metrics in Prometheus's text format.
-func (s *Server) prometheusMetrics() echo.HandlerFunc {
-	return echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+func (s *Server) prometheusMetrics(c echo.Context) error {
+	s.metrics.handler.ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 // jsonMetrics serves GET /api/metrics: the same gathering as /metrics, as

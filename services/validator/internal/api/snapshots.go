@@ -14,14 +14,7 @@ import (
 // its own: /health (health), /health/cluster (cluster),
 // /v1/msgbus/replication-lag (replication) and the leader's
 // /v1/proposals/queue/stats (queue). The health snapshot, like /health,
-// takes no token (openSnapshot).
-
-func (s *Server) registerSnapshots(e *echo.Echo) {
-	e.GET("/v1/ops/snapshots/health", s.healthSnapshot)
-	e.GET("/v1/ops/snapshots/cluster", s.clusterSnapshot)
-	e.GET("/v1/ops/snapshots/replication", s.replicationSnapshot)
-	e.GET("/v1/ops/snapshots/queue", s.queueSnapshot)
-}
+// takes no token (its permission is Public).
 
 func (s *Server) snapshotHeader(version string) api.SnapshotHeader {
 	return api.SnapshotHeader{ContractVersion: version, NodeID: s.deps.Cluster.Status().NodeID, At: s.now().UTC()}

@@ -34,27 +34,46 @@ var pages = map[string]string{
 const securityPolicy = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; " +
 	"connect-src 'self'; frame-ancestors 'self'; base-uri 'none'; form-action 'self'"
 
-// Register renders the pages and adds their routes; / redirects to the
-// dashboard.
-func Register(e *echo.Echo) error {
+// Pages are the UI's pages, rendered.
+type Pages struct {
+	bodies map[string][]byte // by route
+}
+
+// Render renders every page once.
+func Render() (*Pages, error) {
+	p := &Pages{bodies: make(map[string][]byte, len(pages))}
 	for route, file := range pages {
 		t, err := template.ParseFS(pageFiles, "pages/layout.html", "pages/"+file)
 		if err != nil {
-			return fmt.Errorf("ui: %s: %w", file, err)
+			return nil, fmt.Errorf("ui: %s: %w", file, err)
 		}
 		var buf bytes.Buffer
 		if err := t.ExecuteTemplate(&buf, file, nil); err != nil {
-			return fmt.Errorf("ui: %s: %w", file, err)
+			return nil, fmt.Errorf("ui: %s: %w", file, err)
 		}
-		body := buf.Bytes()
-		e.GET(route, func(c echo.Context) error {
-			h := c.Response().Header()
-			h.Set("Content-Security-Policy", securityPolicy)
-			h.Set("X-Content-Type-Options", "nosniff")
-			h.Set("Cache-Control", "no-cache")
-			return c.HTMLBlob(http.StatusOK, body)
-		})
+		p.bodies[route] = buf.Bytes()
 	}
-	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/dashboard") })
-	return nil
+	return p, nil
 }
+
+// Handler serves the page of route (/dashboard, /explorer, /api-browser,
+// and / which leads to the dashboard); nil when there is none.
+func (p *Pages) Handler(route string) echo.HandlerFunc {
+	if route == "/" {
+		return root
+	}
+	body, ok := p.bodies[route]
+	if !ok {
+		return nil
+	}
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", securityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-cache")
+		return c.HTMLBlob(http.StatusOK, body)
+	}
+}
+
+// root leads to the dashboard.
+func root(c echo.Context) error { return c.Redirect(http.StatusFound, "/dashboard") }
