@@ -17,8 +17,11 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// DebtTxSpent: the plain test ledger applies no GcPay; debtLedger does.
-func (l *ledger) DebtTxSpent([32]byte, uint32) (bool, error) { return false, nil }
+func (l *ledger) DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.spent[debtLog{tx, uint(logIndex)}], nil
+}
 
 // Debts: the payments of the other tests carry no debt payment.
 func (p paymentsByID) Debts() []payment.DebtPaid { return nil }
@@ -69,6 +72,9 @@ func (d *debtLedger) Propose(ctx context.Context, data []byte) error {
 		d.spent[key] = true
 		d.paid[common.BytesToAddress(g.GetWallet())] += g.GetAmountMicros()
 	}
+	d.ledger.mu.Lock()
+	d.ledger.notify()
+	d.ledger.mu.Unlock()
 	return nil
 }
 
