@@ -1,6 +1,9 @@
 // Package pipeline is the proposal state machine before consensus: intake
 // guards, verification (signature, payment), batching, and the sender that
-// proposes batches to raft and waits for them to be applied.
+// proposes batches to raft and waits for them to be applied. The sender is
+// the validator's one write path into raft: every other replicated change
+// (finality, GC debt, leader announcements, payment reorgs, the GC account
+// routes) goes through it too, under the same ceiling and retry policy.
 //
 // The leader decides everything that is not a pure function of the log
 // (signature recovery, payment lookup, clock, epoch) and writes the outcome

@@ -178,8 +178,10 @@ func (p *Pipeline) proposeReorgs(ctx context.Context, src Retractions, f *reorgF
 		// Applied once the record no longer calls for this entry, for what
 		// the index said when it was handed over: the entry's effect, or a
 		// record that needs another one (the loop hands that one over).
+		// Read from state: the sender looks when Records.Changed fires,
+		// which may be before the observer has the new record in memory.
 		applied := func() (bool, error) {
-			rec, ok, err := p.record(id)
+			rec, ok, err := p.records.Record(id)
 			if err != nil || !ok {
 				return false, err
 			}
