@@ -164,11 +164,7 @@ func (p *Pipeline) awaitChange(ctx context.Context, c *change) bool {
 		if c.key != nil {
 			leader = p.raft.LeaderChanged()
 		}
-		ok, err := c.applied()
-		if err != nil {
-			p.log.Error("reading whether a change is applied", zap.String("entry", c.op), zap.Error(err))
-		}
-		if ok {
+		if p.holds(c) {
 			return true
 		}
 		select {
@@ -183,6 +179,15 @@ func (p *Pipeline) awaitChange(ctx context.Context, c *change) bool {
 			return false
 		}
 	}
+}
+
+// holds reports whether applied state holds c, or no longer needs it.
+func (p *Pipeline) holds(c *change) bool {
+	ok, err := c.applied()
+	if err != nil {
+		p.log.Error("reading whether a change is applied", zap.String("entry", c.op), zap.Error(err))
+	}
+	return ok
 }
 
 // opName names an entry's op for the log, say "GcPay".

@@ -42,9 +42,9 @@ type debtPayer struct {
 // it hands the sender a GcPay for each observed DebtPaid log that applied
 // state has not spent. The sender proposes it until the log is spent (the
 // log is its key: it is not handed over again meanwhile), and gives it up
-// if this node stops leading. Only logs in the payment index are used: the watcher publishes
-// a log once it has the configured confirmations, and a retracted log
-// leaves the index. Without payment verification (MOCK mode) no chain is
+// if this node stops leading. Only logs in the payment index are used: the
+// watcher publishes a log once it has the configured confirmations, and a
+// retracted log leaves the index (the sender then stops proposing it). Without payment verification (MOCK mode) no chain is
 // followed, and debt is paid through the API.
 func (p *Pipeline) payDebts(ctx context.Context) {
 	if !p.cfg.VerifyPayments || p.payments == nil {
@@ -90,11 +90,32 @@ func (p *Pipeline) proposeDebts(ctx context.Context, d *debtPayer) {
 		}
 		pay := paid.GcPay()
 		pay.AtMs = now.UnixMilli()
-		tx, index := paid.TxHash, uint32(paid.LogIndex)
-		if p.background(ctx, key, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}},
-			func() (bool, error) { return p.records.DebtTxSpent(tx, index) }) {
+		// Done once the log is spent, or no longer observed (a reorg took
+		// it back): only logs in the index are paid.
+		applied := func() (bool, error) {
+			if !p.debtObserved(key) {
+				return true, nil
+			}
+			return p.records.DebtTxSpent(key.tx, uint32(key.log))
+		}
+		if p.background(ctx, key, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}}, applied) {
 			p.log.Info("paying a wallet's GC debt from a DebtPaid log", zap.String("wallet", paid.Wallet.Hex()),
 				zap.String("tx", paid.TxHash.Hex()), zap.Uint("log_index", paid.LogIndex), zap.Uint64("micros", paid.Micros()))
 		}
 	}
+}
+
+// debtObserved reports whether the payment index still holds a DebtPaid
+// log; a source that cannot tell (no DebtsByTx) is taken to hold it.
+func (p *Pipeline) debtObserved(key debtLog) bool {
+	idx, ok := p.payments.(DebtIndex)
+	if !ok {
+		return true
+	}
+	for _, d := range idx.DebtsByTx(key.tx) {
+		if d.LogIndex == key.log {
+			return true
+		}
+	}
+	return false
 }

@@ -176,15 +176,20 @@ func (p *Pipeline) proposeReorgs(ctx context.Context, src Retractions, f *reorgF
 		key := reorgKey{id, logOf(op.GetRetracted()), logOf(op.GetReplacement())}
 		op.AtMs = now.UnixMilli()
 		// Applied once the record no longer calls for this entry, for what
-		// the index said when it was handed over: the entry's effect, or a
-		// record that needs another one (the loop hands that one over).
-		// Read from state: the sender looks when Records.Changed fires,
-		// which may be before the observer has the new record in memory.
+		// the index says now: the entry's effect, or a record or an index
+		// that needs another one (the loop hands that one over). Read from
+		// state: the sender looks when Records.Changed fires, which may be
+		// before the observer has the new record in memory.
 		applied := func() (bool, error) {
+			x, retracted := src.Retracted(id)
+			if !retracted {
+				return true, nil
+			}
 			rec, ok, err := p.records.Record(id)
 			if err != nil || !ok {
 				return false, err
 			}
+			cur, paid := p.payments.Lookup(id)
 			next, _ := p.reorgOp(rec, x, cur, paid)
 			return next == nil || (reorgKey{id, logOf(next.GetRetracted()), logOf(next.GetReplacement())}) != key, nil
 		}

@@ -206,7 +206,8 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 // CommitTimeout is proposed again, the same bytes: raft may lose an entry
 // in a leader change, and apply ignores a repeat. c is the change being
 // delivered, nil for a batch; deliver gives up when ctx ends or the change
-// is no longer wanted (c.wanted).
+// is no longer wanted (p.wanted), and looks whether applied state holds a
+// change (or no longer needs it) before proposing it again.
 func (p *Pipeline) deliver(ctx context.Context, data []byte, c *change, await func() bool) bool {
 	backoff := proposeRetryMin
 	for attempt := 0; ; attempt++ {
@@ -214,6 +215,9 @@ func (p *Pipeline) deliver(ctx context.Context, data []byte, c *change, await fu
 			return false
 		}
 		if attempt > 0 {
+			if c != nil && p.holds(c) {
+				return true
+			}
 			p.stats.reproposed.Add(1)
 		}
 		if err := p.raft.Propose(ctx, data); err != nil {
