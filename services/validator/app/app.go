@@ -209,10 +209,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}
-	gc := gcView{node: node, machine: machine, paid: payment.DebtExpectation{ChainID: cfg.ChainID, Contract: contract}, now: now}
+	var debts pipeline.DebtIndex
 	if index != nil { // a nil *Index in the interface would not be nil
-		gc.debts = index
+		debts = index
 	}
+	gc := pipeline.NewGC(pipe, debts)
 	gateway, closeGateway, err := newGatewayChecker(cfg, now, log.Named("blobgateway"))
 	if err != nil {
 		return err

@@ -36,17 +36,15 @@ type debtPayer struct {
 	// (state never unspends one), or paying nothing (another chain or
 	// contract, less than one micro). They are not looked up again.
 	settled map[debtLog]bool
-	// proposed are logs whose GcPay this leader proposed, and when: they
-	// are proposed again only after CommitTimeout, as the sender does
-	// with batches (a proposal may be lost in a leader change).
-	proposed map[debtLog]time.Time
 }
 
 // payDebts runs on every validator; while it leads, every FinalizeInterval
-// it proposes a GcPay for each observed DebtPaid log that applied state has
-// not spent. Only logs in the payment index are used: the watcher publishes
-// a log once it has the configured confirmations, and a retracted log
-// leaves the index. Without payment verification (MOCK mode) no chain is
+// it hands the sender a GcPay for each observed DebtPaid log that applied
+// state has not spent. The sender proposes it until the log is spent (the
+// log is its key: it is not handed over again meanwhile), and gives it up
+// if this node stops leading. Only logs in the payment index are used: the
+// watcher publishes a log once it has the configured confirmations, and a
+// retracted log leaves the index (the sender then stops proposing it). Without payment verification (MOCK mode) no chain is
 // followed, and debt is paid through the API.
 func (p *Pipeline) payDebts(ctx context.Context) {
 	if !p.cfg.VerifyPayments || p.payments == nil {
@@ -54,19 +52,16 @@ func (p *Pipeline) payDebts(ctx context.Context) {
 	}
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
 	defer tick.Stop()
-	d := debtPayer{settled: map[debtLog]bool{}, proposed: map[debtLog]time.Time{}}
+	d := debtPayer{settled: map[debtLog]bool{}}
 	for {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
-		if !p.raft.IsLeader() {
-			// A later term proposes afresh what is still unspent then.
-			clear(d.proposed)
-			continue
+		if p.raft.IsLeader() {
+			p.proposeDebts(ctx, &d)
 		}
-		p.proposeDebts(ctx, &d)
 	}
 }
 
@@ -91,24 +86,36 @@ func (p *Pipeline) proposeDebts(ctx context.Context, d *debtPayer) {
 		}
 		if spent {
 			d.settled[key] = true
-			delete(d.proposed, key)
 			continue
 		}
-		if at, ok := d.proposed[key]; ok && now.Sub(at) < p.cfg.CommitTimeout {
-			continue // on its way
-		}
-		d.proposed[key] = now
-		p.log.Info("paying a wallet's GC debt from a DebtPaid log", zap.String("wallet", paid.Wallet.Hex()),
-			zap.String("tx", paid.TxHash.Hex()), zap.Uint("log_index", paid.LogIndex), zap.Uint64("micros", paid.Micros()))
 		pay := paid.GcPay()
 		pay.AtMs = now.UnixMilli()
-		p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}})
-	}
-	// Forget proposals old enough to be proposed again anyway: a log that
-	// left the index (retracted) leaves no entry behind.
-	for key, at := range d.proposed {
-		if now.Sub(at) >= p.cfg.CommitTimeout {
-			delete(d.proposed, key)
+		// Done once the log is spent, or no longer observed (a reorg took
+		// it back): only logs in the index are paid.
+		applied := func() (bool, error) {
+			if !p.debtObserved(key) {
+				return true, nil
+			}
+			return p.records.DebtTxSpent(key.tx, uint32(key.log))
+		}
+		if p.background(ctx, key, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}}, applied) {
+			p.log.Info("paying a wallet's GC debt from a DebtPaid log", zap.String("wallet", paid.Wallet.Hex()),
+				zap.String("tx", paid.TxHash.Hex()), zap.Uint("log_index", paid.LogIndex), zap.Uint64("micros", paid.Micros()))
 		}
 	}
+}
+
+// debtObserved reports whether the payment index still holds a DebtPaid
+// log; a source that cannot tell (no DebtsByTx) is taken to hold it.
+func (p *Pipeline) debtObserved(key debtLog) bool {
+	idx, ok := p.payments.(DebtIndex)
+	if !ok {
+		return true
+	}
+	for _, d := range idx.DebtsByTx(key.tx) {
+		if d.LogIndex == key.log {
+			return true
+		}
+	}
+	return false
 }

@@ -17,8 +17,11 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// DebtTxSpent: the plain test ledger applies no GcPay; debtLedger does.
-func (l *ledger) DebtTxSpent([32]byte, uint32) (bool, error) { return false, nil }
+func (l *ledger) DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.spent[debtLog{tx, uint(logIndex)}], nil
+}
 
 // Debts: the payments of the other tests carry no debt payment.
 func (p paymentsByID) Debts() []payment.DebtPaid { return nil }
@@ -28,6 +31,7 @@ func (p paymentsByID) Debts() []payment.DebtPaid { return nil }
 // pipeline asked.
 type debtLedger struct {
 	*ledger
+	pipe   *Pipeline // the pipeline running on it
 	leader atomic.Bool
 	drop   atomic.Int32 // GcPay proposals still to lose
 
@@ -69,6 +73,9 @@ func (d *debtLedger) Propose(ctx context.Context, data []byte) error {
 		d.spent[key] = true
 		d.paid[common.BytesToAddress(g.GetWallet())] += g.GetAmountMicros()
 	}
+	d.ledger.mu.Lock()
+	d.ledger.notify()
+	d.ledger.mu.Unlock()
 	return nil
 }
 
@@ -108,6 +115,26 @@ func (s *debtSource) add(d ...payment.DebtPaid) {
 	s.list = append(s.list, d...)
 }
 
+func (s *debtSource) DebtsByTx(tx common.Hash) []payment.DebtPaid {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []payment.DebtPaid
+	for _, d := range s.list {
+		if d.TxHash == tx {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// retract takes a transaction's logs out, as the index does when a reorg
+// takes them back.
+func (s *debtSource) retract(tx common.Hash) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = slices.DeleteFunc(s.list, func(d payment.DebtPaid) bool { return d.TxHash == tx })
+}
+
 // startDebts runs a pipeline on a debtLedger that leads or not and loses
 // its first drop GcPay proposals.
 func startDebts(t *testing.T, src Payments, leader bool, drop int32, edit func(*Config)) *debtLedger {
@@ -123,6 +150,7 @@ func startDebts(t *testing.T, src Payments, leader bool, drop int32, edit func(*
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.pipe = p
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()
@@ -233,6 +261,27 @@ func TestPayDebtsProposesAgainWhenLost(t *testing.T) {
 			t.Errorf("%d GcPay proposed, want the lost one and one more", d.pays)
 		}
 	})
+}
+
+// TestPayDebtsStopsWhenRetracted: a GcPay raft lost is not proposed again
+// once its log has left the payment index (a reorg took it back).
+func TestPayDebtsStopsWhenRetracted(t *testing.T) {
+	wallet := common.HexToAddress("0xa1")
+	tx := common.HexToHash("0xaa")
+	src := &debtSource{}
+	src.add(debtPaid(wallet, tx, 0, payment.Standard.Price(payment.ETH)))
+	d := startDebts(t, src, true, 1, func(c *Config) { c.CommitTimeout = 100 * time.Millisecond })
+	waitUntil(t, d, "the GcPay proposed (and lost)", func() bool { return d.pays == 1 })
+	src.retract(tx)
+	waitStats(t, d.pipe, "the GcPay settled", func(s Stats) bool { return s.ChangesInFlight == 0 && s.QueuedChanges == 0 })
+	d.read(func() {
+		if d.pays != 1 || d.paid[wallet] != 0 {
+			t.Fatalf("%d GcPay proposed, %d paid, for a log retracted after the first was lost", d.pays, d.paid[wallet])
+		}
+	})
+	if st := d.pipe.Stats(); st.Reproposed != 0 {
+		t.Fatalf("stats %+v: an entry was proposed again", st)
+	}
 }
 
 // TestPayDebtsNotInMockMode: without payment verification the loop does

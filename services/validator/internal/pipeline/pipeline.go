@@ -1,6 +1,9 @@
 // Package pipeline is the proposal state machine before consensus: intake
 // guards, verification (signature, payment), batching, and the sender that
-// proposes batches to raft and waits for them to be applied.
+// proposes batches to raft and waits for them to be applied. The sender is
+// the validator's one write path into raft: every other replicated change
+// (finality, GC debt, leader announcements, payment reorgs, the GC account
+// routes) goes through it too, under the same ceiling and retry policy.
 //
 // The leader decides everything that is not a pure function of the log
 // (signature recovery, payment lookup, clock, epoch) and writes the outcome
@@ -70,6 +73,9 @@ type Records interface {
 	// LeaderTerm is the newest term a leader announced itself in
 	// (LeaderElected) in the applied state.
 	LeaderTerm() uint64
+	// Changed is closed after the next apply: the sender looks again
+	// whether a change it proposed is applied.
+	Changed() <-chan struct{}
 	// Account is a wallet's GC debt account, nil when it has none.
 	Account(wallet [20]byte) (*ledgerpb.GcAccount, error)
 	// DebtTxSpent reports whether the DebtPaid log logIndex of transaction
@@ -223,7 +229,13 @@ type Pipeline struct {
 	pending  map[common.Hash]*pendingProposal
 	outcomes *outcomes
 
-	decided  chan *ledgerpb.BatchItem
+	decided chan *ledgerpb.BatchItem
+	// changes hands replicated changes other than batches to the sender
+	// (changes.go); keys are the background changes queued or in flight.
+	changes chan *change
+	keysMu  sync.Mutex
+	keys    map[any]struct{}
+
 	stats    counters
 	sender   senderState
 	verifier verifyState
@@ -234,18 +246,22 @@ type pendingProposal struct {
 }
 
 type counters struct {
-	accepted, adopted, verified, rejected, applied, finalized, batches, reproposed atomic.Uint64
+	accepted, adopted, verified, rejected, applied, finalized, batches, changes, reproposed atomic.Uint64
 }
 
 // senderState is what the sender (Run) publishes of its own state.
 type senderState struct {
-	queued       atomic.Int64                        // decided proposals waiting to be sealed
-	microBatches atomic.Int64                        // micro-batches holding them
-	buckets      atomic.Int64                        // (epoch, class) buckets holding them
-	inflight     atomic.Int64                        // proposals proposed and not yet applied
-	batches      atomic.Int64                        // batches proposed and not yet applied
-	released     [len(payment.Classes)]atomic.Uint64 // proposals sealed, by class
-	backpressure atomic.Bool
+	queued       atomic.Int64 // decided proposals waiting to be sealed
+	microBatches atomic.Int64 // micro-batches holding them
+	buckets      atomic.Int64 // (epoch, class) buckets holding them
+	inflight     atomic.Int64 // proposals proposed and not yet applied
+	// queuedChanges wait for room below the ceiling; changesInFlight are
+	// proposed and not yet applied (or given up).
+	queuedChanges   atomic.Int64
+	changesInFlight atomic.Int64
+	batches         atomic.Int64                        // batches proposed and not yet applied
+	released        [len(payment.Classes)]atomic.Uint64 // proposals sealed, by class
+	backpressure    atomic.Bool
 	// backpressureEvents counts the times backpressure came on.
 	backpressureEvents atomic.Uint64
 	// refused is raft's last refusal of a batch (no leader, apply backlog).
@@ -295,6 +311,8 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 		pending:  map[common.Hash]*pendingProposal{},
 		outcomes: newOutcomes(recentOutcomes),
 		decided:  make(chan *ledgerpb.BatchItem, cfg.MaxPending),
+		changes:  make(chan *change),
+		keys:     map[any]struct{}{},
 		verifier: verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
 	}, nil
 }
@@ -673,14 +691,18 @@ func (p *Pipeline) WaitStatus(ctx context.Context, id common.Hash, wait time.Dur
 
 // Stats are the pipeline's counters and the sender's state.
 type Stats struct {
-	Pending    int    `json:"pending"`
-	Accepted   uint64 `json:"accepted"`
-	Adopted    uint64 `json:"adopted"` // taken over from an earlier leader or a timed-out intake
-	Verified   uint64 `json:"verified"`
-	Rejected   uint64 `json:"rejected"`
-	Applied    uint64 `json:"applied"`   // decided proposals applied, commits and rejections
-	Finalized  uint64 `json:"finalized"` // records seen turning FINALIZED
-	Batches    uint64 `json:"batches"`
+	Pending   int    `json:"pending"`
+	Accepted  uint64 `json:"accepted"`
+	Adopted   uint64 `json:"adopted"` // taken over from an earlier leader or a timed-out intake
+	Verified  uint64 `json:"verified"`
+	Rejected  uint64 `json:"rejected"`
+	Applied   uint64 `json:"applied"`   // decided proposals applied, commits and rejections
+	Finalized uint64 `json:"finalized"` // records seen turning FINALIZED
+	Batches   uint64 `json:"batches"`
+	// Changes are the replicated changes other than batches this node
+	// proposed (changes.go); Reproposed counts batches and changes
+	// proposed again (refused, or not applied within CommitTimeout).
+	Changes    uint64 `json:"changes"`
 	Reproposed uint64 `json:"reproposed"`
 	// Verifiers are the payment matchers' counters.
 	Verifiers VerifierStats `json:"verifiers"`
@@ -691,8 +713,13 @@ type Stats struct {
 	MicroBatches int `json:"microBatches"`
 	Buckets      int `json:"buckets"`
 	InFlight     int `json:"inFlight"`
-	// BackpressureActive: proposals wait because InFlight is at
-	// MaxPendingMessages.
+	// QueuedChanges wait for room below MaxPendingMessages;
+	// ChangesInFlight are proposed and not yet applied. MaxPendingMessages
+	// bounds InFlight and ChangesInFlight together.
+	QueuedChanges   int `json:"queuedChanges"`
+	ChangesInFlight int `json:"changesInFlight"`
+	// BackpressureActive: proposals (and changes) wait because InFlight
+	// and ChangesInFlight are at MaxPendingMessages.
 	BackpressureActive bool   `json:"backpressureActive"`
 	BackpressureEvents uint64 `json:"backpressureEvents"`
 	MaxPendingMessages int    `json:"maxPendingMessages"`
@@ -707,11 +734,13 @@ func (p *Pipeline) Stats() Stats {
 	return Stats{
 		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(), Finalized: p.stats.finalized.Load(),
-		Batches: p.stats.batches.Load(), Reproposed: p.stats.reproposed.Load(), Verifiers: p.verifierStats(),
+		Batches: p.stats.batches.Load(), Changes: p.stats.changes.Load(), Reproposed: p.stats.reproposed.Load(), Verifiers: p.verifierStats(),
 		Queued:             int(p.sender.queued.Load()) + len(p.decided),
 		MicroBatches:       int(p.sender.microBatches.Load()),
 		Buckets:            int(p.sender.buckets.Load()),
 		InFlight:           int(p.sender.inflight.Load()),
+		QueuedChanges:      int(p.sender.queuedChanges.Load()),
+		ChangesInFlight:    int(p.sender.changesInFlight.Load()),
 		BackpressureActive: p.sender.backpressure.Load(),
 		BackpressureEvents: p.sender.backpressureEvents.Load(),
 		MaxPendingMessages: p.cfg.MaxPendingMessages,
@@ -796,8 +825,12 @@ func (p *Pipeline) ReleaseFlow() api.ReleaseFlow {
 	}
 	p.mu.Unlock()
 	if st.BackpressureActive {
-		f.Governor = api.Governor{State: "holding", Action: "hold", Reasons: []string{
-			fmt.Sprintf("%d proposals in flight, at max_pending_messages %d", st.InFlight, st.MaxPendingMessages)}}
+		reason := fmt.Sprintf("%d proposals in flight, at max_pending_messages %d", st.InFlight, st.MaxPendingMessages)
+		if st.ChangesInFlight > 0 {
+			reason = fmt.Sprintf("%d proposals and %d other entries in flight, at max_pending_messages %d",
+				st.InFlight, st.ChangesInFlight, st.MaxPendingMessages)
+		}
+		f.Governor = api.Governor{State: "holding", Action: "hold", Reasons: []string{reason}}
 	}
 	if r := p.sender.refused.Load(); r != nil && p.cfg.Now().Sub(r.at) < refusalMemory {
 		f.Governor.State, f.Governor.Action = "holding", "hold"

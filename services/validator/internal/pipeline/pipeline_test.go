@@ -29,28 +29,35 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 )
 
-// ledger stands in for raft and the state machine: a proposed batch is
-// "applied" at once, recording acceptances and decisions as apply would. The
-// raft and state packages have their own tests; the app and e2e tests run
-// the pipeline on the real ones.
+// ledger stands in for raft and the state machine: a proposed entry is
+// "applied" at once, recording acceptances and decisions, finality, leader
+// announcements and GC account changes as apply would. The raft and state
+// packages have their own tests; the app and e2e tests run the pipeline on
+// the real ones.
 type ledger struct {
-	gate      chan struct{} // when set, Propose waits until it is closed
+	gate      chan struct{} // when set, Propose of a proposal batch waits until it is closed
 	refuse    atomic.Bool   // when set, Propose refuses, as raft without a leader
+	refused   atomic.Int64  // proposals refused
+	lose      atomic.Int32  // entries other than batches still to lose, as a leader change may
 	mu        sync.Mutex
+	changed   chan struct{} // closed after the next apply, as state.Machine's Changed
 	records   map[common.Hash]*ledgerpb.ProposalRecord
 	index     uint64
 	batches   int                              // entries that carried a batch
 	lastBatch *ledgerpb.ProposalBatch          // the newest of them
+	ops       map[string]int                   // other entries proposed, by op, lost ones included
 	finalized uint64                           // the newest FinalizeEpochs entry's epoch
 	gcEpoch   uint64                           // the newest GcExecute entry's epoch
 	elected   []*ledgerpb.LeaderElected        // the LeaderElected entries proposed
 	announced uint64                           // the newest term announced, as apply keeps it
-	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests
+	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests and GC entries
+	spent     map[debtLog]bool                 // debt payment logs a GcPay spent
 	observer  func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
 }
 
 func newLedger() *ledger {
-	return &ledger{records: map[common.Hash]*ledgerpb.ProposalRecord{}}
+	return &ledger{records: map[common.Hash]*ledgerpb.ProposalRecord{}, changed: make(chan struct{}), ops: map[string]int{},
+		accounts: map[[20]byte]*ledgerpb.GcAccount{}, spent: map[debtLog]bool{}}
 }
 
 func (l *ledger) IsLeader() bool { return true }
@@ -64,6 +71,25 @@ func (l *ledger) LeaderTerm() uint64 {
 }
 
 func (l *ledger) LeaderChanged() <-chan struct{} { return nil } // leadership never changes here
+
+func (l *ledger) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// notify wakes the Changed waiters; l.mu is held.
+func (l *ledger) notify() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// proposed returns how many entries of op were proposed (lost ones included).
+func (l *ledger) proposed(op string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ops[op]
+}
 
 func (l *ledger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
 	l.mu.Lock()
@@ -79,28 +105,37 @@ func (l *ledger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
 
 func (l *ledger) Propose(ctx context.Context, data []byte) error {
 	if l.refuse.Load() {
+		l.refused.Add(1)
 		return errors.New("no leader")
 	}
-	if l.gate != nil {
+	var e ledgerpb.Entry
+	if err := proto.Unmarshal(data, &e); err != nil {
+		return err
+	}
+	if l.gate != nil && e.GetBatch() != nil {
 		select {
 		case <-l.gate:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	var e ledgerpb.Entry
-	if err := proto.Unmarshal(data, &e); err != nil {
-		return err
-	}
 	l.mu.Lock()
 	observer := l.observer
 	var written []*ledgerpb.ProposalRecord
 	defer func() {
+		l.notify()
 		l.mu.Unlock()
 		if observer != nil && len(written) > 0 {
 			observer(written)
 		}
 	}()
+	if e.GetBatch() == nil {
+		l.ops[opName(&e)]++
+		if l.lose.Load() > 0 {
+			l.lose.Add(-1)
+			return nil // "maybe": raft may lose an entry it accepted
+		}
+	}
 	if le := e.GetLeaderElected(); le != nil {
 		l.elected = append(l.elected, le)
 		l.announced = max(l.announced, le.GetTerm())
@@ -108,7 +143,37 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 	}
 	l.index++
 	if g := e.GetGcExecute(); g != nil {
+		if len(g.GetWallet()) == 20 {
+			if acc := l.accounts[[20]byte(g.GetWallet())]; acc != nil && acc.GetPendingDebtMicros() > 0 {
+				next := proto.Clone(acc).(*ledgerpb.GcAccount)
+				next.ExecutedDebtMicros, next.PendingDebtMicros = next.ExecutedDebtMicros+next.PendingDebtMicros, 0
+				l.accounts[[20]byte(g.GetWallet())] = next
+			}
+			return nil
+		}
 		l.gcEpoch = max(l.gcEpoch, g.GetEpoch())
+		return nil
+	}
+	if g := e.GetGcSetLimit(); g != nil {
+		next := &ledgerpb.GcAccount{Wallet: g.GetWallet()}
+		if acc := l.accounts[[20]byte(g.GetWallet())]; acc != nil {
+			next = proto.Clone(acc).(*ledgerpb.GcAccount)
+		}
+		next.LimitMicros = g.GetLimitMicros()
+		l.accounts[[20]byte(g.GetWallet())] = next
+		return nil
+	}
+	if g := e.GetGcPay(); g != nil {
+		key := debtLog{common.BytesToHash(g.GetTxHash()), uint(g.GetLogIndex())}
+		if !l.spent[key] {
+			l.spent[key] = true
+			next := &ledgerpb.GcAccount{Wallet: g.GetWallet()}
+			if acc := l.accounts[[20]byte(g.GetWallet())]; acc != nil {
+				next = proto.Clone(acc).(*ledgerpb.GcAccount)
+			}
+			next.PaidMicros += g.GetAmountMicros()
+			l.accounts[[20]byte(g.GetWallet())] = next
+		}
 		return nil
 	}
 	if f := e.GetFinalize(); f != nil {
@@ -227,6 +292,9 @@ func startWith(t *testing.T, paid Payments, gate chan struct{}, epochs Epochs, e
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	// The leader announces its term at once: the tests start once that
+	// change is applied and no longer takes a place below the ceiling.
+	waitStats(t, p, "the term announced", func(s Stats) bool { return l.LeaderTerm() == 1 && s.ChangesInFlight == 0 })
 	return p, l
 }
 

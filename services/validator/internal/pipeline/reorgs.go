@@ -88,7 +88,7 @@ type reorgView struct {
 	retracted, current logID
 }
 
-// reorgKey names one PaymentReorg proposal.
+// reorgKey names one PaymentReorg: the key of its background change.
 type reorgKey struct {
 	id                     common.Hash
 	retracted, replacement logID
@@ -100,15 +100,15 @@ type reorgFollower struct {
 	// said then (REJECTED, or committed and marked as the index says): not
 	// read again until the index says something else of them.
 	settled map[common.Hash]reorgView
-	// proposed are entries this leader proposed, and when: proposed again
-	// only after CommitTimeout, as the sender does with batches.
-	proposed map[reorgKey]time.Time
 }
 
 // followReorgs runs on every validator; while it leads, when the payment
 // index changes (at most every parkScanInterval) and every
 // FinalizeInterval, it compares the payments a reorg took back with applied
-// state and proposes a PaymentReorg where they disagree.
+// state and hands the sender a PaymentReorg where they disagree. The sender
+// proposes it until applied state no longer disagrees (the entry is its
+// key: it is not handed over again meanwhile), ahead of queued proposals,
+// and gives it up if this node stops leading.
 func (p *Pipeline) followReorgs(ctx context.Context) {
 	src := p.retractions()
 	if src == nil {
@@ -116,7 +116,7 @@ func (p *Pipeline) followReorgs(ctx context.Context) {
 	}
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
 	defer tick.Stop()
-	f := reorgFollower{settled: map[common.Hash]reorgView{}, proposed: map[reorgKey]time.Time{}}
+	f := reorgFollower{settled: map[common.Hash]reorgView{}}
 	changed := p.payments.Changed()
 	var last time.Time
 	for {
@@ -136,12 +136,9 @@ func (p *Pipeline) followReorgs(ctx context.Context) {
 			return
 		}
 		last, changed = time.Now(), p.payments.Changed()
-		if !p.raft.IsLeader() {
-			// A later term proposes afresh what still disagrees then.
-			clear(f.proposed)
-			continue
+		if p.raft.IsLeader() {
+			p.proposeReorgs(ctx, src, &f)
 		}
-		p.proposeReorgs(ctx, src, &f)
 	}
 }
 
@@ -177,11 +174,28 @@ func (p *Pipeline) proposeReorgs(ctx context.Context, src Retractions, f *reorgF
 			continue
 		}
 		key := reorgKey{id, logOf(op.GetRetracted()), logOf(op.GetReplacement())}
-		if at, ok := f.proposed[key]; ok && now.Sub(at) < p.cfg.CommitTimeout {
+		op.AtMs = now.UnixMilli()
+		// Applied once the record no longer calls for this entry, for what
+		// the index says now: the entry's effect, or a record or an index
+		// that needs another one (the loop hands that one over). Read from
+		// state: the sender looks when Records.Changed fires, which may be
+		// before the observer has the new record in memory.
+		applied := func() (bool, error) {
+			x, retracted := src.Retracted(id)
+			if !retracted {
+				return true, nil
+			}
+			rec, ok, err := p.records.Record(id)
+			if err != nil || !ok {
+				return false, err
+			}
+			cur, paid := p.payments.Lookup(id)
+			next, _ := p.reorgOp(rec, x, cur, paid)
+			return next == nil || (reorgKey{id, logOf(next.GetRetracted()), logOf(next.GetReplacement())}) != key, nil
+		}
+		if !p.background(ctx, key, &ledgerpb.Entry{Op: &ledgerpb.Entry_PaymentReorg{PaymentReorg: op}}, applied) {
 			continue // on its way
 		}
-		f.proposed[key] = now
-		op.AtMs = now.UnixMilli()
 		msg := "a payment was taken back by a chain reorganization; recording it on the proposal"
 		if repl := op.GetReplacement(); repl != nil && logOf(repl) == logOf(op.GetRetracted()) {
 			msg = "a payment a chain reorganization took back is canonical again; recording it on the proposal"
@@ -192,12 +206,6 @@ func (p *Pipeline) proposeReorgs(ctx context.Context, src Retractions, f *reorgF
 			zap.Bool("re_mined", op.GetReplacement() != nil))
 		p.cfg.Events.Retracted(id, common.BytesToAddress(rec.GetProposal().GetWallet()), rec.GetStatus() != ledgerpb.Status_STATUS_PENDING,
 			op.GetReplacement() != nil)
-		p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_PaymentReorg{PaymentReorg: op}})
-	}
-	for key, at := range f.proposed {
-		if now.Sub(at) >= p.cfg.CommitTimeout {
-			delete(f.proposed, key)
-		}
 	}
 }
 

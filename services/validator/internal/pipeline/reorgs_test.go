@@ -118,6 +118,7 @@ func (l *machineLedger) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, 
 func (l *machineLedger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
 	return l.m.Undecided(limit)
 }
+func (l *machineLedger) Changed() <-chan struct{}                        { return l.m.Changed() }
 func (l *machineLedger) FinalizedEpoch() uint64                          { return l.m.FinalizedEpoch() }
 func (l *machineLedger) GcEpoch() uint64                                 { return l.m.GcEpoch() }
 func (l *machineLedger) LeaderTerm() uint64                              { return l.m.LeaderTerm() }

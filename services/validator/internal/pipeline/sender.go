@@ -34,6 +34,11 @@ import (
 // class in micro-batches of one wallet and organization. Which go is the
 // packer's choice: all of them while they fit, the higher classes first
 // when they do not (DECISIONS D7).
+//
+// Every other replicated change (changes.go) goes through here too: one
+// entry each, counted against MaxPendingMessages like a proposal, released
+// before the queued proposals (they are few and small, and a payment
+// reorg must reach the log before the decision it may stop).
 func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -42,17 +47,43 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Go(func() { p.announce(ctx) })
 	wg.Go(func() { p.payDebts(ctx) })
 	p.runVerifiers(ctx, &wg)
-	done := make(chan int) // a sent batch's size, once applied
+	done := make(chan int)            // a sent batch's size, once applied
+	changeDone := make(chan struct{}) // a sent change, once applied or given up
 	packing := newPacker(p.cfg.MicroBatch, p.cfg.MicroBatchBytes)
-	var batches, inflight int
-	var holding bool // backpressure as last told to Events
+	var (
+		batches  int
+		inflight int       // proposals and changes proposed and not yet applied: what MaxPendingMessages bounds
+		changes  []*change // waiting for room below the ceiling, oldest first
+		sending  int       // changes in flight
+		holding  bool      // backpressure as last told to Events
+	)
+	defer func() {
+		for _, c := range changes {
+			p.settle(c) // never sent: a loop may hand it over again
+		}
+	}()
 	for {
+		if len(changes) > 0 && inflight < p.cfg.MaxPendingMessages {
+			c := changes[0]
+			changes[0] = nil
+			changes = changes[1:]
+			inflight, sending = inflight+1, sending+1
+			p.sender.changes(len(changes), sending)
+			wg.Go(func() {
+				p.sendChange(ctx, c)
+				select {
+				case changeDone <- struct{}{}:
+				case <-ctx.Done():
+				}
+			})
+			continue
+		}
 		if items := p.seal(packing, batches, inflight); len(items) > 0 {
 			n := len(items)
 			batch := &ledgerpb.ProposalBatch{SealedAtMs: p.cfg.Now().UnixMilli(), Epoch: p.epochs.Current(), Items: items,
 				EventWindowMs: p.cfg.EventWindow.Milliseconds(), EventMax: p.cfg.EventMax}
 			batches, inflight = batches+1, inflight+n
-			p.sender.record(packing.figures(), inflight, false)
+			p.sender.record(packing.figures(), inflight-sending, false)
 			p.sender.batches.Store(int64(batches))
 			for _, it := range items {
 				if c := payment.ClassFromProto(it.GetProposal().GetTier()); c.Valid() {
@@ -71,11 +102,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		queued := packing.figures()
 		// Told between batches only: sealing a batch at the ceiling lifts
 		// backpressure for an instant, which is no change to report.
-		if on := queued.Items > 0 && inflight >= p.cfg.MaxPendingMessages; on != holding {
+		if on := (queued.Items > 0 || len(changes) > 0) && inflight >= p.cfg.MaxPendingMessages; on != holding {
 			holding = on
 			p.cfg.Events.Backpressure(on, inflight, p.cfg.MaxPendingMessages)
 		}
-		p.sender.record(queued, inflight, holding)
+		p.sender.record(queued, inflight-sending, holding)
 		var oldest int64
 		if at := packing.oldest(); !at.IsZero() {
 			oldest = at.UnixMilli()
@@ -97,6 +128,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		case n := <-done:
 			batches, inflight = batches-1, inflight-n
 			p.sender.batches.Store(int64(batches))
+		case c := <-p.changes:
+			changes = append(changes, c)
+			p.sender.changes(len(changes), sending)
+		case <-changeDone:
+			inflight, sending = inflight-1, sending-1
+			p.sender.changes(len(changes), sending)
 		case <-ctx.Done():
 			return nil // what is queued stays pending (durable intake: see DESIGN.md)
 		}
@@ -142,34 +179,8 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 	}
 	accept := func(i int) bool { return batch.Items[i].GetAccept() }
 	p.stats.batches.Add(1)
-	backoff := proposeRetryMin
-	for attempt := 0; ; attempt++ {
-		if ctx.Err() != nil {
-			return // shutting down: the batch stays pending in memory (durable intake: see DESIGN.md)
-		}
-		if attempt > 0 {
-			p.stats.reproposed.Add(1)
-		}
-		// A refused proposal (no leader during an election, apply
-		// backlog) is tried again soon: waiting CommitTimeout for it would
-		// hold every proposal queued behind this batch.
-		if err := p.raft.Propose(ctx, data); err != nil {
-			if ctx.Err() == nil {
-				p.log.Debug("propose refused; trying again", zap.Error(err), zap.Duration("in", backoff))
-				p.sender.refused.Store(&refusal{at: p.cfg.Now(), reason: err.Error()})
-			}
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-			}
-			backoff = min(2*backoff, proposeRetryMax)
-			continue
-		}
-		backoff = proposeRetryMin
-		if p.awaitApplied(ctx, ids, accept) {
-			break
-		}
-		p.log.Warn("batch not applied in time; proposing it again", zap.Int("proposals", len(ids)), zap.Int("attempt", attempt+1))
+	if !p.deliver(ctx, data, nil, func() bool { return p.awaitApplied(ctx, ids, accept) }) {
+		return // shutting down: the batch stays pending in memory (durable intake: see DESIGN.md)
 	}
 	p.mu.Lock()
 	for i, id := range ids {
@@ -181,6 +192,54 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 	for i := range ids {
 		if !accept(i) {
 			p.stats.applied.Add(1)
+		}
+	}
+}
+
+// deliver proposes one entry until await reports it applied, and reports
+// whether it was: the retry policy of every entry the sender proposes.
+//
+// A refusal (no leader during an election, an apply backlog) is tried again
+// after proposeRetryMin, doubling up to proposeRetryMax: waiting
+// CommitTimeout for it would hold everything queued behind. An entry raft
+// took (Propose nil: "maybe") that await does not see applied within
+// CommitTimeout is proposed again, the same bytes: raft may lose an entry
+// in a leader change, and apply ignores a repeat. c is the change being
+// delivered, nil for a batch; deliver gives up when ctx ends or the change
+// is no longer wanted (p.wanted), and looks whether applied state holds a
+// change (or no longer needs it) before proposing it again.
+func (p *Pipeline) deliver(ctx context.Context, data []byte, c *change, await func() bool) bool {
+	backoff := proposeRetryMin
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil || (c != nil && !p.wanted(c)) {
+			return false
+		}
+		if attempt > 0 {
+			if c != nil && p.holds(c) {
+				return true
+			}
+			p.stats.reproposed.Add(1)
+		}
+		if err := p.raft.Propose(ctx, data); err != nil {
+			if ctx.Err() == nil {
+				p.log.Debug("propose refused; trying again", zap.Error(err), zap.Duration("in", backoff), zap.String("entry", entryName(c)))
+				if c == nil { // the release governor reports what holds proposals back
+					p.sender.refused.Store(&refusal{at: p.cfg.Now(), reason: err.Error()})
+				}
+			}
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(2*backoff, proposeRetryMax)
+			continue
+		}
+		backoff = proposeRetryMin
+		if await() {
+			return true
+		}
+		if ctx.Err() == nil {
+			p.log.Warn("entry not applied in time; proposing it again", zap.String("entry", entryName(c)), zap.Int("attempt", attempt+1))
 		}
 	}
 }
@@ -216,11 +275,11 @@ func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept f
 	return true
 }
 
-// finalize runs on every validator; while it leads, it proposes the
+// finalize runs on every validator; while it leads, it hands the sender the
 // entries its epoch source calls for: FinalizeEpochs whenever the source's
 // finalized epoch has passed the applied state's, and the per-epoch GC debt
-// job (GcExecute) once per epoch. A repeat (the entry is still on its way)
-// is a no-op in apply, and a dropped one is proposed again at the next look.
+// job (GcExecute) once per epoch. The sender proposes each until applied
+// state holds it; while it is on its way, the next looks hand over nothing.
 func (p *Pipeline) finalize(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
 	defer tick.Stop()
@@ -234,41 +293,39 @@ func (p *Pipeline) finalize(ctx context.Context) {
 			continue
 		}
 		if epoch := p.epochs.Finalized(); epoch > p.records.FinalizedEpoch() {
-			p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{
+			p.background(ctx, finalizeKey(epoch), &ledgerpb.Entry{Op: &ledgerpb.Entry_Finalize{Finalize: &ledgerpb.FinalizeEpochs{
 				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
-			}}})
+			}}}, func() (bool, error) { return p.records.FinalizedEpoch() >= epoch, nil })
 		}
 		if epoch := p.epochs.Current(); epoch > p.records.GcEpoch() {
-			p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{
+			p.background(ctx, gcJobKey(epoch), &ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{
 				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
-			}}})
+			}}}, func() (bool, error) { return p.records.GcEpoch() >= epoch, nil })
 		}
 	}
 }
 
+// Keys of the background changes of finalize and announce (see change.key).
+type (
+	finalizeKey uint64 // FinalizeEpochs of an epoch
+	gcJobKey    uint64 // the per-epoch GC debt job of an epoch
+	announceKey uint64 // LeaderElected of a term
+)
+
 // announce runs on every validator; when it leads a term that the applied
-// state holds no announcement of, it proposes LeaderElected for it, at once
-// when it becomes leader (the consensus leader event). Raft may lose a
-// proposal, so the announcement is proposed again after CommitTimeout while
-// the state does not hold it; apply takes only the first of a term.
+// state holds no announcement of, it hands the sender LeaderElected for it,
+// at once when it becomes leader (the consensus leader event). The sender
+// proposes it again after CommitTimeout while the state does not hold it
+// (raft may lose a proposal); apply takes only the first of a term.
 func (p *Pipeline) announce(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
 	defer tick.Stop()
-	var (
-		proposed   uint64    // the term last proposed
-		proposedAt time.Time // and when
-	)
 	for {
 		changed := p.raft.LeaderChanged()
 		if node, term, ok := p.raft.Leading(); ok && term > p.records.LeaderTerm() {
-			now := p.cfg.Now()
-			if term != proposed || now.Sub(proposedAt) >= p.cfg.CommitTimeout {
-				if p.proposeOp(ctx, &ledgerpb.Entry{Op: &ledgerpb.Entry_LeaderElected{LeaderElected: &ledgerpb.LeaderElected{
-					NodeId: node, Term: term, AtMs: now.UnixMilli(),
-				}}}) {
-					proposed, proposedAt = term, now
-				}
-			}
+			p.background(ctx, announceKey(term), &ledgerpb.Entry{Op: &ledgerpb.Entry_LeaderElected{LeaderElected: &ledgerpb.LeaderElected{
+				NodeId: node, Term: term, AtMs: p.cfg.Now().UnixMilli(),
+			}}}, func() (bool, error) { return p.records.LeaderTerm() >= term, nil })
 		}
 		select {
 		case <-changed:
@@ -277,21 +334,4 @@ func (p *Pipeline) announce(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// proposeOp proposes a one-op entry, logging a failure, and reports whether
-// raft took it: the caller looks again later either way.
-func (p *Pipeline) proposeOp(ctx context.Context, ent *ledgerpb.Entry) bool {
-	data, err := proto.Marshal(ent)
-	if err != nil { // cannot happen for a well-formed message
-		p.log.Error("marshalling an entry", zap.Error(err))
-		return false
-	}
-	if err := p.raft.Propose(ctx, data); err != nil {
-		if ctx.Err() == nil {
-			p.log.Warn("proposing an entry failed", zap.Error(err))
-		}
-		return false
-	}
-	return true
 }

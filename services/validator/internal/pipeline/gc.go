@@ -1,4 +1,4 @@
-package app
+package pipeline
 
 import (
 	"context"
@@ -8,43 +8,44 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/payment"
-	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // gcTimeout bounds how long a GC account change waits to be applied.
 const gcTimeout = 10 * time.Second
 
-// gcView changes GC debt accounts through raft and waits until the change
-// is applied (the API's GC).
-type gcView struct {
-	node    *consensus.Node
-	machine *state.Machine
-	// debts are the observed DebtPaid logs, nil in MOCK mode; paid must
-	// match them (the configured chain and contract).
-	debts debtIndex
-	paid  payment.DebtExpectation // Wallet is set per call
-	// now dates the entries (their events' timestamp): this validator
-	// proposes them, as a leader dates what it proposes.
-	now func() time.Time
+// GC is the GC debt accounts (DECISIONS D9) as the API sees them: reads
+// from applied state, and changes that go through the sender (Run) as
+// route changes and return once applied. It implements the API's GC.
+type GC struct {
+	p *Pipeline
+	// debts are the observed DebtPaid logs, nil in MOCK mode; PayTx uses
+	// those that pay the pipeline's chain and contract.
+	debts DebtIndex
 }
 
-// debtIndex finds the DebtPaid logs observed in a transaction
+// DebtIndex finds the DebtPaid logs observed in a transaction
 // (payments.Index).
-type debtIndex interface {
+type DebtIndex interface {
 	DebtsByTx(tx common.Hash) []payment.DebtPaid
+}
+
+// NewGC returns the GC accounts of p; debts is nil when no chain is
+// followed (MOCK mode). The entries are dated by p's clock and paid to p's
+// chain and contract (Config).
+func NewGC(p *Pipeline, debts DebtIndex) *GC {
+	return &GC{p: p, debts: debts}
 }
 
 // Account renders the wallet's account with the state machine's rules
 // (its effective limit, whether its writes are blocked).
-func (g gcView) Account(wallet common.Address) (api.GcAccount, error) {
-	acc, err := g.machine.Account(wallet)
+func (g *GC) Account(wallet common.Address) (api.GcAccount, error) {
+	acc, err := g.p.records.Account(wallet)
 	if err != nil {
 		return api.GcAccount{}, err
 	}
@@ -58,63 +59,66 @@ func (g gcView) Account(wallet common.Address) (api.GcAccount, error) {
 	}, nil
 }
 
-func (g gcView) ExecutePending(ctx context.Context, wallet common.Address) error {
-	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Wallet: wallet[:], AtMs: g.now().UnixMilli()}}}},
-		func() (bool, error) {
-			acc, err := g.machine.Account(wallet)
+// ExecutePending moves the wallet's pending debt to executed debt now.
+func (g *GC) ExecutePending(ctx context.Context, wallet common.Address) error {
+	return g.change(ctx, routeChange{
+		entry: &ledgerpb.Entry{Op: &ledgerpb.Entry_GcExecute{GcExecute: &ledgerpb.GcExecute{Wallet: wallet[:], AtMs: g.now()}}},
+		applied: func() (bool, error) {
+			acc, err := g.p.records.Account(wallet)
 			return acc.GetPendingDebtMicros() == 0, err
-		})
+		},
+	})
 }
 
-func (g gcView) SetLimit(ctx context.Context, wallet common.Address, micros uint64) error {
-	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: wallet[:], LimitMicros: micros, AtMs: g.now().UnixMilli()}}}},
-		func() (bool, error) {
-			acc, err := g.machine.Account(wallet)
+// SetLimit sets the wallet's executed-debt limit (0: the default).
+func (g *GC) SetLimit(ctx context.Context, wallet common.Address, micros uint64) error {
+	return g.change(ctx, routeChange{
+		entry: &ledgerpb.Entry{Op: &ledgerpb.Entry_GcSetLimit{GcSetLimit: &ledgerpb.GcSetLimit{Wallet: wallet[:], LimitMicros: micros, AtMs: g.now()}}},
+		applied: func() (bool, error) {
+			acc, err := g.p.records.Account(wallet)
 			return acc != nil && acc.GetLimitMicros() == micros, err
-		})
+		},
+	})
 }
 
 // Pay pays without a chain transaction (MOCK mode). The entry still carries
 // a random transaction id, so that proposing it again after a timeout can
 // never pay twice.
-func (g gcView) Pay(ctx context.Context, wallet common.Address, micros uint64) error {
+func (g *GC) Pay(ctx context.Context, wallet common.Address, micros uint64) error {
 	var tx [32]byte
 	if _, err := rand.Read(tx[:]); err != nil {
 		return err
 	}
-	return g.change(ctx, []*ledgerpb.Entry{{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: wallet[:], AmountMicros: micros, TxHash: tx[:], AtMs: g.now().UnixMilli()}}}},
-		func() (bool, error) { return g.machine.DebtTxSpent(tx, 0) })
+	return g.change(ctx, routeChange{
+		entry:   &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: &ledgerpb.GcPay{Wallet: wallet[:], AmountMicros: micros, TxHash: tx[:], AtMs: g.now()}}},
+		applied: func() (bool, error) { return g.p.records.DebtTxSpent(tx, 0) },
+	})
 }
 
 // PayTx pays the wallet's debt with the DebtPaid logs of transaction tx that
 // the payment index observed (DECISIONS D9): one GcPay per log not spent
-// yet, through raft, waiting until they are applied. The leader's own loop
-// (pipeline.payDebts) may propose the same logs; apply spends each once.
-func (g gcView) PayTx(ctx context.Context, wallet common.Address, tx common.Hash) error {
+// yet, waiting until they are applied. The leader's own loop (payDebts) may
+// propose the same logs; apply spends each once.
+func (g *GC) PayTx(ctx context.Context, wallet common.Address, tx common.Hash) error {
 	if g.debts == nil {
 		return apierror.New(apierror.PaymentNotFound, "this validator follows no chain (MOCK mode): pay with ?amount=")
 	}
-	want := g.paid
-	want.Wallet = wallet
-	due, err := debtsToPay(tx, g.debts.DebtsByTx(tx), want, g.machine.DebtTxSpent)
+	due, err := debtsToPay(tx, g.debts.DebtsByTx(tx), payment.DebtExpectation{ChainID: g.p.cfg.ChainID, Contract: g.p.cfg.Contract, Wallet: wallet},
+		g.p.records.DebtTxSpent)
 	if err != nil || len(due) == 0 {
 		return err // nothing due: spent already, the account is the answer
 	}
-	ents := make([]*ledgerpb.Entry, len(due))
-	at := g.now().UnixMilli()
+	changes := make([]routeChange, len(due))
+	at := g.now()
 	for i, d := range due {
 		pay := d.GcPay()
 		pay.AtMs = at
-		ents[i] = &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}}
-	}
-	return g.change(ctx, ents, func() (bool, error) {
-		for _, d := range due {
-			if spent, err := g.machine.DebtTxSpent(d.TxHash, uint32(d.LogIndex)); err != nil || !spent {
-				return false, err
-			}
+		changes[i] = routeChange{
+			entry:   &ledgerpb.Entry{Op: &ledgerpb.Entry_GcPay{GcPay: pay}},
+			applied: func() (bool, error) { return g.p.records.DebtTxSpent(d.TxHash, uint32(d.LogIndex)) },
 		}
-		return true, nil
-	})
+	}
+	return g.change(ctx, changes...)
 }
 
 // debtsToPay picks, of the logs observed in transaction tx, those that pay
@@ -156,45 +160,20 @@ func debtsToPay(tx common.Hash, logs []payment.DebtPaid, want payment.DebtExpect
 	return due, nil
 }
 
-// change proposes ents and waits until applied() holds, proposing them
-// again every second while it does not (a proposal may be dropped by a
-// leader change; each change is idempotent).
-func (g gcView) change(ctx context.Context, ents []*ledgerpb.Entry, applied func() (bool, error)) error {
-	data := make([][]byte, len(ents))
-	for i, ent := range ents {
-		var err error
-		if data[i], err = proto.Marshal(ent); err != nil {
-			return err
-		}
-	}
+// change hands the route's changes to the sender and waits, at most
+// gcTimeout, until they are applied.
+func (g *GC) change(ctx context.Context, changes ...routeChange) error {
 	ctx, cancel := context.WithTimeout(ctx, gcTimeout)
 	defer cancel()
-	propose := func() error {
-		for _, d := range data {
-			if err := g.node.Propose(ctx, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	retry := time.NewTicker(time.Second)
-	defer retry.Stop()
-	for first := true; ; first = false {
-		changed := g.machine.Changed()
-		if first {
-			if err := propose(); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("proposing the GC account change: %w", err)
-			}
-		}
-		if ok, err := applied(); err != nil || ok {
-			return err
-		}
-		select {
-		case <-changed:
-		case <-retry.C:
-			_ = propose()
-		case <-ctx.Done():
+	if err := g.p.await(ctx, changes...); err != nil {
+		if ctx.Err() != nil {
 			return apierror.New(apierror.Timeout, "the change was not applied within %s; it may still be, check the account and retry", gcTimeout)
 		}
+		return fmt.Errorf("proposing the GC account change: %w", err)
 	}
+	return nil
 }
+
+// now dates an entry (its events' timestamp): this validator proposes it,
+// as a leader dates what it proposes.
+func (g *GC) now() int64 { return g.p.cfg.Now().UnixMilli() }
