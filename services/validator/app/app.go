@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if cfg.RatePerWallet > 0 {
 		pcfg.WalletLimiter = rate.NewLimiter(cfg.RatePerWallet)
 	}
-	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), node, stateView{machine}, paySrc, clock)
+	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), node, machine, paySrc, clock)
 	if err != nil {
 		return err
 	}
@@ -221,10 +221,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	defer closeGateway()
 	hub := events.NewHub(machine, events.Config{MaxPerIP: cfg.EventsStreamPerIP, Rate: cfg.EventsStreamRate,
 		Queue: cfg.EventsStreamQueue, KeepAlive: cfg.EventsKeepAlive}, log.Named("events"))
-	deps := httpapi.Deps{Proposals: proposals, Content: stateView{machine}, Cluster: clusterView, GC: gc,
+	deps := httpapi.Deps{Proposals: proposals, Content: machine, Cluster: clusterView, GC: gc,
 		NATS: natsClients(nc, publishing), Probes: probes(db, machine, node, peers, follower, chainStatus, gateway),
 		EventStreams: hub, EventPublisher: publishing, OpsEvents: opsEvents,
-		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: stateView{machine},
+		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: machine,
 			Index: index, Chain: chainStatus, Now: now}),
 		Settings: describeSettings(cfg), Tunables: tunables()}
 	if chainStatus != nil { // a nil pointer in an interface would not be nil

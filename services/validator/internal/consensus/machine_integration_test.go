@@ -71,7 +71,7 @@ func TestProposeAndWaitThroughRaft(t *testing.T) {
 	if rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
 		t.Fatalf("record = %v", rec)
 	}
-	if n, err := m.Node(p.GetPath()); err != nil || n.GetRevision() != 1 {
+	if n, _, err := m.Node(p.GetPath()); err != nil || n.GetRevision() != 1 {
 		t.Fatalf("node = %v, %v", n, err)
 	}
 	// The same id again is a no-op: propose it, then a marker behind it in
@@ -87,10 +87,10 @@ func TestProposeAndWaitThroughRaft(t *testing.T) {
 		SealedAtMs: 2, Items: []*ledgerpb.BatchItem{{Proposal: marker}},
 	}}})
 	proposeAndWait(t, node, m, markerID, markerData)
-	if n, _ := m.Node(p.GetPath()); n.GetRevision() != 1 {
+	if n, _, _ := m.Node(p.GetPath()); n.GetRevision() != 1 {
 		t.Fatalf("a re-proposed id wrote revision %d", n.GetRevision())
 	}
-	if again, _ := m.Proposal(id); again.GetCommitIndex() != rec.GetCommitIndex() {
+	if again, _, _ := m.Record(id); again.GetCommitIndex() != rec.GetCommitIndex() {
 		t.Fatalf("a re-proposed id moved its record from %d to %d", rec.GetCommitIndex(), again.GetCommitIndex())
 	}
 	hash, applied := m.StateHash(), m.AppliedIndex()
@@ -140,7 +140,7 @@ func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		changed := m.Changed()
-		if rec, err := m.Proposal(id); err == nil {
+		if rec, ok, _ := m.Record(id); ok {
 			return rec
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -156,7 +156,7 @@ func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32
 			select {
 			case <-changed:
 				changed = m.Changed()
-				if rec, err := m.Proposal(id); err == nil {
+				if rec, ok, _ := m.Record(id); ok {
 					return rec
 				}
 			case <-timeout:
@@ -382,9 +382,9 @@ func TestFollowerCatchesUpThroughSnapshot(t *testing.T) {
 	ref := machines[leader()]
 	for _, n := range []int{0, 60, 124} {
 		p := proposal.ContentPath("ledger", wallet, "default", fmt.Sprintf("notes/n%d/nested", n))
-		a, errA := ref.Node(p)
-		b, errB := machines[lag].Node(p)
-		if errA != nil || errB != nil || !proto.Equal(a, b) {
+		a, okA, errA := ref.Node(p)
+		b, okB, errB := machines[lag].Node(p)
+		if errA != nil || errB != nil || !okA || !okB || !proto.Equal(a, b) {
 			t.Fatalf("node %s: %v / %v", p, errA, errB)
 		}
 	}

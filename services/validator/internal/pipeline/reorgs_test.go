@@ -108,11 +108,7 @@ func decides(b *ledgerpb.ProposalBatch) bool {
 }
 
 func (l *machineLedger) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) {
-	rec, err := l.m.Proposal(id)
-	if errors.Is(err, state.ErrNotFound) {
-		return nil, false, nil
-	}
-	return rec, err == nil, err
+	return l.m.Record(id)
 }
 
 func (l *machineLedger) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {

@@ -115,9 +115,9 @@ func (l *ledger) apply(items ...*ledgerpb.BatchItem) uint64 {
 // node is the live node at sub of wallet, and its stored size.
 func (l *ledger) node(wallet common.Address, sub string) (*ledgerpb.Node, uint64) {
 	l.t.Helper()
-	n, err := l.machine.Node(contentPath(wallet, sub))
-	if err != nil || n == nil {
-		l.t.Fatalf("node %s: %v", sub, err)
+	n, ok, err := l.machine.Node(contentPath(wallet, sub))
+	if err != nil || !ok {
+		l.t.Fatalf("node %s: %v, %v", sub, ok, err)
 	}
 	return n, uint64(proto.Size(n))
 }

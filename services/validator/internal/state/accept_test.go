@@ -24,7 +24,7 @@ func TestAcceptThenDecide(t *testing.T) {
 	if rec := mustRecord(t, m, 1); rec.GetStatus() != ledgerpb.Status_STATUS_PENDING {
 		t.Fatalf("after accept: %v", rec.GetStatus())
 	}
-	if _, err := m.Node(path(wallet, "page/a")); err == nil {
+	if _, ok, _ := m.Node(path(wallet, "page/a")); ok {
 		t.Fatal("an accepted proposal wrote content before its decision")
 	}
 	undecided, err := m.Undecided(10)

@@ -64,7 +64,7 @@ func TestGcDebt(t *testing.T) {
 	if rec := mustRecord(t, m, 6); rec.GetStatus() != ledgerpb.Status_STATUS_REJECTED || rec.GetReason() != ReasonWriteBlocked {
 		t.Fatalf("a blocked wallet's write: %v", rec)
 	}
-	if n, _ := m.Node(path(alice, "c")); n != nil {
+	if _, ok, _ := m.Node(path(alice, "c")); ok {
 		t.Fatal("a blocked write wrote its node")
 	}
 

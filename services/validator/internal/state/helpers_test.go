@@ -180,18 +180,18 @@ func values(entries []*Entry) []Entry {
 
 func mustNode(t testing.TB, m *Machine, p string) *ledgerpb.Node {
 	t.Helper()
-	n, err := m.Node(p)
-	if err != nil {
-		t.Fatalf("Node(%s): %v", p, err)
+	n, ok, err := m.Node(p)
+	if err != nil || !ok {
+		t.Fatalf("Node(%s): %v, %v", p, ok, err)
 	}
 	return n
 }
 
 func mustRecord(t testing.TB, m *Machine, n int) *ledgerpb.ProposalRecord {
 	t.Helper()
-	rec, err := m.Proposal([32]byte(pid(n)))
-	if err != nil {
-		t.Fatalf("Proposal(%d): %v", n, err)
+	rec, ok, err := m.Record(common.Hash(pid(n)))
+	if err != nil || !ok {
+		t.Fatalf("Record(%d): %v, %v", n, ok, err)
 	}
 	return rec
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -23,8 +24,6 @@ import (
 
 // Errors.
 var (
-	// ErrNotFound is returned by the reads when nothing is stored there.
-	ErrNotFound = errors.New("state: not found")
 	// ErrIndexGap is returned by Apply when an entry does not follow the
 	// applied index: entries were lost between raft and the state machine.
 	ErrIndexGap = errors.New("state: entry does not follow the applied index")
@@ -392,16 +391,10 @@ func (m *Machine) Changed() <-chan struct{} {
 	return m.changed
 }
 
-// Node returns the content node at path, or ErrNotFound.
-func (m *Machine) Node(path string) (*ledgerpb.Node, error) {
+// Node returns the content node at path; ok is false when there is none.
+func (m *Machine) Node(path string) (node *ledgerpb.Node, ok bool, err error) {
 	n, err := getNode(m.db.Pebble(), path)
-	if err != nil {
-		return nil, err
-	}
-	if n == nil {
-		return nil, ErrNotFound
-	}
-	return n, nil
+	return n, n != nil, err
 }
 
 // Children returns the names of the direct children of path in byte order,
@@ -455,16 +448,11 @@ func skipKey(prefix []byte, name string) []byte {
 	return append(k, storage.PathSeparator+1)
 }
 
-// Proposal returns the record of a proposal id, or ErrNotFound.
-func (m *Machine) Proposal(id [32]byte) (*ledgerpb.ProposalRecord, error) {
-	rec, err := getRecord(m.db.Pebble(), id[:])
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		return nil, ErrNotFound
-	}
-	return rec, nil
+// Record returns the record of a proposal id; ok is false when there is
+// none.
+func (m *Machine) Record(id common.Hash) (rec *ledgerpb.ProposalRecord, ok bool, err error) {
+	rec, err = getRecord(m.db.Pebble(), id[:])
+	return rec, rec != nil, err
 }
 
 // EventsSince returns the events with id > afterID in id order, at most
@@ -490,14 +478,11 @@ func (m *Machine) EventsSince(afterID uint64, limit int) ([]*ledgerpb.Event, err
 	return out, it.Error()
 }
 
-// Segment returns the segment of raft index, or ErrNotFound (entries that
-// changed nothing have none).
-func (m *Machine) Segment(index uint64) (*ledgerpb.Segment, error) {
-	seg, err := getMessage[*ledgerpb.Segment](m.db.Pebble(), storage.SegmentKey(index), fmt.Sprintf("segment %d", index))
-	if err == nil && seg == nil {
-		return nil, ErrNotFound
-	}
-	return seg, err
+// Segment returns the segment of raft index; ok is false when there is
+// none (entries that changed nothing have none).
+func (m *Machine) Segment(index uint64) (seg *ledgerpb.Segment, ok bool, err error) {
+	seg, err = getMessage[*ledgerpb.Segment](m.db.Pebble(), storage.SegmentKey(index), fmt.Sprintf("segment %d", index))
+	return seg, seg != nil, err
 }
 
 // SegmentsFrom calls fn with the raft index, the stored bytes and the hash
@@ -556,9 +541,12 @@ func (m *Machine) Undecided(limit int) ([]*ledgerpb.ProposalRecord, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: undecided key %x", ErrCorruptState, it.Key())
 		}
-		rec, err := m.Proposal(id)
+		rec, ok, err := m.Record(id)
 		if err != nil {
 			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: undecided proposal %x has no record", ErrCorruptState, id)
 		}
 		out = append(out, rec)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"google.golang.org/protobuf/proto"
 
@@ -70,9 +71,9 @@ func TestApplyWrite(t *testing.T) {
 		t.Errorf("LastEventID = %d", m.LastEventID())
 	}
 
-	seg, err := m.Segment(3)
-	if err != nil {
-		t.Fatal(err)
+	seg, ok, err := m.Segment(3)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
 	}
 	if seg.GetIndex() != 3 || seg.GetTerm() != 1 || seg.GetEpoch() != 1000 || seg.GetGeneration() != 0 ||
 		!bytes.Equal(seg.GetPrevHash(), make([]byte, 32)) || len(seg.GetProposalIds()) != 1 || len(seg.GetOps()) != 3 {
@@ -84,18 +85,18 @@ func TestApplyWrite(t *testing.T) {
 		}
 	}
 	for _, idx := range []uint64{1, 2} {
-		if _, err := m.Segment(idx); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Segment(%d) = %v, want ErrNotFound (nothing changed)", idx, err)
+		if _, ok, err := m.Segment(idx); ok || err != nil {
+			t.Errorf("Segment(%d) = %v, %v, want none (nothing changed)", idx, ok, err)
 		}
 	}
 	if m.AppliedIndex() != 3 {
 		t.Errorf("AppliedIndex = %d", m.AppliedIndex())
 	}
-	if _, err := m.Node(base + "/missing"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Node(missing) = %v, want ErrNotFound", err)
+	if _, ok, err := m.Node(base + "/missing"); ok || err != nil {
+		t.Errorf("Node(missing) = %v, %v, want none", ok, err)
 	}
-	if _, err := m.Proposal([32]byte(pid(99))); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Proposal(unknown) = %v, want ErrNotFound", err)
+	if _, ok, err := m.Record(common.Hash(pid(99))); ok || err != nil {
+		t.Errorf("Record(unknown) = %v, %v, want none", ok, err)
 	}
 }
 
@@ -180,14 +181,14 @@ func TestRejectionsAndDuplicates(t *testing.T) {
 		}
 	}
 	for _, p := range []string{path(alice, "x/rejected"), path(alice, "x/badjson"), path(bob, "x/outside")} {
-		if _, err := m.Node(p); !errors.Is(err, ErrNotFound) {
+		if _, ok, err := m.Node(p); ok || err != nil {
 			t.Errorf("rejected proposal wrote %s", p)
 		}
 	}
-	if _, err := m.Proposal([32]byte(pid(8))); !errors.Is(err, ErrNotFound) {
+	if _, ok, err := m.Record(common.Hash(pid(8))); ok || err != nil {
 		t.Error("an item without a valid id was recorded")
 	}
-	seg, _ := m.Segment(1)
+	seg, _, _ := m.Segment(1)
 	if len(seg.GetProposalIds()) != 9 || len(seg.GetOps()) != 2 { // x/ok and x/fine
 		t.Fatalf("segment = %d ids, %d ops", len(seg.GetProposalIds()), len(seg.GetOps()))
 	}
@@ -209,7 +210,7 @@ func TestRejectionsAndDuplicates(t *testing.T) {
 	if rec := mustRecord(t, m, 3); rec.GetReason() != "invalid_field" {
 		t.Errorf("duplicate id changed a rejected record: %v", rec)
 	}
-	if _, err := m.Segment(e.Index); !errors.Is(err, ErrNotFound) {
+	if _, ok, err := m.Segment(e.Index); ok || err != nil {
 		t.Error("an entry of duplicates produced a segment")
 	}
 	if m.StateHash() == before || m.AppliedIndex() != 2 {
@@ -220,7 +221,7 @@ func TestRejectionsAndDuplicates(t *testing.T) {
 	}
 	// Within one entry the second occurrence of an id is the duplicate.
 	mustApply(t, m, l.batch(300, writeItem(9, alice, "y/first", `{}`), writeItem(9, alice, "y/second", `{}`)))
-	if _, err := m.Node(path(alice, "y/second")); !errors.Is(err, ErrNotFound) {
+	if _, ok, err := m.Node(path(alice, "y/second")); ok || err != nil {
 		t.Error("the second use of an id in one batch was applied")
 	}
 }
@@ -248,17 +249,17 @@ func TestReplaceSemantics(t *testing.T) {
 		t.Errorf("doc/a = %v", n)
 	}
 	// Created by proposal 1's nested object, gone from the new message: deleted.
-	if _, err := m.Node(base + "/a/inner"); !errors.Is(err, ErrNotFound) {
+	if _, ok, err := m.Node(base + "/a/inner"); ok || err != nil {
 		t.Error("doc/a/inner survived the replace")
 	}
 	// Rewritten by proposal 3 and written by proposal 2: not the old
 	// revision's children any more, kept.
 	for _, p := range []string{base + "/b", base + "/own"} {
-		if _, err := m.Node(p); err != nil {
+		if _, ok, err := m.Node(p); !ok || err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
-	seg, _ := m.Segment(e.Index)
+	seg, _, _ := m.Segment(e.Index)
 	var ops []string
 	for _, op := range seg.GetOps() {
 		if d := op.GetDeletePath(); d != "" {
@@ -275,7 +276,7 @@ func TestReplaceSemantics(t *testing.T) {
 	// children (the next replace expands it again); the others' messages
 	// live in their nodes alone.
 	for n, want := range map[int]bool{1: true, 2: false, 3: false, 4: true} {
-		rec, err := m.Proposal([32]byte(pid(n)))
+		rec, _, err := m.Record(common.Hash(pid(n)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,12 +305,12 @@ func TestDeleteSubtree(t *testing.T) {
 	e := l.batch(4, deleteItem(6, alice, "tree"))
 	mustApply(t, m, e)
 	for _, p := range []string{"", "/a", "/a/b", "/a/b/c", "/z"} {
-		if _, err := m.Node(base + p); !errors.Is(err, ErrNotFound) {
+		if _, ok, err := m.Node(base + p); ok || err != nil {
 			t.Errorf("tree%s survived the delete", p)
 		}
 	}
 	for _, p := range []string{"tree-x", "tree.y", "treez"} {
-		if _, err := m.Node(path(alice, p)); err != nil {
+		if _, ok, err := m.Node(path(alice, p)); !ok || err != nil {
 			t.Errorf("sibling %s: %v", p, err)
 		}
 	}
@@ -317,7 +318,7 @@ func TestDeleteSubtree(t *testing.T) {
 	if rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED || rec.GetCommittedAtMs() != 4 {
 		t.Errorf("delete record = %v", rec)
 	}
-	seg, _ := m.Segment(e.Index)
+	seg, _, _ := m.Segment(e.Index)
 	var deleted []string
 	for _, op := range seg.GetOps() {
 		deleted = append(deleted, op.GetDeletePath()[len(base):])

@@ -137,7 +137,7 @@ func TestPaymentReorgStopsPendingDecision(t *testing.T) {
 		rec.GetPaymentOrphaned() != nil {
 		t.Errorf("decided on the re-mined log: %v", rec)
 	}
-	if _, err := m.Node(path(alice, "nb")); err == nil {
+	if _, ok, _ := m.Node(path(alice, "nb")); ok {
 		t.Error("the rejected proposal wrote its node")
 	}
 
@@ -205,7 +205,7 @@ func TestPaymentReorgRestoresReadoptedLog(t *testing.T) {
 		rec.GetPaymentOrphaned() != nil {
 		t.Fatalf("decided on a restored payment: %v", rec)
 	}
-	if _, err := m.Node(path(alice, "q")); err != nil {
+	if _, ok, err := m.Node(path(alice, "q")); !ok || err != nil {
 		t.Fatalf("the committed proposal's node: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -99,18 +100,18 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 
 	// The reads agree.
 	for _, p := range []string{path(alice, "a"), path(alice, "a/x"), path(alice, "img")} {
-		a, errA := src.Node(p)
-		b, errB := dst.Node(p)
-		if errA != nil || errB != nil || a.String() != b.String() {
+		a, okA, errA := src.Node(p)
+		b, okB, errB := dst.Node(p)
+		if errA != nil || errB != nil || !okA || !okB || a.String() != b.String() {
 			t.Fatalf("Node(%s): %v, %v", p, errA, errB)
 		}
 	}
-	if _, err := dst.Node(path(bob, "b")); !errors.Is(err, ErrNotFound) {
+	if _, ok, err := dst.Node(path(bob, "b")); ok || err != nil {
 		t.Fatal("a deleted node came back with the snapshot")
 	}
 	for _, id := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9} {
-		a, _ := src.Proposal([32]byte(pid(id)))
-		b, _ := dst.Proposal([32]byte(pid(id)))
+		a, _, _ := src.Record(common.Hash(pid(id)))
+		b, _, _ := dst.Record(common.Hash(pid(id)))
 		if a.String() != b.String() {
 			t.Fatalf("record %d differs", id)
 		}
@@ -158,7 +159,7 @@ func TestRestoreReplacesExistingState(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameState(t, dst, src)
-	if _, err := dst.Node(path(bob, "stale")); !errors.Is(err, ErrNotFound) {
+	if _, ok, err := dst.Node(path(bob, "stale")); ok || err != nil {
 		t.Fatal("a key from before the restore survived it")
 	}
 
