@@ -197,7 +197,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	clusterView := cluster.NewView(cluster.ViewConfig{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, StartedAt: now(),
 		Node: node, State: machine, Epochs: clock, Peers: peers, Membership: members, Leadership: leadership,
 		AppliedRate: appliedRate, Reproposed: func() uint64 { return pipe.Stats().Reproposed }})
-	proposals := proposalsView{Pipeline: pipe, ingress: rate.NewMeter(10), commits: rate.NewMeter(10)}
 	apiCfg := httpapi.Config{
 		NodeID:     cfg.NodeID,
 		DataDir:    cfg.DataDir,
@@ -221,7 +220,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	defer closeGateway()
 	hub := events.NewHub(machine, events.Config{MaxPerIP: cfg.EventsStreamPerIP, Rate: cfg.EventsStreamRate,
 		Queue: cfg.EventsStreamQueue, KeepAlive: cfg.EventsKeepAlive}, log.Named("events"))
-	deps := httpapi.Deps{Proposals: proposals, Content: machine, Cluster: clusterView, GC: gc,
+	deps := httpapi.Deps{Proposals: pipe, Content: machine, Cluster: clusterView, GC: gc,
 		NATS: natsClients(nc, publishing), Probes: probes(db, machine, node, peers, follower, chainStatus, gateway),
 		EventStreams: hub, EventPublisher: publishing, OpsEvents: opsEvents,
 		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: machine,
@@ -275,8 +274,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	bg.Go(func() { leadership.Run(ctx) })
 	bg.Go(func() { members.Run(ctx) })
 	bg.Go(func() { appliedRate.Run(ctx, time.Second, machine.AppliedIndex) })
-	bg.Go(func() { proposals.ingress.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Accepted }) })
-	bg.Go(func() { proposals.commits.Run(ctx, time.Second, func() uint64 { return pipe.Stats().Applied }) })
 	bg.Go(func() { errc <- pipe.Run(ctx) })
 	bg.Go(func() { hub.Run(ctx) })
 	bg.Go(func() { opsevents.NewCounterWatch(opsEvents, peers.Stats, db.WriteStalls).Run(ctx, time.Second) })

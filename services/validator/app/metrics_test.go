@@ -107,6 +107,8 @@ func TestMetrics(t *testing.T) {
 		{"validator_content_writes_total", nil, 1},
 		{"validator_pipeline_accepted_total", nil, 1},
 		{"validator_pipeline_batches_total", nil, 1},
+		// The leader's announcement of its term is a change.
+		{"validator_pipeline_changes_total", nil, 1},
 		{"validator_pebble_wal_bytes_written_total", nil, 1},
 		{"validator_pebble_disk_usage_bytes", nil, 1},
 		{"validator_wal_fsync_duration_seconds", nil, 1},

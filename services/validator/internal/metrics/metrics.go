@@ -87,6 +87,7 @@ type Collector struct {
 	pending, queued, inFlight, backpressure             *prometheus.Desc
 	accepted, verified, pipeRejected, batches           *prometheus.Desc
 	reproposed, backpressureEvents                      *prometheus.Desc
+	changes, changesQueued, changesInFlight             *prometheus.Desc
 	peerConnected, peerSentMsgs, peerSentBytes          *prometheus.Desc
 	peerRecvMsgs, peerRecvBytes, peerDropped            *prometheus.Desc
 	peerReconnects, peerQueue                           *prometheus.Desc
@@ -131,7 +132,10 @@ func NewCollector(src Sources) *Collector {
 		verified:           d("validator_pipeline_verified_total", "Proposals whose payment this node verified."),
 		pipeRejected:       d("validator_pipeline_rejected_total", "Proposals this node decided to reject."),
 		batches:            d("validator_pipeline_batches_total", "Batches this node proposed to raft."),
-		reproposed:         d("validator_pipeline_reproposed_total", "Proposals proposed again after raft dropped them."),
+		reproposed:         d("validator_pipeline_reproposed_total", "Batches and changes proposed again after raft dropped them."),
+		changes:            d("validator_pipeline_changes_total", "Replicated changes other than proposal batches (GC accounts, epochs, leader announcements, reorgs) this node proposed."),
+		changesQueued:      d("validator_pipeline_changes_queued", "Replicated changes waiting for the sender."),
+		changesInFlight:    d("validator_pipeline_changes_in_flight", "Replicated changes proposed and not yet applied; they count against MAX_PENDING_MESSAGES with the proposals."),
 
 		peerConnected:  d("validator_peer_connected", "1 while the stream to (out) or from (in) the peer is established.", "peer", "direction"),
 		peerSentMsgs:   d("validator_peer_sent_messages_total", "Raft messages written to the peer's stream.", "peer"),
@@ -219,6 +223,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.pipeRejected, float64(ps.Rejected))
 	counter(c.batches, float64(ps.Batches))
 	counter(c.reproposed, float64(ps.Reproposed))
+	counter(c.changes, float64(ps.Changes))
+	gauge(c.changesQueued, float64(ps.QueuedChanges))
+	gauge(c.changesInFlight, float64(ps.ChangesInFlight))
 
 	for id, p := range s.Peers.Stats() {
 		peer := strconv.FormatUint(id, 10)

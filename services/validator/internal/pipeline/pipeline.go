@@ -45,6 +45,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
@@ -239,7 +240,14 @@ type Pipeline struct {
 	stats    counters
 	sender   senderState
 	verifier verifyState
+	// ingress and commits are the rates of proposals accepted and applied,
+	// sampled every second by Run, for the queue statistics.
+	ingress, commits *rate.Meter
 }
+
+// rateWindow is how many one-second samples the intake and commit rates
+// span.
+const rateWindow = 10
 
 type pendingProposal struct {
 	record *ledgerpb.ProposalRecord
@@ -314,6 +322,8 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 		changes:  make(chan *change),
 		keys:     map[any]struct{}{},
 		verifier: verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
+		ingress:  rate.NewMeter(rateWindow),
+		commits:  rate.NewMeter(rateWindow),
 	}, nil
 }
 
@@ -775,6 +785,8 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 		AwaitingPayment:             st.Verifiers.Parked + st.Verifiers.Queued,
 		Verifiers:                   st.Verifiers.Workers,
 		BackpressureEvents:          st.BackpressureEvents,
+		IngressPerSec:               p.ingress.PerSecond(),
+		CommitPerSec:                p.commits.PerSecond(),
 	}
 	oldest := map[uint64]int64{} // epoch -> earliest acceptance, ms
 	p.mu.Lock()

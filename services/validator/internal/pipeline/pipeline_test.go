@@ -868,3 +868,26 @@ func TestRefusedBatchHoldsTheGovernor(t *testing.T) {
 		t.Fatalf("after raft took it: %s", s.Status)
 	}
 }
+
+// TestQueueRates: the queue statistics carry the rates of proposals
+// accepted and applied, sampled by Run.
+func TestQueueRates(t *testing.T) {
+	key, _ := crypto.GenerateKey()
+	id, tx := common.HexToHash("0x01"), common.HexToHash("0xaa")
+	p, _ := start(t, paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
+		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}})
+	if q := p.QueueStats(); q.IngressPerSec != 0 || q.CommitPerSec != 0 {
+		t.Fatalf("rates before any proposal: %+v", q)
+	}
+	if _, _, err := p.Submit(context.Background(), submission(t, key, id, tx, payment.Standard)); err != nil {
+		t.Fatal(err)
+	}
+	final(t, p, id)
+	deadline := time.Now().Add(10 * time.Second)
+	for q := p.QueueStats(); q.IngressPerSec == 0 || q.CommitPerSec == 0; q = p.QueueStats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rates after a proposal was accepted and applied: %+v", q)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

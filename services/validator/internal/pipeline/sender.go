@@ -46,6 +46,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Go(func() { p.finalize(ctx) })
 	wg.Go(func() { p.announce(ctx) })
 	wg.Go(func() { p.payDebts(ctx) })
+	wg.Go(func() { p.ingress.Run(ctx, time.Second, p.stats.accepted.Load) })
+	wg.Go(func() { p.commits.Run(ctx, time.Second, p.stats.applied.Load) })
 	p.runVerifiers(ctx, &wg)
 	done := make(chan int)            // a sent batch's size, once applied
 	changeDone := make(chan struct{}) // a sent change, once applied or given up
