@@ -53,6 +53,15 @@ func (g *Group) Go(name string, run func(ctx context.Context) error) {
 	g.parts = append(g.parts, part{name: name, run: run})
 }
 
+// Loop adds a task that cannot fail: run returns once its context ends
+// (or earlier, having nothing to do).
+func (g *Group) Loop(name string, run func(ctx context.Context)) {
+	g.Go(name, func(ctx context.Context) error {
+		run(ctx)
+		return nil
+	})
+}
+
 // Run starts the tasks in order and runs until ctx ends or a task fails.
 // Then it stops every part in reverse order: it cancels each task and waits
 // for it to return, and releases each resource. It returns the first task's

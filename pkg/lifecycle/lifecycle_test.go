@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -175,5 +177,44 @@ func TestTasksKeepContextValues(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeHTTP: the server answers until the context ends, then shuts
+// down, ending the requests under way through their context.
+func TestServeHTTP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			close(inFlight)
+			<-r.Context().Done() // a long poll: ends with the server
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeHTTP(ctx, srv, ln) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	go func() {
+		if resp, err := http.Get("http://" + ln.Addr().String() + "/wait"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-inFlight
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeHTTP: %v", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/"); err == nil {
+		t.Fatal("the server still answers after its context ended")
 	}
 }

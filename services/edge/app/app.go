@@ -6,16 +6,16 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/buildinfo"
+	"github.com/contentledger/contentledger/pkg/lifecycle"
+	"github.com/contentledger/contentledger/pkg/profiling"
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
 	"github.com/contentledger/contentledger/services/edge/internal/metrics"
 	"github.com/contentledger/contentledger/services/edge/internal/routes"
@@ -81,49 +81,23 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if err != nil {
 		return fmt.Errorf("edge: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	var g lifecycle.Group
+	g.Go("http", func(ctx context.Context) error {
+		return lifecycle.ServeHTTP(ctx, &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}, ln)
+	})
 	if cfg.DebugAddr != "" {
-		debug, err := serveDebug(cfg.DebugAddr)
+		debug, err := net.Listen("tcp", cfg.DebugAddr)
 		if err != nil {
 			_ = ln.Close()
-			return err
+			return fmt.Errorf("edge: listen on debug address %s: %w", cfg.DebugAddr, err)
 		}
-		defer debug.Close()
 		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
+		g.Go("profiles", func(ctx context.Context) error { return lifecycle.ServeHTTP(ctx, profiling.Server(), debug) })
 	}
 	log.Info("edge serving", zap.String("version", version), zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()),
 		zap.Duration("cacheTTL", cfg.CacheTTL), zap.Int("perValidator", cfg.PerValidator))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// serveDebug serves Go's runtime profiles (net/http/pprof) on addr.
-func serveDebug(addr string) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("edge: listen on debug address %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return srv, nil
+	return g.Run(ctx)
 }

@@ -1,411 +1,307 @@
-// Package app runs one validator: Pebble storage, the raft node, the state
-// machine, the payment index fed from NATS, the proposal pipeline and the
-// HTTP API. cmd/validator, tools/devnet and the tests all start it through
-// Run, so they run the same code.
+// Package app runs one validator: it builds the validator's parts from its
+// Config and runs them under one lifecycle (pkg/lifecycle): they start in
+// the order built and stop in reverse, and the first to fail stops them
+// all. cmd/validator, tools/devnet and the tests all start it through Run,
+// so they run the same code. It holds no HTTP handler and no rule of the
+// ledger: those are the internal packages'.
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"sync"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/buildinfo"
-	"github.com/contentledger/contentledger/pkg/payment"
-	"github.com/contentledger/contentledger/pkg/proposal"
-	"github.com/contentledger/contentledger/pkg/signing"
-	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
+	"github.com/contentledger/contentledger/pkg/lifecycle"
+	"github.com/contentledger/contentledger/pkg/profiling"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus/cluster"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/events"
-	"github.com/contentledger/contentledger/services/validator/internal/metrics"
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/rate"
-	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
-	"github.com/contentledger/contentledger/services/validator/internal/ui"
 )
 
 // Run starts the validator and serves until ctx ends, then stops every part
-// in reverse order. ready, when not nil, receives the HTTP address once the
-// listener is open.
-func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) (err error) {
+// in reverse order. ready, when not nil, receives the HTTP address once
+// every part runs.
+func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log = log.With(zap.Uint64("node", cfg.NodeID))
-	version := buildinfo.Version()
+	v := &validator{cfg: cfg, log: log.With(zap.Uint64("node", cfg.NodeID)), now: time.Now, version: buildinfo.Version()}
+	var g lifecycle.Group
+	for _, build := range []func(*lifecycle.Group) error{
+		v.openStorage,  // Pebble and the state machine
+		v.listen,       // the HTTP listener, before raft: a lone node's address book names it
+		v.startRaft,    // the peer transport and the raft node
+		v.followChain,  // NATS: the payment index and the chain-watcher's status (not in MOCK mode)
+		v.startLedger,  // the epoch clock, the operational events, the pipeline, event publication
+		v.trackCluster, // membership, leadership, the applied rate
+		v.serveAPI,     // the event streams, the IPFS gateway's checks, the HTTP API, the profiles
+	} {
+		if err := build(&g); err != nil {
+			return errors.Join(err, g.Stop())
+		}
+	}
+	g.Loop("ready", func(ctx context.Context) {
+		v.log.Info("validator serving", zap.String("version", v.version), zap.String("http", v.ln.Addr().String()),
+			zap.String("mode", string(cfg.Mode)), zap.String("dataDir", cfg.DataDir))
+		if ready != nil {
+			select {
+			case ready <- v.ln.Addr().String():
+			case <-ctx.Done():
+			}
+		}
+	})
+	return g.Run(ctx)
+}
 
-	db, err := storage.Open(storage.Options{Dir: cfg.DataDir, NoSync: cfg.NoSync, Logger: log.Named("pebble")})
+// validator is one validator's parts, filled in by the steps of Run in
+// order: each step reads only what the steps before it built.
+type validator struct {
+	cfg     Config
+	log     *zap.Logger
+	now     func() time.Time
+	version string
+
+	db      *storage.DB
+	machine *state.Machine
+	ln      net.Listener
+	peers   *transport.Transport
+	node    *consensus.Node
+	members []api.Member // the bootstrap members, for the membership
+
+	nc          *nats.Conn            // nil in MOCK mode
+	index       *payments.Index       // nil in MOCK mode
+	follower    *payments.Follower    // nil in MOCK mode
+	chainStatus *payments.ChainStatus // the chain-watcher's status; nil in MOCK mode
+
+	clock      *epoch.Clock
+	opsEvents  *opsevents.Recorder
+	pipe       *pipeline.Pipeline
+	publishing *eventPublishing
+
+	clusterView *cluster.View
+	leadership  *cluster.LeadershipLog
+}
+
+func (v *validator) openStorage(g *lifecycle.Group) error {
+	db, err := storage.Open(storage.Options{Dir: v.cfg.DataDir, NoSync: v.cfg.NoSync, Logger: v.log.Named("pebble")})
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, db.Close()) }()
+	g.Add("pebble", db.Close)
+	v.db = db
+	v.machine, err = state.Open(db, state.Options{Logger: v.log.Named("state")})
+	return err
+}
 
-	machine, err := state.Open(db, state.Options{Logger: log.Named("state")})
+func (v *validator) listen(g *lifecycle.Group) error {
+	ln, err := net.Listen("tcp", v.cfg.HTTPAddr)
 	if err != nil {
-		return err
+		return fmt.Errorf("validator: listen on %s: %w", v.cfg.HTTPAddr, err)
 	}
-	// The HTTP listener opens first, so that a single node's address book
-	// entry carries the address it really serves on.
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("validator: listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	defer ln.Close()
-	// Every validator runs the peer transport, so a single node can grow
-	// into a cluster through membership changes.
-	tlsConfig, err := peerTLS(cfg)
+	g.Add("http listener", func() error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+	v.ln = ln
+	return nil
+}
+
+// startRaft starts the peer transport and the raft node. Every validator
+// runs the transport, so a single node can grow into a cluster through
+// membership changes.
+func (v *validator) startRaft(g *lifecycle.Group) error {
+	cfg := v.cfg
+	tlsConfig, err := transport.MutualTLS(cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA)
 	if err != nil {
 		return err
 	}
 	peers, err := transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr,
-		TLS: tlsConfig, Logger: log.Named("transport")})
+		TLS: tlsConfig, Logger: v.log.Named("transport")})
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, peers.Close()) }()
-	initial, _ := ParseCluster(cfg.InitialCluster) // validated above
+	g.Add("peer transport", peers.Close)
+	v.peers = peers
+	initial, _ := ParseCluster(cfg.InitialCluster) // validated
 	if len(initial) == 0 {
-		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + ln.Addr().String()}}
+		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + v.ln.Addr().String()}}
 	}
-	peerIDs := make([]uint64, len(initial))
-	bootstrap := make([]api.Member, len(initial)) // for the membership, which names them
+	ids := make([]uint64, len(initial))
 	for i, m := range initial {
-		peerIDs[i] = m.ID
-		bootstrap[i] = api.Member{ID: m.ID, PeerAddr: m.PeerAddr, APIURL: m.APIURL}
-	}
-	// Both ends must know each other before the first message: a node
-	// refuses connections from senders it has not registered.
-	for _, m := range initial {
+		ids[i] = m.ID
+		v.members = append(v.members, api.Member{ID: m.ID, PeerAddr: m.PeerAddr, APIURL: m.APIURL})
+		// Both ends must know each other before the first message: a
+		// node refuses connections from senders it has not registered.
 		if m.ID != cfg.NodeID {
 			if err := peers.AddPeer(m.ID, m.PeerAddr); err != nil {
 				return err
 			}
 		}
 	}
-	node, err := consensus.Start(consensus.Config{
-		ID:                 cfg.NodeID,
-		Peers:              peerIDs,
-		Join:               cfg.Join,
-		TickInterval:       cfg.TickInterval,
-		SnapshotEntries:    cfg.SnapshotEntries,
-		CompactionMargin:   cfg.CompactionMargin,
-		TruncationInterval: cfg.LogTruncation,
-		Logger:             log.Named("raft"),
-	}, db, machine, peers)
+	node, err := consensus.Start(consensus.Config{ID: cfg.NodeID, Peers: ids, Join: cfg.Join, TickInterval: cfg.TickInterval,
+		SnapshotEntries: cfg.SnapshotEntries, CompactionMargin: cfg.CompactionMargin, TruncationInterval: cfg.LogTruncation,
+		Logger: v.log.Named("raft")}, v.db, v.machine, peers)
 	if err != nil {
 		return err
 	}
-	defer node.Stop() // before the transport closes: deferred calls run last-in first-out
-	if err := peers.Start(node); err != nil {
-		return err
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	var (
-		nc       *nats.Conn
-		js       jetstream.JetStream
-		index    *payments.Index
-		paySrc   pipeline.Payments
-		follower *payments.Follower
-		// chainStatus is the chain-watcher's status: observability, kept
-		// in memory (none in MOCK mode, where no watcher runs).
-		chainStatus *payments.ChainStatus
-	)
-	if cfg.VerifiesPayments() {
-		nc, err = nats.Connect(cfg.NATSURL, nats.Name(fmt.Sprintf("validator-%d", cfg.NodeID)),
-			nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
-		if err != nil {
-			return fmt.Errorf("validator: NATS at %s: %w", cfg.NATSURL, err)
+	g.Add("raft node", func() error { node.Stop(); return nil })
+	v.node = node
+	// A node that stops on its own (an apply error, a log it cannot read)
+	// stops the validator.
+	g.Go("raft", func(ctx context.Context) error {
+		select {
+		case <-node.Done():
+			return fmt.Errorf("the node stopped: %w", node.Err())
+		case <-ctx.Done():
+			return nil
 		}
-		defer nc.Close()
-		if js, err = jetstream.New(nc); err != nil {
-			return fmt.Errorf("validator: JetStream: %w", err)
-		}
-		index = payments.NewIndex()
-		// The index also tells the pipeline which payments a reorg took
-		// back (pipeline.Retractions, asserted below).
-		paySrc = index
-		follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: index, Log: log.Named("payments")}
-		chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: log.Named("chainstatus")}
+	})
+	return peers.Start(node)
+}
+
+// followChain connects to NATS where payments are verified, and follows the
+// payments the chain-watcher publishes and the chain status it keeps.
+func (v *validator) followChain(g *lifecycle.Group) error {
+	if !v.cfg.VerifiesPayments() {
+		return nil
 	}
-	publishing, err := newEventPublishing(cfg, nc, machine, node, log.Named("eventpub"))
+	cfg := v.cfg
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name(fmt.Sprintf("validator-%d", cfg.NodeID)),
+		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 	if err != nil {
-		return err
+		return fmt.Errorf("validator: NATS at %s: %w", cfg.NATSURL, err)
 	}
-	defer publishing.close()
+	g.Add("nats", func() error { nc.Close(); return nil })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("validator: JetStream: %w", err)
+	}
+	v.nc, v.index = nc, payments.NewIndex()
+	v.follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: v.index, Log: v.log.Named("payments")}
+	v.chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: v.log.Named("chainstatus")}
+	g.Go("payment index", v.follower.Run)
+	g.Loop("chain status", v.chainStatus.Run)
+	return nil
+}
 
-	now := time.Now
-	clock := epoch.NewChain(cfg.EpochLength, now)
+// startLedger builds what decides and replicates: the epoch clock, the
+// pipeline and its operational events, and the event publication.
+func (v *validator) startLedger(g *lifecycle.Group) error {
+	cfg := v.cfg
+	v.clock = epoch.NewChain(cfg.EpochLength, v.now)
 	if cfg.Mode == Mock {
-		clock = epoch.NewMock(cfg.EpochLength, now)
+		v.clock = epoch.NewMock(cfg.EpochLength, v.now)
 	}
-	if follower != nil {
-		follower.Epochs = clock // the chain-watcher's epoch updates replace the wall-clock estimate
+	var paid pipeline.Payments
+	if v.follower != nil {
+		v.follower.Epochs = v.clock // the chain-watcher's epoch updates replace the wall-clock estimate
+		paid = v.index
 	}
-	contract := common.HexToAddress(cfg.ContractAddress)
-	domain := signing.Domain{ChainID: cfg.ChainID, VerifyingContract: contract}
-
-	opsEvents := opsevents.New(opsevents.Options{Now: now})
-	pcfg := pipeline.DefaultConfig()
-	pcfg.Events = opsEvents
-	pcfg.VerifyPayments = cfg.VerifiesPayments()
-	pcfg.Domain, pcfg.Contract, pcfg.ChainID = domain, contract, cfg.ChainID
-	pcfg.PaymentWait, pcfg.MaxPending, pcfg.MaxBatch, pcfg.MaxPendingMessages, pcfg.Now = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages, now
-	pcfg.EventWindow, pcfg.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
-	pcfg.ClassAging, pcfg.MicroBatch, pcfg.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
-	if cfg.Verifiers > 0 {
-		pcfg.Verifiers = cfg.Verifiers
-	}
-	if cfg.RatePerWallet > 0 {
-		pcfg.WalletLimiter = rate.NewLimiter(cfg.RatePerWallet)
-	}
-	pipe, err := pipeline.New(pcfg, log.Named("pipeline"), node, machine, paySrc, clock)
+	v.opsEvents = opsevents.New(opsevents.Options{Now: v.now})
+	pipe, err := pipeline.New(v.pipelineConfig(), v.log.Named("pipeline"), v.node, v.machine, paid, v.clock)
 	if err != nil {
 		return err
 	}
-	machine.SetObserver(pipe)
-	defer machine.SetObserver(nil)
-
-	form := proposal.DefaultOptions()
-	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	leadership := cluster.NewLeadershipLog(cluster.LeadershipConfig{Node: node, Events: opsEvents, Now: now})
-	members := cluster.NewMembership(cluster.MembershipConfig{Self: cfg.NodeID, Initial: bootstrap, Raft: node,
-		AddressBook: machine, Peers: peers, Log: log.Named("membership")})
-	appliedRate := rate.NewMeter(10)
-	clusterView := cluster.NewView(cluster.ViewConfig{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, StartedAt: now(),
-		Node: node, State: machine, Epochs: clock, Peers: peers, Membership: members, Leadership: leadership,
-		AppliedRate: appliedRate, Reproposed: func() uint64 { return pipe.Stats().Reproposed }})
-	apiCfg := httpapi.Config{
-		NodeID:     cfg.NodeID,
-		DataDir:    cfg.DataDir,
-		AuthToken:  cfg.AuthToken,
-		Form:       form,
-		Blockchain: blockchainConfig(cfg, domain),
-		Version:    version,
-	}
-	if cfg.RatePerIP > 0 {
-		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
-	}
-	var debts pipeline.DebtIndex
-	if index != nil { // a nil *Index in the interface would not be nil
-		debts = index
-	}
-	gc := pipeline.NewGC(pipe, debts)
-	gateway, closeGateway, err := newGatewayChecker(cfg, now, log.Named("blobgateway"))
-	if err != nil {
+	v.machine.SetObserver(pipe)
+	g.Add("pipeline observer", func() error { v.machine.SetObserver(nil); return nil })
+	g.Go("pipeline", pipe.Run)
+	v.pipe = pipe
+	if v.publishing, err = newEventPublishing(cfg, v.nc, v.machine, v.node, v.log.Named("eventpub")); err != nil {
 		return err
 	}
-	defer closeGateway()
-	hub := events.NewHub(machine, events.Config{MaxPerIP: cfg.EventsStreamPerIP, Rate: cfg.EventsStreamRate,
-		Queue: cfg.EventsStreamQueue, KeepAlive: cfg.EventsKeepAlive}, log.Named("events"))
-	deps := httpapi.Deps{Proposals: pipe, Content: machine, Cluster: clusterView, GC: gc,
-		NATS: natsClients(nc, publishing), Probes: probes(db, machine, node, peers, follower, chainStatus, gateway),
-		EventStreams: hub, EventPublisher: publishing, OpsEvents: opsEvents,
-		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: machine,
-			Index: index, Chain: chainStatus, Now: now}),
-		Settings: describeSettings(cfg), Tunables: tunables()}
-	if chainStatus != nil { // a nil pointer in an interface would not be nil
-		deps.ChainStatus = chainStatus
-	}
-	collect := metrics.Sources{NodeID: cfg.NodeID, Mode: string(cfg.Mode), Version: version, Raft: node, Leadership: leadership,
-		State: machine, Pipeline: pipe, Peers: peers, DB: db}
-	if index != nil {
-		deps.PaymentIndex, collect.Payments = index, index
-	}
-	deps.Collectors = []prometheus.Collector{metrics.NewCollector(collect)}
-	if streamsNC := cmp.Or(nc, publishing.nc); streamsNC != nil {
-		js, err := jetstream.New(streamsNC)
-		if err != nil {
-			return fmt.Errorf("validator: JetStream: %w", err)
-		}
-		var names []string
-		if chainStatus != nil {
-			names = append(names, cfg.PaymentStream)
-		}
-		if cfg.PublishesEvents() {
-			names = append(names, cfg.eventStream().Name)
-		}
-		deps.Streams = payments.NewStreams(js, names, now)
-	}
-	if cfg.Mode == Mock {
-		deps.MockEpochs = clock
-	}
-	if deps.Segments, err = segments.New(segments.Config{NodeID: cfg.NodeID, Now: now}, machine); err != nil {
-		return err
-	}
-	deps.Database, deps.RaftLog = db, node
-	if gateway != nil {
-		deps.Gateway = gateway
-	}
-	if deps.UI, err = ui.Render(); err != nil {
-		return err
-	}
-	e := httpapi.New(apiCfg, deps, log.Named("api"))
-
-	// Requests take Run's context, so long polls end when the validator stops.
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-
-	// Every background goroutine is waited for before the deferred closes
-	// of the raft node, the transport and Pebble run: none may outlive them.
-	var bg sync.WaitGroup
-	errc := make(chan error, 3)
-	bg.Go(func() { leadership.Run(ctx) })
-	bg.Go(func() { members.Run(ctx) })
-	bg.Go(func() { appliedRate.Run(ctx, time.Second, machine.AppliedIndex) })
-	bg.Go(func() { errc <- pipe.Run(ctx) })
-	bg.Go(func() { hub.Run(ctx) })
-	bg.Go(func() { opsevents.NewCounterWatch(opsEvents, peers.Stats, db.WriteStalls).Run(ctx, time.Second) })
-	if follower != nil {
-		bg.Go(func() { errc <- follower.Run(ctx) })
-	}
-	if chainStatus != nil {
-		bg.Go(func() { chainStatus.Run(ctx) })
-	}
-	bg.Go(func() { publishing.run(ctx) })
-	if gateway != nil {
-		bg.Go(func() { gateway.Run(ctx) })
-	}
-	go func() { errc <- srv.Serve(ln) }()
-	if cfg.DebugAddr != "" {
-		debug, err := serveDebug(ctx, cfg.DebugAddr)
-		if err != nil {
-			cancel()
-			_ = srv.Close()
-			bg.Wait()
-			return err
-		}
-		defer debug.Close()
-		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
-	}
-	log.Info("validator serving", zap.String("version", version), zap.String("http", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
-		zap.String("dataDir", cfg.DataDir))
-	if ready != nil {
-		ready <- ln.Addr().String()
-	}
-
-	select {
-	case <-ctx.Done():
-	case <-node.Done():
-		err = fmt.Errorf("validator: raft node stopped: %w", node.Err())
-	case e := <-errc:
-		if e != nil && !errors.Is(e, http.ErrServerClosed) {
-			err = e
-		}
-	}
-	cancel()
-	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stop()
-	if e := srv.Shutdown(shutdown); e != nil && !errors.Is(e, http.ErrServerClosed) {
-		err = errors.Join(err, e)
-	}
-	bg.Wait()
-	return err
+	g.Add("event publication", func() error { v.publishing.close(); return nil })
+	g.Loop("event publication", v.publishing.run)
+	return nil
 }
 
 // The pipeline finds the reorg handling of its payment source by a type
 // assertion; this keeps the index from losing it unnoticed.
 var _ pipeline.Retractions = (*payments.Index)(nil)
 
-// probes are the checks of /health/deep: a synced write to Pebble's WAL, a
-// read of applied state, raft's leader, the peer streams (a quorum must be
-// reachable), and, where used, the NATS server's payment stream, the
-// chain-watcher's status and the IPFS gateway.
-func probes(db *storage.DB, machine *state.Machine, node *consensus.Node, peers *transport.Transport, follower *payments.Follower,
-	chain *payments.ChainStatus, gateway *blobgateway.Checker) map[string]httpapi.Probe {
-	out := map[string]httpapi.Probe{"wal": db.ProbeWAL, "state": machine.Probe, "raft": node.Probe, "peers": peers.ProbeQuorum}
-	if follower != nil {
-		out["nats"] = follower.Probe
-	}
-	if chain != nil {
-		out["chain"] = chain.Probe
-	}
-	if gateway != nil {
-		out["gateway"] = gateway.Probe
-	}
-	return out
+// trackCluster follows the cluster: its members and the transport's peers,
+// the leader changes this node sees, and the applied rate.
+func (v *validator) trackCluster(g *lifecycle.Group) error {
+	cfg := v.cfg
+	v.leadership = cluster.NewLeadershipLog(cluster.LeadershipConfig{Node: v.node, Events: v.opsEvents, Now: v.now})
+	members := cluster.NewMembership(cluster.MembershipConfig{Self: cfg.NodeID, Initial: v.members, Raft: v.node,
+		AddressBook: v.machine, Peers: v.peers, Log: v.log.Named("membership")})
+	applied := rate.NewMeter(10)
+	v.clusterView = cluster.NewView(cluster.ViewConfig{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, StartedAt: v.now(),
+		Node: v.node, State: v.machine, Epochs: v.clock, Peers: v.peers, Membership: members, Leadership: v.leadership,
+		AppliedRate: applied, Reproposed: func() uint64 { return v.pipe.Stats().Reproposed }})
+	g.Loop("leadership", v.leadership.Run)
+	g.Loop("membership", members.Run)
+	g.Loop("applied rate", func(ctx context.Context) { applied.Run(ctx, time.Second, v.machine.AppliedIndex) })
+	g.Loop("counter watch", func(ctx context.Context) {
+		opsevents.NewCounterWatch(v.opsEvents, v.peers.Stats, v.db.WriteStalls).Run(ctx, time.Second)
+	})
+	return nil
 }
 
-// newGatewayChecker returns the checker of the configured IPFS gateway, nil
-// when none is, and a function that closes its idle connections. Its
-// transport is its own, so that closing them leaves other clients alone.
-func newGatewayChecker(cfg Config, now func() time.Time, log *zap.Logger) (*blobgateway.Checker, func(), error) {
-	if cfg.IPFSGateway == "" {
-		return nil, func() {}, nil
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	checker, err := blobgateway.New(blobgateway.Config{BaseURL: cfg.IPFSGateway, Interval: cfg.IPFSGatewayCheck,
-		Client: &http.Client{Transport: transport}, Now: now, Log: log})
+// serveAPI serves the HTTP API, with the event streams and the IPFS
+// gateway's checks it reads, and the profiles on their own listener.
+func (v *validator) serveAPI(g *lifecycle.Group) error {
+	gateway, err := v.gatewayChecker(g)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	log.Info("checking the IPFS gateway", zap.String("gateway", checker.URL()), zap.Duration("every", checker.Interval()))
-	return checker, transport.CloseIdleConnections, nil
-}
-
-// serveDebug serves Go's runtime profiles (net/http/pprof) on addr.
-func serveDebug(ctx context.Context, addr string) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	hub := events.NewHub(v.machine, events.Config{MaxPerIP: v.cfg.EventsStreamPerIP, Rate: v.cfg.EventsStreamRate,
+		Queue: v.cfg.EventsStreamQueue, KeepAlive: v.cfg.EventsKeepAlive}, v.log.Named("events"))
+	g.Loop("event streams", hub.Run)
+	handler, err := v.apiHandler(hub, gateway)
 	if err != nil {
-		return nil, fmt.Errorf("validator: listen on debug address %s: %w", addr, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() { _ = srv.Serve(ln) }()
-	return srv, nil
+	g.Go("http", func(ctx context.Context) error {
+		return lifecycle.ServeHTTP(ctx, &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}, v.ln)
+	})
+	if v.cfg.DebugAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", v.cfg.DebugAddr)
+	if err != nil {
+		return fmt.Errorf("validator: listen on debug address %s: %w", v.cfg.DebugAddr, err)
+	}
+	v.log.Info("debug listener serving /debug/pprof", zap.String("addr", v.cfg.DebugAddr))
+	g.Go("profiles", func(ctx context.Context) error { return lifecycle.ServeHTTP(ctx, profiling.Server(), ln) })
+	return nil
 }
 
-// blockchainConfig is the body of /v1/blockchain/config.
-func blockchainConfig(cfg Config, d signing.Domain) api.BlockchainConfig {
-	tokens := map[string]api.Token{}
-	for _, t := range payment.Tokens {
-		tok := api.Token{Index: uint8(t), Decimals: t.Decimals()}
-		if t == payment.USDC && cfg.USDCAddress != "" {
-			tok.Address = common.HexToAddress(cfg.USDCAddress).Hex()
-		}
-		tokens[t.String()] = tok
+// gatewayChecker runs the checks of the configured IPFS gateway; nil when
+// none is. Its HTTP transport is its own, so that closing its idle
+// connections leaves other clients alone.
+func (v *validator) gatewayChecker(g *lifecycle.Group) (*blobgateway.Checker, error) {
+	if v.cfg.IPFSGateway == "" {
+		return nil, nil
 	}
-	return api.BlockchainConfig{
-		ContractVersion:       "blockchain.config.v1",
-		Mode:                  string(cfg.Mode),
-		ChainID:               cfg.ChainID,
-		ContractAddress:       d.VerifyingContract.Hex(),
-		PaymentsVerified:      cfg.VerifiesPayments(),
-		RequiredConfirmations: cfg.Confirmations,
-		Prices:                api.Prices(),
-		Tokens:                tokens,
-		EIP712: api.EIP712Domain{
-			Name: signing.DomainName, Version: signing.DomainVersion,
-			ChainID: d.ChainID, VerifyingContract: d.VerifyingContract.Hex(),
-		},
-		EpochLengthSeconds: uint64(cfg.EpochLength / time.Second),
-		ContentRoot:        cfg.ContentRoot,
-		MaxMessageBytes:    cfg.MaxMessageBytes,
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	checker, err := blobgateway.New(blobgateway.Config{BaseURL: v.cfg.IPFSGateway, Interval: v.cfg.IPFSGatewayCheck,
+		Client: &http.Client{Transport: tr}, Now: v.now, Log: v.log.Named("blobgateway")})
+	if err != nil {
+		return nil, err
 	}
+	g.Add("gateway connections", func() error { tr.CloseIdleConnections(); return nil })
+	g.Loop("gateway checks", checker.Run)
+	v.log.Info("checking the IPFS gateway", zap.String("gateway", checker.URL()), zap.Duration("every", checker.Interval()))
+	return checker, nil
 }

@@ -193,6 +193,9 @@ func (c Config) Validate() error {
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
 	}
+	if tlsFiles := []string{c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA}; slices.Contains(tlsFiles, "") && slices.ContainsFunc(tlsFiles, func(f string) bool { return f != "" }) {
+		errs = append(errs, errors.New("SVC_VALIDATOR_PEER_TLS_CERT, _KEY and _CA must be set together"))
+	}
 	if c.IPFSGateway != "" {
 		if _, err := blobgateway.ParseBase(c.IPFSGateway); err != nil {
 			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY: %w", err))

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/signing"
+	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/events"
+	"github.com/contentledger/contentledger/services/validator/internal/metrics"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
+	"github.com/contentledger/contentledger/services/validator/internal/segments"
+	"github.com/contentledger/contentledger/services/validator/internal/ui"
+)
+
+// The configuration of each part, from Config and the parts built before
+// it.
+
+// domain is the EIP-712 signing domain of proposals: the chain and the
+// payment contract.
+func (c Config) domain() signing.Domain {
+	return signing.Domain{ChainID: c.ChainID, VerifyingContract: common.HexToAddress(c.ContractAddress)}
+}
+
+func (v *validator) pipelineConfig() pipeline.Config {
+	cfg := v.cfg
+	p := pipeline.DefaultConfig()
+	p.Events, p.Now = v.opsEvents, v.now
+	p.VerifyPayments = cfg.VerifiesPayments()
+	p.Domain, p.Contract, p.ChainID = cfg.domain(), cfg.domain().VerifyingContract, cfg.ChainID
+	p.PaymentWait, p.MaxPending, p.MaxBatch, p.MaxPendingMessages = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages
+	p.EventWindow, p.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
+	p.ClassAging, p.MicroBatch, p.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
+	if cfg.Verifiers > 0 {
+		p.Verifiers = cfg.Verifiers
+	}
+	if cfg.RatePerWallet > 0 {
+		p.WalletLimiter = rate.NewLimiter(cfg.RatePerWallet)
+	}
+	return p
+}
+
+// apiHandler builds the HTTP API over the parts built so far.
+func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (http.Handler, error) {
+	cfg := v.cfg
+	form := proposal.DefaultOptions()
+	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
+	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, AuthToken: cfg.AuthToken, Form: form,
+		Blockchain: blockchainConfig(cfg), Version: v.version}
+	if cfg.RatePerIP > 0 {
+		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
+	}
+	// A nil pointer in an interface would not be nil: the parts absent in
+	// MOCK mode are set only when present.
+	var debts pipeline.DebtIndex
+	deps := httpapi.Deps{Proposals: v.pipe, Content: v.machine, Cluster: v.clusterView,
+		Database: v.db, RaftLog: v.node, NATS: v.natsClients(), EventStreams: hub, EventPublisher: v.publishing,
+		OpsEvents: v.opsEvents, Settings: describeSettings(cfg), Tunables: tunables(),
+		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: v.machine,
+			Index: v.index, Chain: v.chainStatus, Now: v.now})}
+	collect := metrics.Sources{NodeID: cfg.NodeID, Mode: string(cfg.Mode), Version: v.version, Raft: v.node, Leadership: v.leadership,
+		State: v.machine, Pipeline: v.pipe, Peers: v.peers, DB: v.db}
+	deps.Probes = map[string]httpapi.Probe{"wal": v.db.ProbeWAL, "state": v.machine.Probe, "raft": v.node.Probe, "peers": v.peers.ProbeQuorum}
+	if v.index != nil {
+		debts, deps.PaymentIndex, collect.Payments = v.index, v.index, v.index
+		deps.ChainStatus = v.chainStatus
+		deps.Probes["nats"], deps.Probes["chain"] = v.follower.Probe, v.chainStatus.Probe
+	}
+	if gateway != nil {
+		deps.Gateway, deps.Probes["gateway"] = gateway, gateway.Probe
+	}
+	deps.GC = pipeline.NewGC(v.pipe, debts)
+	deps.Collectors = []prometheus.Collector{metrics.NewCollector(collect)}
+	if cfg.Mode == Mock {
+		deps.MockEpochs = v.clock
+	}
+	var err error
+	if deps.Streams, err = v.streams(); err != nil {
+		return nil, err
+	}
+	if deps.Segments, err = segments.New(segments.Config{NodeID: cfg.NodeID, Now: v.now}, v.machine); err != nil {
+		return nil, err
+	}
+	if deps.UI, err = ui.Render(); err != nil {
+		return nil, err
+	}
+	return httpapi.New(apiCfg, deps, v.log.Named("api")), nil
+}
+
+// natsClients names the validator's NATS connections: the one payment
+// verification needs (none in MOCK mode), and the event publisher's own
+// when the mode needs no other (see newEventPublishing).
+func (v *validator) natsClients() []httpapi.NATSClient {
+	var out []httpapi.NATSClient
+	if v.nc != nil {
+		uses := []string{httpapi.NATSUsePayments, httpapi.NATSUseChainStatus}
+		if v.publishing.nc == v.nc {
+			uses = append(uses, httpapi.NATSUseEvents)
+		}
+		out = append(out, httpapi.NATSClient{Conn: v.nc, Uses: append(uses, httpapi.NATSUseStreams)})
+	}
+	if v.publishing.own {
+		out = append(out, httpapi.NATSClient{Conn: v.publishing.nc, Uses: []string{httpapi.NATSUseEvents, httpapi.NATSUseStreams}})
+	}
+	return out
+}
+
+// streams reads the JetStream streams the ledger uses, on the validator's
+// NATS connection; nil (a validator without NATS) when it has none.
+func (v *validator) streams() (httpapi.Streams, error) {
+	var nc *nats.Conn = cmp.Or(v.nc, v.publishing.nc)
+	if nc == nil {
+		return nil, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("validator: JetStream: %w", err)
+	}
+	var names []string
+	if v.chainStatus != nil {
+		names = append(names, v.cfg.PaymentStream)
+	}
+	if v.cfg.PublishesEvents() {
+		names = append(names, v.cfg.eventStream().Name)
+	}
+	return payments.NewStreams(js, names, v.now), nil
+}
+
+// blockchainConfig is the body of /v1/blockchain/config.
+func blockchainConfig(cfg Config) api.BlockchainConfig {
+	d := cfg.domain()
+	tokens := map[string]api.Token{}
+	for _, t := range payment.Tokens {
+		tok := api.Token{Index: uint8(t), Decimals: t.Decimals()}
+		if t == payment.USDC && cfg.USDCAddress != "" {
+			tok.Address = common.HexToAddress(cfg.USDCAddress).Hex()
+		}
+		tokens[t.String()] = tok
+	}
+	return api.BlockchainConfig{
+		ContractVersion:       "blockchain.config.v1",
+		Mode:                  string(cfg.Mode),
+		ChainID:               cfg.ChainID,
+		ContractAddress:       d.VerifyingContract.Hex(),
+		PaymentsVerified:      cfg.VerifiesPayments(),
+		RequiredConfirmations: cfg.Confirmations,
+		Prices:                api.Prices(),
+		Tokens:                tokens,
+		EIP712: api.EIP712Domain{
+			Name: signing.DomainName, Version: signing.DomainVersion,
+			ChainID: d.ChainID, VerifyingContract: d.VerifyingContract.Hex(),
+		},
+		EpochLengthSeconds: uint64(cfg.EpochLength / time.Second),
+		ContentRoot:        cfg.ContentRoot,
+		MaxMessageBytes:    cfg.MaxMessageBytes,
+	}
+}
