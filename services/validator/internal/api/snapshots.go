@@ -9,7 +9,7 @@ import (
 )
 
 // The governed snapshots the contract lists besides storage and runtime
-// (app, views_ops.go). Each embeds the answer of the route that already
+// (storage.go, runtime.go). Each embeds the answer of the route that already
 // serves its concern, so that the two cannot disagree, under a marker of
 // its own: /health (health), /health/cluster (cluster),
 // /v1/msgbus/replication-lag (replication) and the leader's
