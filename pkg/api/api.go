@@ -1,6 +1,6 @@
 // Package api holds the JSON bodies of the validator routes that clients,
 // the edge and ledgerctl read: the proposal receipt and status record
-// (DECISIONS D4), the blockchain configuration and the node view of
+// (ADR 0005), the blockchain configuration and the node view of
 // /api/explore. Error bodies are in package apierror.
 package api
 
@@ -14,7 +14,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// Status names of a proposal (DECISIONS D4).
+// Status names of a proposal (ADR 0005).
 const (
 	StatusPending   = "PENDING"
 	StatusVerified  = "VERIFIED"
@@ -35,7 +35,7 @@ func Committed(status string) bool {
 	return status == StatusCommitted || status == StatusFinalized
 }
 
-// StatusName returns the D4 name of a wire status.
+// StatusName returns the name of a wire status (ADR 0005).
 func StatusName(s ledgerpb.Status) string {
 	switch s {
 	case ledgerpb.Status_STATUS_PENDING:
@@ -218,7 +218,7 @@ type Token struct {
 	Address  string `json:"address,omitempty"`
 }
 
-// EIP712Domain is the signing domain of proposals (DECISIONS D1).
+// EIP712Domain is the signing domain of proposals (ADR 0002).
 type EIP712Domain struct {
 	Name              string `json:"name"`
 	Version           string `json:"version"`

@@ -1,7 +1,7 @@
 package api
 
 // Contract version markers of the configuration routes (/v1/config/osgi/*,
-// DECISIONS D10).
+// ADR 0008).
 const (
 	ConfigValuesVersion   = "config.osgi.v1"
 	ConfigSchemaVersion   = "config.osgi.schema.v1"

@@ -6,7 +6,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
-// Event names of the replicated event log (DECISIONS D8): the SSE event
+// Event names of the replicated event log (ADR 0023): the SSE event
 // name, the type segment of the NATS subject ledger.events.<type>.<wallet>,
 // and Event.Type.
 const (
@@ -65,7 +65,7 @@ const (
 )
 
 // StreamGap is the data of a gap event: the events after AfterID up to
-// FirstID-1 are no longer kept (DECISIONS D8 retention).
+// FirstID-1 are no longer kept (retention, ADR 0023).
 type StreamGap struct {
 	AfterID string `json:"afterId"` // where the stream resumed
 	// FirstID is the first event id still available: the next event the

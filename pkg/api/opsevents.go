@@ -43,7 +43,7 @@ type OpsEvent struct {
 // OpsEventAttributes are an event's typed figures; each type sets those
 // that apply to it.
 type OpsEventAttributes struct {
-	// Reason is a code: the refusal or rejection reason (DECISIONS D5),
+	// Reason is a code: the refusal or rejection reason (ADR 0006),
 	// before_commit or after_commit for a retracted payment, Pebble's
 	// reason for a write stall.
 	Reason     string `json:"reason,omitempty"`

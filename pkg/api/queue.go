@@ -96,7 +96,7 @@ type MockEpochStatus struct {
 // GcAccountVersion marks the body of GET /v1/gc/account/{walletAddress}.
 const GcAccountVersion = "gc.account.v1"
 
-// GcAccount is a wallet's GC debt account (DECISIONS D9). Debts are
+// GcAccount is a wallet's GC debt account (ADR 0011). Debts are
 // decimal strings with two or more decimals ("100.00"); the *Micros fields
 // carry the exact integers (millionths of a unit).
 type GcAccount struct {

@@ -34,7 +34,7 @@ const (
 )
 
 // GcStatus is the body of GET /v1/gc/status: the GC debt accounts
-// (DECISIONS D9) summed over every wallet, the segment generations, and the
+// (ADR 0011) summed over every wallet, the segment generations, and the
 // last GC run.
 type GcStatus struct {
 	ContractVersion string        `json:"contractVersion"`

@@ -8,7 +8,7 @@ const (
 	TransactionVersion        = "transactions.detail.v1"
 )
 
-// Transaction states (DECISIONS D6): a payment transaction is OBSERVED in a
+// Transaction states (ADR 0007): a payment transaction is OBSERVED in a
 // block, CONFIRMED once it has the configured confirmations (the
 // chain-watcher publishes it then), MATCHED when a committed proposal spent
 // it, FINALIZED when that proposal is final, and ORPHANED when a reorg took

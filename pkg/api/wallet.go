@@ -67,7 +67,7 @@ const (
 )
 
 // ExplorerProposal is the body of /v1/explorer/proposals/{proposalId}: the
-// status record (DECISIONS D4) and the payment transaction it spent.
+// status record (ADR 0005) and the payment transaction it spent.
 type ExplorerProposal struct {
 	ContractVersion string         `json:"contractVersion"`
 	Proposal        ProposalStatus `json:"proposal"`

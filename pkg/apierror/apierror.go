@@ -1,5 +1,5 @@
 // Package apierror owns the error codes of the validator's routes and their
-// JSON body (DECISIONS D5):
+// JSON body (ADR 0006):
 //
 //	{"error": {"code": "...", "message": "...", "retryable": false, "details": {...}}}
 //
@@ -92,8 +92,8 @@ func (c Code) Status() int {
 // Retryable reports whether a request failing with c may succeed if retried.
 func (c Code) Retryable() bool { return retryable[c] }
 
-// Error is an API error. It marshals to the inner object of the D5 body; use
-// Body for the whole body.
+// Error is an API error. It marshals to the inner object of the error body
+// (ADR 0006); use Body for the whole body.
 type Error struct {
 	Code      Code           `json:"code"`
 	Message   string         `json:"message"`

@@ -174,7 +174,7 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_ledger_proto_rawDescGZIP(), []int{2}
 }
 
-// Status of a proposal (DECISIONS D4).
+// Status of a proposal (ADR 0005).
 type Status int32
 
 const (
@@ -392,7 +392,7 @@ func (x *Payment) GetConfirmations() uint64 {
 }
 
 // DebtPayment is one observed DebtPaid log: a payment of a wallet's GC debt
-// (DECISIONS D9). The chain-watcher publishes it on chain.<chainId>.debts; a
+// (ADR 0011). The chain-watcher publishes it on chain.<chainId>.debts; a
 // leader turns it into a GcPay of the wallet it names.
 type DebtPayment struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -671,7 +671,7 @@ func (x *Proposal) GetEpoch() uint64 {
 
 // BatchItem is one proposal in a batch: accepted (recorded PENDING, so the
 // acceptance survives the leader), or decided: committed with its payment, or
-// rejected with a reason code (DECISIONS D5) so that every validator reports
+// rejected with a reason code (ADR 0006) so that every validator reports
 // the same terminal status.
 type BatchItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -747,7 +747,7 @@ type ProposalBatch struct {
 	SealedAtMs int64                  `protobuf:"varint,1,opt,name=sealed_at_ms,json=sealedAtMs,proto3" json:"sealed_at_ms,omitempty"` // leader clock when sealed; apply's notion of "now"
 	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Items      []*BatchItem           `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
-	// The event history apply keeps after this batch (DECISIONS D8): the
+	// The event history apply keeps after this batch (ADR 0023): the
 	// leader's settings, carried in the entry so that every validator prunes
 	// the same events whatever its own configuration. 0: the defaults.
 	EventWindowMs int64  `protobuf:"varint,4,opt,name=event_window_ms,json=eventWindowMs,proto3" json:"event_window_ms,omitempty"`
@@ -1216,7 +1216,7 @@ func (x *PaymentOrphan) GetReplacement() *Payment {
 	return nil
 }
 
-// GcAccount is a wallet's GC debt account (DECISIONS D9), kept for every
+// GcAccount is a wallet's GC debt account (ADR 0011), kept for every
 // wallet that deleted something or was given a limit. Amounts are in
 // millionths of a debt unit; a limit of 0 means the default limit.
 type GcAccount struct {
@@ -2211,7 +2211,7 @@ func (x *Segment) GetProposalIds() [][]byte {
 	return nil
 }
 
-// Event is one record of the event log (DECISIONS D8). The id is assigned
+// Event is one record of the event log (ADR 0023). The id is assigned
 // during apply, so every validator holds the same events under the same ids.
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

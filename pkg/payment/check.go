@@ -15,7 +15,7 @@ type Expectation struct {
 	Class      Class
 }
 
-// Check applies the rules of DECISIONS D6 to an observed payment and returns
+// Check applies the rules of ADR 0007 to an observed payment and returns
 // nil when it pays for the proposal, or the REJECTED reason. Confirmations
 // are the watcher's to wait for; whether the payment was spent already is a
 // question for replicated state, not for this function. The payer may differ

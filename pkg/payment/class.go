@@ -1,8 +1,8 @@
 // Package payment holds the payment classes of the payment contract, with
 // both price columns, the contract's ProposalPaid and DebtPaid events, the
 // rule that decides whether an observed payment pays for a proposal
-// (DECISIONS D6), and the one that decides whether a DebtPaid log pays a
-// wallet's GC debt, and how much (D9).
+// (ADR 0007), and the one that decides whether a DebtPaid log pays a
+// wallet's GC debt, and how much (ADR 0011).
 //
 // Prices here must equal the contract's constants; a test in tools/contracts
 // reads them from the deployed contract and compares.

@@ -11,7 +11,7 @@ import (
 )
 
 // DebtMicros converts wei paid with the contract's payDebt into GC debt
-// micros (DECISIONS D9, docs/adr/0011).
+// micros (ADR 0011).
 //
 // The debt unit is one USDC, counted in its 6-decimal smallest unit (micros),
 // as GC accounts already are. payDebt takes ETH only, so the wei convert at
@@ -60,7 +60,7 @@ type DebtExpectation struct {
 	Wallet   common.Address
 }
 
-// CheckDebt applies the rule of DECISIONS D9 to an observed DebtPaid log
+// CheckDebt applies the rule of ADR 0011 to an observed DebtPaid log
 // and returns nil when it pays want.Wallet's debt, or why not: the log was
 // retracted or comes from another chain or contract (payment_not_found), it
 // pays another wallet's debt (payment_tx_mismatch), or it is worth less than

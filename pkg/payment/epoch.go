@@ -25,7 +25,7 @@ const (
 )
 
 // EpochFinalityLag is how many epochs finality trails the current epoch
-// where the chain does not say (DECISIONS D7).
+// where the chain does not say (ADR 0022).
 const EpochFinalityLag = 2
 
 // maxEpochSource bounds the source's length: it is a short name, and part

@@ -31,7 +31,7 @@ type ProposalPaid struct {
 }
 
 // DebtPaid is one DebtPaid log of the payment contract: Amount wei paid
-// towards Wallet's GC debt (DECISIONS D9), by Payer, who may be anyone.
+// towards Wallet's GC debt (ADR 0011), by Payer, who may be anyone.
 type DebtPaid struct {
 	ChainID       uint64
 	Contract      common.Address
@@ -47,7 +47,7 @@ type DebtPaid struct {
 	Confirmations uint64
 }
 
-// MsgID is the NATS message id of the payment (DECISIONS D8):
+// MsgID is the NATS message id of the payment (ADR 0023):
 // <chainId>:<blockHash>:<logIndex>. A retraction of the same log carries a
 // ":removed" suffix so that it is not deduplicated against the original.
 func (p ProposalPaid) MsgID() string { return msgID(p.ChainID, p.BlockHash, p.LogIndex, p.Removed) }

@@ -1,5 +1,5 @@
-// Package proposal parses and validates proposal submissions (DECISIONS
-// D1-D3): the form fields of POST /v1/propose-write and /v1/propose-delete,
+// Package proposal parses and validates proposal submissions (ADR 0002 to
+// 0004): the form fields of POST /v1/propose-write and /v1/propose-delete,
 // the content path a proposal targets, and the expansion of a message into
 // content nodes. Every error names the offending field, so a client can fix
 // its request without guessing.
@@ -271,8 +271,8 @@ func (s *Submission) Typed() signing.Proposal {
 }
 
 // Digest identifies the submission's content: two submissions with the same
-// proposal id are identical exactly when their digests are equal (DECISIONS
-// D2). The signature is left out: ECDSA signatures of one payload may differ,
+// proposal id are identical exactly when their digests are equal (ADR
+// 0003). The signature is left out: ECDSA signatures of one payload may differ,
 // and the signed payload is covered field by field.
 func (s *Submission) Digest() common.Hash {
 	h := sha256.New()

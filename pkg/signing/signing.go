@@ -1,5 +1,5 @@
 // Package signing defines what a content proposal's author signs and checks
-// those signatures (design decision D1).
+// those signatures (ADR 0002).
 //
 // Authors sign an EIP-712 typed-data struct, Proposal, with their Ethereum
 // wallet (eth_signTypedData_v4). Typed data rather than a personal_sign

@@ -247,8 +247,8 @@ func assertRejected(t *testing.T, n *harness.Network, key *ecdsa.PrivateKey, p *
 	}
 }
 
-// TestIntakeRejections: refused at intake, each with the D5 body, and no
-// proposal is recorded. (The applied index may move meanwhile: the leader
+// TestIntakeRejections: refused at intake, each with the error body of ADR
+// 0006, and no proposal is recorded. (The applied index may move meanwhile: the leader
 // appends finality and GC debt entries of its own.)
 func TestIntakeRejections(t *testing.T) {
 	n := harness.Start(t, harness.Options{})

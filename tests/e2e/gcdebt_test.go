@@ -63,7 +63,7 @@ func payDebt(t *testing.T, n *harness.Network, key *ecdsa.PrivateKey, wallet com
 	return tx
 }
 
-// TestGcDebtPaidOnChain is DECISIONS D9 in TESTNET mode, end to end: a
+// TestGcDebtPaidOnChain is GC debt (ADR 0011) in TESTNET mode, end to end: a
 // wallet's delete puts it in debt above its limit and its write is refused
 // with 402 write_blocked_gc_debt; it calls payDebt on the contract; the
 // chain-watcher publishes the DebtPaid log, the leader pays the debt

@@ -13,7 +13,7 @@ import (
 )
 
 // TestTransactionStates follows payment transactions through the states of
-// DECISIONS D6 on the validator's source routes: a payment spent by a
+// ADR 0007 on the validator's source routes: a payment spent by a
 // committed proposal is MATCHED, one paid for a proposal never submitted
 // stays CONFIRMED, and a reorg that drops the block makes the first
 // ORPHANED.

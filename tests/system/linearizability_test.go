@@ -254,7 +254,7 @@ func (lc *linClient) run(ctx context.Context) {
 
 // submitAndWait submits form and waits until its proposal is terminal.
 // Submission is retried with the same form on other validators (a
-// proposal id is spent once, DECISIONS D2, so a repeat is harmless) and
+// proposal id is spent once, ADR 0003, so a repeat is harmless) and
 // status reads go to any validator. It returns the final status, or an
 // error when the outcome is unknown at the deadline.
 func (lc *linClient) submitAndWait(ctx context.Context, id common.Hash, form map[string][]string, first *node) (api.ProposalStatus, *node, error) {

@@ -42,7 +42,7 @@ import (
 
 const (
 	// DefaultAddr is where the JSON-RPC HTTP server listens when Config.Addr
-	// is empty (DECISIONS D10: dev chain JSON-RPC 8545).
+	// is empty (ADR 0008: dev chain JSON-RPC 8545).
 	DefaultAddr = "127.0.0.1:8545"
 	// ChainID is the simulated backend's chain id; it cannot be changed.
 	ChainID uint64 = 1337

@@ -1,5 +1,5 @@
 // Package ledgerclient is a Go client of the validator's proposal routes:
-// it builds and signs proposal forms (EIP-712, DECISIONS D1), pays for them
+// it builds and signs proposal forms (EIP-712, ADR 0002), pays for them
 // on the payment contract, submits them and follows their status. ledgerctl,
 // the end-to-end tests and the benchmarks use it, so they all speak to the
 // validator exactly as a client must.
@@ -45,7 +45,7 @@ func (c *Client) http() *http.Client {
 }
 
 // do sends a request and decodes a 2xx body into out; other answers become
-// an *apierror.Error (from the D5 body when there is one).
+// an *apierror.Error (from the error body, ADR 0006, when there is one).
 func (c *Client) do(req *http.Request, out any) (int, error) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -245,7 +245,7 @@ func (c *Client) GcAccount(ctx context.Context, wallet common.Address) (api.GcAc
 	return acc, c.get(ctx, "/v1/gc/account/"+strings.ToLower(wallet.Hex()), &acc)
 }
 
-// PayDebt asks the validator to pay wallet's GC debt (DECISIONS D9) and
+// PayDebt asks the validator to pay wallet's GC debt (ADR 0011) and
 // returns the account once the payment is applied. On a chain-backed
 // network tx is the transaction that called the contract's payDebt (the
 // error is payment_not_found until the chain-watcher has published it);

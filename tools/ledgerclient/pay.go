@@ -49,7 +49,7 @@ func Pay(ctx context.Context, chain Chain, key *ecdsa.PrivateKey, chainID uint64
 }
 
 // PayDebt calls payDebt(wallet) on the payment contract with wei, paying
-// towards wallet's GC debt (DECISIONS D9; anyone may pay a wallet's debt),
+// towards wallet's GC debt (ADR 0011; anyone may pay a wallet's debt),
 // and waits until the transaction is mined. It returns the receipt, whose
 // transaction hash is what the validator's pay route takes.
 func PayDebt(ctx context.Context, chain Chain, key *ecdsa.PrivateKey, chainID uint64, contract, wallet common.Address, wei *big.Int) (*types.Receipt, error) {

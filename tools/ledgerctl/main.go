@@ -365,7 +365,7 @@ func status(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// payDebt pays a wallet's GC debt (DECISIONS D9). On a chain-backed network
+// payDebt pays a wallet's GC debt (ADR 0011). On a chain-backed network
 // it calls the contract's payDebt with --eth and then the validator's pay
 // route with the transaction, until the chain-watcher has published it; the
 // leader would pay the observed log by itself, the route waits for it. In

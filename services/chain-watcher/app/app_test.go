@@ -305,8 +305,8 @@ func (h *harness) waitCursor(block uint64) {
 }
 
 // checkStream asserts that the stream holds exactly want, in order, once
-// each, with the D8 subject and message ids; confirmations are compared only
-// when checkConfirmations is set.
+// each, with the subject and message ids of ADR 0023; confirmations are
+// compared only when checkConfirmations is set.
 func (h *harness) checkStream(want []payment.ProposalPaid, checkConfirmations bool) {
 	h.t.Helper()
 	got := h.published()

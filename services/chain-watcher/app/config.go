@@ -17,7 +17,7 @@ import (
 )
 
 // EnvPrefix is the prefix of the watcher's environment variables
-// (DECISIONS D10: one prefix per service), e.g. WATCHER_RPC_URL.
+// (ADR 0008: one prefix per service), e.g. WATCHER_RPC_URL.
 const EnvPrefix = "WATCHER"
 
 // Mode is the kind of chain the watcher reads, named like the validators'
@@ -102,7 +102,7 @@ type Config struct {
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"24h" desc:"how long JetStream deduplicates a payment's message id"`
 	Bucket          string        `envconfig:"BUCKET" default:"CHAIN_WATCHER" desc:"JetStream key-value bucket of the checkpoint (key cursor-<chainId>)"`
 	Replicas        int           `envconfig:"REPLICAS" default:"1" desc:"replicas of the stream and the bucket in a NATS cluster"`
-	EpochLength     time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"epoch length, whole seconds: epoch = unix time / this (DECISIONS D7), from block timestamps or beacon slot times; keep it equal to the validators' EPOCH_LENGTH (0: 384s)"`
+	EpochLength     time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"epoch length, whole seconds: epoch = unix time / this (ADR 0022), from block timestamps or beacon slot times; keep it equal to the validators' EPOCH_LENGTH (0: 384s)"`
 	EpochInterval   time.Duration `envconfig:"EPOCH_INTERVAL" default:"12s" desc:"how often the epoch source is read; an update is published on chain.<chainId>.epochs when the current or finalized epoch changed (0: 12s)"`
 	BeaconURL       string        `envconfig:"BEACON_URL" default:"" desc:"beacon node API base URL; when set, epochs come from its head slot and finalized checkpoint (converted to the same unix-time numbering) instead of block timestamps"`
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health and /metrics endpoints; empty disables them"`

@@ -24,7 +24,7 @@ import (
 )
 
 // Config is the edge's configuration, read from the environment with the
-// prefix OPS (DECISIONS D10); the contract's names OPS_API_AUTH_TOKEN and
+// prefix OPS (ADR 0008); the contract's names OPS_API_AUTH_TOKEN and
 // OPS_RUNTIME_AUTH_TOKEN are kept exactly.
 type Config struct {
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:"0.0.0.0:8787" desc:"address the /ops/v1 API listens on"`

@@ -140,7 +140,7 @@ func TestCheck(t *testing.T) {
 
 // TestTransactionAnswers: the transaction routes take what the validator
 // writes, a payment whose proposal it holds no record of included, and
-// refuse a state DECISIONS D6 does not name or a summary missing a state.
+// refuse a state ADR 0007 does not name or a summary missing a state.
 func TestTransactionAnswers(t *testing.T) {
 	_, c := contract(t)
 	const route = "/v1/transactions/{transactionId}"
@@ -156,7 +156,7 @@ func TestTransactionAnswers(t *testing.T) {
 	}
 	tx.Payments[0].State = "LOST"
 	if bad, _ := json.Marshal(tx); c.Check(route, 200, bad) == nil {
-		t.Error("a payment state D6 does not name was taken")
+		t.Error("a payment state ADR 0007 does not name was taken")
 	}
 	if err := c.Check(route, 404, []byte(`{"error":{"code":"not_found","message":"no","retryable":false}}`)); err != nil {
 		t.Errorf("a listed 404: %v", err)

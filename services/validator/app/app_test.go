@@ -495,7 +495,7 @@ func request(t *testing.T, method, u string, form url.Values, out any) int {
 	return resp.StatusCode
 }
 
-// TestGcDebtBlocksAndUnblocksWrites follows DECISIONS D9 through the API in
+// TestGcDebtBlocksAndUnblocksWrites follows ADR 0011 through the API in
 // MOCK mode: a delete accrues debt, executing it at or above the limit
 // blocks the wallet's writes with 402, and paying it unblocks them.
 func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {

@@ -30,7 +30,7 @@ const (
 )
 
 // Config is the validator's configuration, read from the environment with
-// the prefix SVC_VALIDATOR (DECISIONS D10). There is no default mode: a
+// the prefix SVC_VALIDATOR (ADR 0008). There is no default mode: a
 // validator that silently skipped payment checks would be a costly mistake.
 type Config struct {
 	Mode      Mode   `envconfig:"MODE" desc:"MOCK, TESTNET or MAINNET; required"`
@@ -68,7 +68,7 @@ type Config struct {
 	WatcherBucket string        `envconfig:"WATCHER_BUCKET" default:"CHAIN_WATCHER" desc:"the chain-watcher's key-value bucket (its BUCKET), where it keeps the chain status shown on /v1/chain/status"`
 	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a proposal waits for its payment before payment_not_found; default by MODE: MOCK and TESTNET 2m, MAINNET 5m (12 confirmations of 12 s blocks and a poll take about 2.6 min)"`
 	// The leader publishes the replicated events to NATS JetStream
-	// (internal/eventpub, DECISIONS D8). Zero values take the defaults.
+	// (internal/eventpub, ADR 0023). Zero values take the defaults.
 	NATSEvents           string        `envconfig:"NATS_EVENTS" default:"auto" desc:"leader publishes the replicated events to NATS_EVENTS_STREAM: auto (in TESTNET and MAINNET, which use NATS_URL anyway), on (in MOCK too), off"`
 	NATSEventsStream     string        `envconfig:"NATS_EVENTS_STREAM" default:"LEDGER_EVENTS" desc:"JetStream stream of the events, subjects ledger.events.<type>.<wallet>; declared by the leader"`
 	NATSEventsMaxMsgs    int64         `envconfig:"NATS_EVENTS_MAX_MSGS" default:"1000000" desc:"events the stream keeps, oldest dropped first"`
@@ -94,7 +94,7 @@ type Config struct {
 	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
 	NoSync             bool `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
 
-	// Event history and streams (DECISIONS D8, contract Limits). Pruning the
+	// Event history and streams (ADR 0023, contract Limits). Pruning the
 	// history is part of apply: the leader writes its two retention settings
 	// into every batch it seals, and every validator prunes by those. Zero
 	// takes the default.
@@ -113,7 +113,7 @@ type Config struct {
 }
 
 // EnvPrefix is the prefix of the validator's environment variables
-// (DECISIONS D10), e.g. SVC_VALIDATOR_MODE.
+// (ADR 0008), e.g. SVC_VALIDATOR_MODE.
 const EnvPrefix = "SVC_VALIDATOR"
 
 // LoadConfig reads the configuration from the environment, fills the

@@ -12,7 +12,7 @@ import (
 
 // What the configuration views (/v1/config/osgi/*) say of Config beyond
 // its struct tags: each setting's component and risk, and the tunables the
-// contract, the decisions and the architecture name.
+// contract, the ADRs and the architecture name.
 
 // configPrefix is the environment prefix of the validator's settings.
 const configPrefix = EnvPrefix + "_"
@@ -81,30 +81,31 @@ func settingClass(name string) (component, risk string, ok bool) {
 	return "", "", false
 }
 
-// tunables are the tunables the contract, the decisions and the
-// architecture name: which a setting covers, which are fixed in code, and
-// which have nothing to tune yet.
+// tunables are the tunables the contract, the ADRs (docs/adr) and the
+// architecture (docs/architecture.md) name, each with its origin: which a
+// setting covers, which are fixed in code, and which have nothing to tune
+// yet.
 func tunables() []api.Tunable {
 	return []api.Tunable{
 		{Name: "max_pending_messages", Origin: "contract", Status: "configurable", Key: configPrefix + "MAX_PENDING_MESSAGES"},
-		{Name: "epoch length", Origin: "DECISIONS D7", Status: "configurable", Key: configPrefix + "EPOCH_LENGTH"},
-		{Name: "message size limit", Origin: "DECISIONS D3", Status: "configurable", Key: configPrefix + "MAX_MESSAGE_BYTES"},
-		{Name: "content_root", Origin: "DECISIONS D3", Status: "configurable", Key: configPrefix + "CONTENT_ROOT"},
-		{Name: "payment wait", Origin: "DECISIONS D6", Status: "configurable", Key: configPrefix + "PAYMENT_WAIT"},
-		{Name: "required confirmations", Origin: "DECISIONS D6", Status: "configurable", Key: configPrefix + "CONFIRMATIONS"},
-		{Name: "GC debt limit", Origin: "DECISIONS D9", Status: "fixed", Value: api.DebtString(state.DefaultDebtLimitMicros),
+		{Name: "epoch length", Origin: "ADR 0022", Status: "configurable", Key: configPrefix + "EPOCH_LENGTH"},
+		{Name: "message size limit", Origin: "ADR 0004", Status: "configurable", Key: configPrefix + "MAX_MESSAGE_BYTES"},
+		{Name: "content_root", Origin: "ADR 0004", Status: "configurable", Key: configPrefix + "CONTENT_ROOT"},
+		{Name: "payment wait", Origin: "ADR 0007", Status: "configurable", Key: configPrefix + "PAYMENT_WAIT"},
+		{Name: "required confirmations", Origin: "ADR 0007", Status: "configurable", Key: configPrefix + "CONFIRMATIONS"},
+		{Name: "GC debt limit", Origin: "ADR 0011", Status: "fixed", Value: api.DebtString(state.DefaultDebtLimitMicros),
 			Note: "the default limit; POST /v1/gc/account/{wallet}/set-limit sets one wallet's"},
-		{Name: "GC debt per deleted MB", Origin: "DECISIONS D9", Status: "fixed", Value: "0.10", Note: "at least 1 MB per delete"},
+		{Name: "GC debt per deleted MB", Origin: "ADR 0011", Status: "fixed", Value: "0.10", Note: "at least 1 MB per delete"},
 		{Name: "retained segment generations", Origin: "contract", Status: "fixed", Value: strconv.Itoa(segments.RetainedGenerations),
 			Note: "fixed by the contract"},
-		{Name: "TAR file target size", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(segments.DefaultTarTargetBytes)},
-		{Name: "Pebble block cache", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(storage.DefaultCacheSize)},
-		{Name: "Pebble memtable", Origin: "ARCHITECTURE", Status: "fixed", Value: strconv.Itoa(storage.DefaultMemTableSize)},
+		{Name: "TAR file target size", Origin: "docs/architecture.md", Status: "fixed", Value: strconv.Itoa(segments.DefaultTarTargetBytes)},
+		{Name: "Pebble block cache", Origin: "docs/architecture.md", Status: "fixed", Value: strconv.Itoa(storage.DefaultCacheSize)},
+		{Name: "Pebble memtable", Origin: "docs/architecture.md", Status: "fixed", Value: strconv.Itoa(storage.DefaultMemTableSize)},
 		{Name: "gcSizeDeltaEstimation", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 1 GB)"},
 		{Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5)"},
 		{Name: "forceTimeout", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 60s)"},
 		{Name: "memoryThreshold", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5%)"},
-		{Name: "event history window", Origin: "DECISIONS D8", Status: "not_implemented",
+		{Name: "event history window", Origin: "ADR 0023", Status: "not_implemented",
 			Note: "events are kept without a window (default 72 h or 1,000,000 events)"},
 	}
 }

@@ -1,7 +1,7 @@
 // Package chainstatus publishes the chain as the watcher sees it, for the
 // operators: the head (number, hash, time), the finalized and safe blocks,
 // the relay's cursor, and the payments of the blocks not published yet
-// (DECISIONS D6 OBSERVED). It is one value per chain, status-<chainId> in
+// (OBSERVED, ADR 0007). It is one value per chain, status-<chainId> in
 // the watcher's key-value bucket, replaced when it changes: validators read
 // the latest at once after a restart, and the bucket's history bounds what
 // is kept. It is not put on the payments stream, which keeps everything.

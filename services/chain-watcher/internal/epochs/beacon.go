@@ -29,8 +29,8 @@ const (
 const maxBeaconAnswer = 1 << 20
 
 // Beacon reads the epochs from a beacon node's standard API and converts
-// them to the block-time numbering (epoch = unix time / length, DECISIONS
-// D7), so that a deployment may switch between the two sources: the
+// them to the block-time numbering (epoch = unix time / length, ADR 0018
+// and 0022), so that a deployment may switch between the two sources: the
 // validators never move an epoch back, so both must count alike.
 //
 //   - current: the epoch of the head slot's start time, genesis + slot ×

@@ -1,5 +1,5 @@
-// Package epochs reads the chain's current and finalized epoch (DECISIONS
-// D7) from a Source and publishes them on chain.<chainId>.epochs
+// Package epochs reads the chain's current and finalized epoch (ADR 0022)
+// from a Source and publishes them on chain.<chainId>.epochs
 // (payment.EpochSubject) when either changes, for the validators' epoch
 // clocks.
 //
@@ -32,7 +32,7 @@ import (
 )
 
 // DefaultLength is the default epoch length of both sources: 32 slots of
-// 12 s (DECISIONS D7).
+// 12 s (ADR 0022).
 const DefaultLength = 384 * time.Second
 
 // DefaultInterval is how often a source is read by default: once a slot.

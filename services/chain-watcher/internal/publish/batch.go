@@ -81,7 +81,7 @@ func PaymentLog(p payment.ProposalPaid) Log { return Log{Payment: &p} }
 // DebtLog is the Log of a DebtPaid log.
 func DebtLog(d payment.DebtPaid) Log { return Log{Debt: &d} }
 
-// MsgID is the log's Nats-Msg-Id: the payment's own (DECISIONS D8),
+// MsgID is the log's Nats-Msg-Id: the payment's own (ADR 0023),
 // <chainId>:<blockHash>:<logIndex>, with ":removed" for a retraction. From
 // generation 1 on, ":g<generation>" follows the log index (before
 // ":removed"), so that every publication of a re-adopted block and every

@@ -90,8 +90,8 @@ func (s *server) proposals(c echo.Context) error {
 	})
 }
 
-// explorerProposal is the proposal detail: the status record (DECISIONS
-// D4) and the payment transaction it spent, as any validator answers it
+// explorerProposal is the proposal detail: the status record (ADR 0005)
+// and the payment transaction it spent, as any validator answers it
 // (a follower asks the leader for a proposal it has not applied).
 func (s *server) explorerProposal(c echo.Context) error {
 	id := c.Param("proposalId")
@@ -100,7 +100,7 @@ func (s *server) explorerProposal(c echo.Context) error {
 
 // transaction is /ops/v1/transactions/{transactionId}: one payment
 // transaction with its payments' blocks, confirmations, proposals and state
-// history (DECISIONS D6), from the leader, whose applied state decides
+// history (ADR 0007), from the leader, whose applied state decides
 // MATCHED and FINALIZED. The hash is asked in lowercase, so that every
 // spelling of it shares one kept answer.
 func (s *server) transaction(c echo.Context) error {

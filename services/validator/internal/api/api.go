@@ -1,7 +1,7 @@
 // Package api serves the validator's HTTP routes with echo: parsing and
 // validation only, no business rules. Routes are grouped by the contract's
 // layers (source, local-diagnostic, internal); every error answers the body
-// of DECISIONS D5.
+// of ADR 0006.
 package api
 
 import (
@@ -204,7 +204,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// handleError writes every error as the D5 body.
+// handleError writes every error as the body of ADR 0006.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		// Too late for an error body: the answer is cut short. Ending it

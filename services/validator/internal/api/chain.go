@@ -17,7 +17,7 @@ import (
 
 // The chain routes: /v1/chain/status (the chain-watcher's last status as
 // this validator received it, and the JetStream streams the ledger uses)
-// and the payment transactions by state (DECISIONS D6).
+// and the payment transactions by state (ADR 0007).
 
 // ChainStatus is the chain-watcher's status as this validator keeps it
 // (payments.ChainStatus).

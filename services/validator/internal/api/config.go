@@ -10,7 +10,8 @@ import (
 
 // The configuration views (/v1/config/osgi/*, ADR 0016) show the settings
 // as internal/settings describes them from the validator's Config, and the
-// tunables the contract, the decisions and the architecture name.
+// tunables the contract, the ADRs (docs/adr) and the architecture
+// (docs/architecture.md) name.
 
 // reloadRestart is the reload mode of every setting: the validator reads its
 // configuration once, at start.

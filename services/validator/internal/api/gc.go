@@ -12,7 +12,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 )
 
-// GC is the GC debt accounts (DECISIONS D9) as the API sees them. The
+// GC is the GC debt accounts (ADR 0011) as the API sees them. The
 // changes go through raft and return once applied.
 type GC interface {
 	// Account is the wallet's account as the API shows it (a wallet
@@ -91,7 +91,7 @@ func (s *Server) gcSetLimit(c echo.Context) error {
 }
 
 // gcPay serves POST /v1/gc/account/{wallet}/pay and answers the account as
-// applied (DECISIONS D9, docs/adr/0011).
+// applied (ADR 0011).
 //
 // TESTNET and MAINNET: ?txHash=0x… names a transaction that called the
 // contract's payDebt(wallet). Its DebtPaid logs, as the chain-watcher

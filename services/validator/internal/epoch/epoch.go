@@ -1,4 +1,4 @@
-// Package epoch tells the current and finalized epoch (DECISIONS D7).
+// Package epoch tells the current and finalized epoch (ADR 0022).
 //
 // A MOCK-mode clock (NewMock) keeps its own time: it starts at epoch 1000
 // when the validator starts, advances with wall time, and moves through the

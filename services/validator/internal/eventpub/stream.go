@@ -1,5 +1,5 @@
 // Package eventpub publishes the replicated event log to NATS JetStream
-// (DECISIONS D8): stream LEDGER_EVENTS, one message per event on
+// (ADR 0023): stream LEDGER_EVENTS, one message per event on
 // ledger.events.<type>.<wallet>, with Nats-Msg-Id = the event id and the
 // api.Event JSON as the body. Only the leader publishes; a new leader learns
 // from the stream itself where publication stopped. DESIGN.md has the

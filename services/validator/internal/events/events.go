@@ -1,5 +1,5 @@
 // Package events serves the replicated event log as Server-Sent Events
-// (contract "Events", DECISIONS D8): GET /v1/events/stream and
+// (contract "Events", ADR 0023): GET /v1/events/stream and
 // /v1/ops/events/stream.
 //
 // One Hub per validator reads the log once per apply that added events and

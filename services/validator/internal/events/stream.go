@@ -276,7 +276,7 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// writeError answers the D5 error body.
+// writeError answers the error body of ADR 0006.
 func writeError(w http.ResponseWriter, e *apierror.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status())

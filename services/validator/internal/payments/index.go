@@ -2,7 +2,7 @@
 // ProposalPaid log the chain-watcher published on chain.<chainId>.payments,
 // by proposal id, and every DebtPaid log it published on
 // chain.<chainId>.debts, by transaction hash and log index, which the leader
-// and the GC pay route turn into GcPay (DECISIONS D9). A retraction (a log a
+// and the GC pay route turn into GcPay (ADR 0011). A retraction (a log a
 // reorg took back) removes the entry it names; a payment's retraction is
 // also remembered, for the verifiers and the leader's reorg handling. The
 // Follower that feeds the index also feeds the chain's epoch updates

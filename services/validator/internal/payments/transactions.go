@@ -17,7 +17,7 @@ import (
 
 // Transactions are the payment transactions this validator observed
 // through the chain-watcher, with the state the applied proposals give
-// them (DECISIONS D6): OBSERVED while on chain with fewer confirmations than
+// them (ADR 0007): OBSERVED while on chain with fewer confirmations than
 // the watcher waits for (its status lists them), then CONFIRMED, MATCHED
 // (the proposal committed on it), FINALIZED (its epoch is final), or
 // ORPHANED (a reorg took it back). In MOCK mode no payment is observed: the
@@ -83,7 +83,7 @@ func (t *Transactions) Summary() (*api.TransactionSummary, error) {
 	if t.cfg.Index == nil {
 		s.Gaps = append(s.Gaps, api.Gap{Field: "total", Reason: "MOCK mode: payments are not observed"})
 	} else {
-		// A transaction's state is its most advanced payment's (D6).
+		// A transaction's state is its most advanced payment's (ADR 0007).
 		byTx := map[common.Hash]string{}
 		var err error
 		t.cfg.Index.TxLogs(func(l TxLog) {

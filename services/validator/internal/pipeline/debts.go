@@ -11,7 +11,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// GC debt paid on chain (DECISIONS D9, docs/adr/0011-gc-debt-payments.md).
+// GC debt paid on chain (docs/adr/0011-gc-debt-payments.md).
 //
 // A wallet's debt is paid with the contract's payDebt. The chain-watcher
 // publishes the DebtPaid log once it has its confirmations, and every

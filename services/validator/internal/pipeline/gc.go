@@ -19,7 +19,7 @@ import (
 // gcTimeout bounds how long a GC account change waits to be applied.
 const gcTimeout = 10 * time.Second
 
-// GC is the GC debt accounts (DECISIONS D9) as the API sees them: reads
+// GC is the GC debt accounts (ADR 0011) as the API sees them: reads
 // from applied state, and changes that go through the sender (Run) as
 // route changes and return once applied. It implements the API's GC.
 type GC struct {
@@ -96,7 +96,7 @@ func (g *GC) Pay(ctx context.Context, wallet common.Address, micros uint64) erro
 }
 
 // PayTx pays the wallet's debt with the DebtPaid logs of transaction tx that
-// the payment index observed (DECISIONS D9): one GcPay per log not spent
+// the payment index observed (ADR 0011): one GcPay per log not spent
 // yet, waiting until they are applied. The leader's own loop (payDebts) may
 // propose the same logs; apply spends each once.
 func (g *GC) PayTx(ctx context.Context, wallet common.Address, tx common.Hash) error {

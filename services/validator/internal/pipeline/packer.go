@@ -18,7 +18,7 @@ import (
 // payment class). Inside a bucket, proposals of one wallet and organization
 // gather in micro-batches of at most MicroBatch proposals and
 // MicroBatchBytes of messages. A wallet's organization is one key prefix in
-// state (DECISIONS D3: /<root>/<xx>/<xx>/<xx>/<wallet>/<organization>/...),
+// state (ADR 0004: /<root>/<xx>/<xx>/<xx>/<wallet>/<organization>/...),
 // so a micro-batch's writes land next to each other: one wallet's figures
 // and one stretch of the node keyspace for all of them (apply already
 // caches a wallet's figures per entry, so this saves no measurable apply
@@ -36,7 +36,7 @@ import (
 // state. Proposals of one prefix and class keep their arrival order: within
 // a micro-batch, and across its micro-batches, which rank alike and then go
 // in arrival order. Across classes a higher class may pass a lower one
-// under pressure, as D7 wants; intake promises no order between proposals
+// under pressure, as ADR 0022 wants; intake promises no order between proposals
 // in flight together.
 //
 // The packer is owned by the sender goroutine; it is not safe for
@@ -128,7 +128,7 @@ func (k *packer) oldest() time.Time {
 // micro-batch's proposals together. When it does not, capacity is short
 // and micro-batches go by rank: the class (standard 0, express 1, priority
 // 2) plus one for every aging waited (0: no aging), so that a higher class
-// drains first and none starves (DECISIONS D7); then the older epoch, then
+// drains first and none starves (ADR 0022); then the older epoch, then
 // arrival. Release stops at the first micro-batch that does not fit at all,
 // so a lower rank never passes a higher one; the last one taken may be
 // split to fill the batch, its rest keeping its place.

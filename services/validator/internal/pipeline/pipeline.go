@@ -14,7 +14,7 @@
 // Intake is replicated: the leader commits an acceptance (the proposal as
 // PENDING) through raft before it answers 202, so every validator holds the
 // proposal and a new leader takes it over (adopt) if this one dies before
-// deciding it (DECISIONS D4).
+// deciding it (ADR 0005).
 //
 // Raft's Propose returning nil means "maybe": the sender waits for the
 // batch's records to appear in applied state and proposes the same batch
@@ -126,8 +126,8 @@ type Config struct {
 	MaxPending int
 	// MaxBatch bounds the proposals in one raft entry.
 	MaxBatch int
-	// EventWindow and EventMax are the event history apply keeps (DECISIONS
-	// D8), written into every batch this leader seals so that all
+	// EventWindow and EventMax are the event history apply keeps (ADR
+	// 0023), written into every batch this leader seals so that all
 	// validators prune alike (internal/state, retention.go). Zero: the
 	// state's defaults.
 	EventWindow time.Duration
@@ -148,7 +148,7 @@ type Config struct {
 	// no one can spend another wallet's allowance.
 	WalletLimiter Limiter
 	// ClassAging is how long a proposal waits, when capacity is short, to
-	// rank one class higher (DECISIONS D7: higher classes drain first, and
+	// rank one class higher (ADR 0022: higher classes drain first, and
 	// aging keeps any class from starving). 0 turns aging off.
 	ClassAging time.Duration
 	// MaxPendingMessages is the sender's in-flight ceiling: proposals
@@ -329,7 +329,7 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 
 // Submit runs the intake guards and accepts the proposal. created is false
 // when the same proposal was submitted before; the status is then its
-// current one (DECISIONS D2).
+// current one (ADR 0003).
 func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status api.ProposalStatus, created bool, err error) {
 	defer func() {
 		if err != nil {
@@ -383,7 +383,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 }
 
 // checkDebt refuses a write of a wallet whose writes are blocked by GC
-// debt (DECISIONS D9) with 402 and the figures to act on. Apply checks the
+// debt (ADR 0011) with 402 and the figures to act on. Apply checks the
 // same rule again, so a write that raced a debt job is rejected alike
 // everywhere.
 func (p *Pipeline) checkDebt(wallet common.Address) error {
@@ -571,7 +571,7 @@ func wireProposal(s *proposal.Submission, digest common.Hash, now time.Time, epo
 	}
 }
 
-// decide applies the payment rules (DECISIONS D6) to what was observed.
+// decide applies the payment rules (ADR 0007) to what was observed.
 func (p *Pipeline) decide(prop *ledgerpb.Proposal, paid payment.ProposalPaid, found bool) *ledgerpb.BatchItem {
 	item := &ledgerpb.BatchItem{Proposal: prop}
 	switch {

@@ -12,8 +12,8 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 )
 
-// Payments a chain reorganization took back (DECISIONS D6: ORPHANED; D8:
-// retractions).
+// Payments a chain reorganization took back (ADR 0014; the
+// ORPHANED transaction state of ADR 0007).
 //
 // The chain-watcher publishes a retraction (removed = true) for every
 // payment of a block a reorg dropped, and the same transaction again, under
@@ -253,7 +253,7 @@ func (p *Pipeline) reorgOp(rec *ledgerpb.ProposalRecord, x, cur payment.Proposal
 	return nil, true // REJECTED: final
 }
 
-// expectation is what a proposal says about its payment (DECISIONS D6).
+// expectation is what a proposal says about its payment (ADR 0007).
 func (p *Pipeline) expectation(prop *ledgerpb.Proposal) payment.Expectation {
 	return payment.Expectation{
 		ChainID: p.cfg.ChainID, Contract: p.cfg.Contract, ProposalID: common.BytesToHash(prop.GetId()),

@@ -33,7 +33,7 @@ import (
 // Decided proposals wait in the packing buffer (packer.go), by epoch and
 // class in micro-batches of one wallet and organization. Which go is the
 // packer's choice: all of them while they fit, the higher classes first
-// when they do not (DECISIONS D7).
+// when they do not (ADR 0022).
 //
 // Every other replicated change (changes.go) goes through here too: one
 // entry each, counted against MaxPendingMessages like a proposal, released

@@ -15,7 +15,7 @@ import (
 )
 
 // Verifiers decide the accepted proposals whose payment intake did not find
-// (DECISIONS D6). A pool of Config.Verifiers workers, sized to the cores,
+// (ADR 0007). A pool of Config.Verifiers workers, sized to the cores,
 // checks each proposal against the payment index; a proposal whose payment
 // is not observed yet is parked, not given a goroutine of its own. One
 // parker holds the parked proposals: when the index changes it looks them

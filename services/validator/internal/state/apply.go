@@ -4,7 +4,7 @@ package state
 //
 // For each BatchItem, in order:
 //   - a proposal id that already has a record is a no-op (an id is spent
-//     once, DECISIONS D2), as is an item without a 32-byte id (there is no
+//     once, ADR 0003), as is an item without a 32-byte id (there is no
 //     id to record it under);
 //   - an item with a rejection is recorded REJECTED with that reason;
 //   - a decision whose payment a PaymentReorg marked on the PENDING record
@@ -47,13 +47,13 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
-// Rejection reasons apply itself decides (DECISIONS D5 codes).
+// Rejection reasons apply itself decides (codes of ADR 0006).
 const (
 	ReasonInvalidField  = "invalid_field"
 	ReasonPathForbidden = "path_forbidden"
 )
 
-// Event types and actions (DECISIONS D8).
+// Event types and actions (ADR 0023).
 const (
 	EventTypeContent   = "content"
 	EventTypeBinary    = "binary"

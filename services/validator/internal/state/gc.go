@@ -11,7 +11,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
-// GC debt (DECISIONS D9). Amounts are integers in millionths of a debt unit
+// GC debt (ADR 0011). Amounts are integers in millionths of a debt unit
 // ("micros"), so that apply never rounds differently on two validators.
 const (
 	// DefaultDebtLimitMicros is the executed debt (100.00) at which a

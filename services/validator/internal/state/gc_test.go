@@ -17,8 +17,8 @@ func TestDeleteDebtMicros(t *testing.T) {
 	}
 }
 
-// TestGcDebt follows a wallet through D9: deletes accrue pending debt, the
-// per-epoch job executes it, a limit at or below the executed debt blocks
+// TestGcDebt follows a wallet through GC debt (ADR 0011): deletes accrue
+// pending debt, the per-epoch job executes it, a limit at or below the executed debt blocks
 // writes (REJECTED write_blocked_gc_debt, nothing written), a payment
 // unblocks them, and a transaction pays once.
 func TestGcDebt(t *testing.T) {

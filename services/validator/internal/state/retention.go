@@ -1,6 +1,6 @@
 package state
 
-// Event retention (DECISIONS D8)
+// Event retention (ADR 0023)
 //
 // Every batch entry prunes the oldest events once they are outside the
 // window: older than the window before the entry's sealed_at_ms, or beyond
@@ -29,7 +29,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
-// Retention defaults (DECISIONS D8).
+// Retention defaults (ADR 0023).
 const (
 	DefaultEventWindow = 72 * time.Hour
 	DefaultMaxEvents   = 1_000_000
