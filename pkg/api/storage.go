@@ -330,7 +330,7 @@ type SegmentSummary struct {
 }
 
 // TarSummary rolls up the TAR files: contiguous runs of segments of one
-// generation up to TargetBytes each (ARCHITECTURE: storage model), grouped
+// generation up to TargetBytes each (docs/architecture.md: storage layout), grouped
 // in segment order, so every validator groups them alike.
 type TarSummary struct {
 	Count       int    `json:"count"`

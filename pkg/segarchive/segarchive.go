@@ -1,5 +1,5 @@
 // Package segarchive writes and verifies segment archives: the TAR files of
-// the storage model (ARCHITECTURE), streamed out of a validator as real tar
+// the storage layout (docs/architecture.md), streamed out of a validator as real tar
 // archives for backups and offline checks.
 //
 // A segment is the stored protobuf (ledgerpb.Segment) of what one applied

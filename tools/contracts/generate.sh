@@ -4,7 +4,7 @@
 #   2. node compile.js  -> build/<Name>.{abi,bin} with the pinned solc,
 #   3. abigen --v2      -> pkg/paycontract/<name>.go, one file per contract.
 # abigen is run with an explicit @version: inside a module without it, `go run`
-# resolves abigen against that module's go.sum and fails (DEPENDENCIES.md).
+# resolves abigen against that module's go.sum and fails.
 # Run from anywhere; the Makefile's `generate` target calls it.
 set -euo pipefail
 

@@ -105,7 +105,7 @@ func tunables() []api.Tunable {
 		{Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5)"},
 		{Name: "forceTimeout", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 60s)"},
 		{Name: "memoryThreshold", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5%)"},
-		{Name: "event history window", Origin: "ADR 0023", Status: "not_implemented",
-			Note: "events are kept without a window (default 72 h or 1,000,000 events)"},
+		{Name: "event history window", Origin: "ADR 0023", Status: "configurable", Key: configPrefix + "EVENTS_RETENTION",
+			Note: "with " + configPrefix + "EVENTS_RETENTION_COUNT; the leader's values apply on every validator"},
 	}
 }

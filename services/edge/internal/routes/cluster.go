@@ -21,7 +21,7 @@ func (s *server) eachValidator(fn func(i int, base string)) {
 	wg.Wait()
 }
 
-// clusterNode is one validator in the cluster view (OPS-DATA: cluster).
+// clusterNode is one validator in the cluster view (openapi.yaml: ClusterData).
 type clusterNode struct {
 	NodeID       string `json:"nodeId"`
 	ID           uint64 `json:"id,omitempty"`

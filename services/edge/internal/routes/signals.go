@@ -4,7 +4,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// signal is one derived health signal (OPS-DATA: signals).
+// signal is one derived health signal (openapi.yaml: SignalsData).
 type signal struct {
 	ID         string     `json:"id"`
 	Label      string     `json:"label"`

@@ -1,7 +1,9 @@
-// Package api serves the validator's HTTP routes with echo: parsing and
-// validation only, no business rules. Routes are grouped by the contract's
-// layers (source, local-diagnostic, internal); every error answers the body
-// of ADR 0006.
+// Package api serves the validator's HTTP routes with echo: parsing,
+// validation and rendering only, no business rules. Every route is declared
+// once, in the route table (routes.go), with its layer and the permission
+// it needs; the parts of the validator the routes use come in through
+// interfaces declared here (Deps). Every error answers the body of ADR 0006.
+// See DESIGN.md.
 package api
 
 import (

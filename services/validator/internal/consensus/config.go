@@ -12,7 +12,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultTickInterval is one raft logical clock tick. Shorter ticks made
-	// leaders flap on the reference machine (DEPENDENCIES.md); 100 ms gives a
+	// leaders flap on a loaded 2-core machine; 100 ms gives a
 	// 1–2 s election timeout with DefaultElectionTicks.
 	DefaultTickInterval = 100 * time.Millisecond
 	// DefaultElectionTicks is the election timeout in ticks (raft randomizes

@@ -9,7 +9,7 @@ import (
 // Defaults and fixed figures of the catalog.
 const (
 	// DefaultTarTargetBytes is the size up to which contiguous segments are
-	// grouped into one TAR file (ARCHITECTURE: storage model, 256 MiB).
+	// grouped into one TAR file (docs/architecture.md: storage layout, 256 MiB).
 	DefaultTarTargetBytes = 256 << 20
 
 	// RetainedGenerations is how many segment generations GC keeps: 2,
