@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -121,7 +120,7 @@ func (v *validator) natsClients() []httpapi.NATSClient {
 // streams reads the JetStream streams the ledger uses, on the validator's
 // NATS connection; nil (a validator without NATS) when it has none.
 func (v *validator) streams() (httpapi.Streams, error) {
-	var nc *nats.Conn = cmp.Or(v.nc, v.publishing.nc)
+	nc := cmp.Or(v.nc, v.publishing.nc)
 	if nc == nil {
 		return nil, nil
 	}

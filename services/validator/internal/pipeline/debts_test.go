@@ -73,9 +73,9 @@ func (d *debtLedger) Propose(ctx context.Context, data []byte) error {
 		d.spent[key] = true
 		d.paid[common.BytesToAddress(g.GetWallet())] += g.GetAmountMicros()
 	}
-	d.ledger.mu.Lock()
-	d.ledger.notify()
-	d.ledger.mu.Unlock()
+	d.mu.Lock()
+	d.notify()
+	d.mu.Unlock()
 	return nil
 }
 

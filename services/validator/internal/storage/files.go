@@ -7,9 +7,9 @@ import (
 
 // SnapshotFiles counts the files in the raft snapshot directory and their
 // bytes (the storage snapshot's raft figures).
-func (db *DB) SnapshotFiles() (files int, bytes uint64, err error) {
-	dir := db.SnapshotDir()
-	names, err := db.FS().List(dir)
+func (d *DB) SnapshotFiles() (files int, bytes uint64, err error) {
+	dir := d.SnapshotDir()
+	names, err := d.FS().List(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, nil
 	}
@@ -17,7 +17,7 @@ func (db *DB) SnapshotFiles() (files int, bytes uint64, err error) {
 		return 0, 0, err
 	}
 	for _, name := range names {
-		info, err := db.FS().Stat(db.FS().PathJoin(dir, name))
+		info, err := d.FS().Stat(d.FS().PathJoin(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // replaced by a newer snapshot meanwhile
 		}
