@@ -73,9 +73,11 @@ func (d *debtLedger) Propose(ctx context.Context, data []byte) error {
 		d.spent[key] = true
 		d.paid[common.BytesToAddress(g.GetWallet())] += g.GetAmountMicros()
 	}
-	d.mu.Lock()
+	// The ledger's own lock, under which it wakes its watchers; d.mu is
+	// held already.
+	d.ledger.mu.Lock()
 	d.notify()
-	d.mu.Unlock()
+	d.ledger.mu.Unlock()
 	return nil
 }
 
