@@ -870,24 +870,33 @@ func TestRefusedBatchHoldsTheGovernor(t *testing.T) {
 }
 
 // TestQueueRates: the queue statistics carry the rates of proposals
-// accepted and applied, sampled by Run.
+// accepted and applied, sampled by Run every second. Proposals go on being
+// submitted until a sample sees the counters move: one submitted before
+// the first sample would leave every sample equal.
 func TestQueueRates(t *testing.T) {
 	key, _ := crypto.GenerateKey()
-	id, tx := common.HexToHash("0x01"), common.HexToHash("0xaa")
-	p, _ := start(t, paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
-		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}})
+	tx := common.HexToHash("0xaa")
+	paid := paymentsByID{}
+	var ids []common.Hash
+	for i := range 200 {
+		id := common.BigToHash(big.NewInt(int64(i + 1)))
+		ids = append(ids, id)
+		paid[id] = payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
+			Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}
+	}
+	p, _ := start(t, paid)
 	if q := p.QueueStats(); q.IngressPerSec != 0 || q.CommitPerSec != 0 {
 		t.Fatalf("rates before any proposal: %+v", q)
 	}
-	if _, _, err := p.Submit(context.Background(), submission(t, key, id, tx, payment.Standard)); err != nil {
-		t.Fatal(err)
-	}
-	final(t, p, id)
-	deadline := time.Now().Add(10 * time.Second)
-	for q := p.QueueStats(); q.IngressPerSec == 0 || q.CommitPerSec == 0; q = p.QueueStats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no rates after a proposal was accepted and applied: %+v", q)
+	for _, id := range ids {
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, tx, payment.Standard)); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		final(t, p, id)
+		if q := p.QueueStats(); q.IngressPerSec > 0 && q.CommitPerSec > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // a steady trickle, so that some land between two samples
 	}
+	t.Fatalf("no rates after %d proposals were accepted and applied: %+v", len(ids), p.QueueStats())
 }
