@@ -1,35 +1,32 @@
-package consensus_test
+package consensus
 
 // The validator's state machine (internal/state) under raft: the
 // integration of the two packages, kept here because state does not know
-// raft's types and consensus imports state.
+// raft's types and consensus imports state. The nodes talk through the
+// package's test network (helpers_test.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
-	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
 var (
-	_ consensus.Applier          = (*state.Machine)(nil)
-	_ consensus.Snapshotter      = (*state.Machine)(nil)
-	_ consensus.SnapshotVerifier = (*state.Machine)(nil)
+	_ Applier          = (*state.Machine)(nil)
+	_ Snapshotter      = (*state.Machine)(nil)
+	_ SnapshotVerifier = (*state.Machine)(nil)
 )
 
 // TestProposeAndWaitThroughRaft wires the state machine under a single-node
@@ -47,7 +44,7 @@ func TestProposeAndWaitThroughRaft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := consensus.Start(consensus.Config{ID: 1, TickInterval: 20 * time.Millisecond, Logger: logger}, db, m, nil)
+	node, err := Start(Config{ID: 1, TickInterval: 20 * time.Millisecond, Logger: logger}, db, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +112,7 @@ func TestProposeAndWaitThroughRaft(t *testing.T) {
 	if m.StateHash() != hash || m.AppliedIndex() != applied {
 		t.Fatal("state changed across the restart")
 	}
-	node, err = consensus.Start(consensus.Config{ID: 1, TickInterval: 20 * time.Millisecond, Logger: logger}, db, m, nil)
+	node, err = Start(Config{ID: 1, TickInterval: 20 * time.Millisecond, Logger: logger}, db, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +132,7 @@ func TestProposeAndWaitThroughRaft(t *testing.T) {
 // proposeAndWait is the caller's side of "Propose returning nil means
 // maybe": propose, wait on Changed for the record with a deadline, and
 // propose the same bytes again if it does not appear.
-func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32]byte, data []byte) *ledgerpb.ProposalRecord {
+func proposeAndWait(t *testing.T, node *Node, m *state.Machine, id [32]byte, data []byte) *ledgerpb.ProposalRecord {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -146,7 +143,7 @@ func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := node.Propose(ctx, data)
 		cancel()
-		if err != nil && !errors.Is(err, consensus.ErrNoLeader) && !errors.Is(err, consensus.ErrProposalDropped) &&
+		if err != nil && !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrProposalDropped) &&
 			!errors.Is(err, context.DeadlineExceeded) {
 			t.Fatal(err)
 		}
@@ -168,94 +165,6 @@ func proposeAndWait(t *testing.T, node *consensus.Node, m *state.Machine, id [32
 	return nil
 }
 
-// memNet is an in-memory raft transport between the nodes of one test, with
-// partitions. (The package's internal tests have a stricter one,
-// helpers_test.go, which this external test package cannot reach.)
-type memNet struct {
-	quit chan struct{}
-	wg   sync.WaitGroup
-
-	mu    sync.Mutex
-	nodes map[uint64]*consensus.Node
-	cut   map[uint64]bool
-	inbox map[uint64]chan *raftpb.Message
-}
-
-func newMemNet(t *testing.T, ids ...uint64) *memNet {
-	nw := &memNet{quit: make(chan struct{}), nodes: map[uint64]*consensus.Node{}, cut: map[uint64]bool{}, inbox: map[uint64]chan *raftpb.Message{}}
-	for _, id := range ids {
-		ch := make(chan *raftpb.Message, 4096)
-		nw.inbox[id] = ch
-		nw.wg.Add(1)
-		go func() {
-			defer nw.wg.Done()
-			for {
-				select {
-				case <-nw.quit:
-					return
-				case m := <-ch:
-					nw.mu.Lock()
-					to, from, cut := nw.nodes[id], nw.nodes[m.GetFrom()], nw.cut[id] || nw.cut[m.GetFrom()]
-					nw.mu.Unlock()
-					err := errors.New("unreachable")
-					if to != nil && !cut {
-						err = to.Step(context.Background(), m)
-					}
-					if m.GetType() == raftpb.MsgSnap && from != nil {
-						status := raft.SnapshotFinish
-						if err != nil {
-							status = raft.SnapshotFailure
-						}
-						from.ReportSnapshot(id, status)
-					}
-				}
-			}
-		}()
-	}
-	t.Cleanup(func() { close(nw.quit); nw.wg.Wait() })
-	return nw
-}
-
-func (nw *memNet) set(id uint64, n *consensus.Node) {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	nw.nodes[id] = n
-}
-
-func (nw *memNet) partition(id uint64, on bool) {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	nw.cut[id] = on
-}
-
-type memTransport struct {
-	nw   *memNet
-	from uint64
-}
-
-func (tr memTransport) Send(msgs []*raftpb.Message) {
-	nw := tr.nw
-	nw.mu.Lock()
-	cut, sender := nw.cut[tr.from], nw.nodes[tr.from]
-	nw.mu.Unlock()
-	for _, m := range msgs {
-		ch := nw.inbox[m.GetTo()]
-		if cut || ch == nil {
-			if m.GetType() == raftpb.MsgSnap && sender != nil {
-				sender.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
-			}
-			continue
-		}
-		select {
-		case ch <- proto.Clone(m).(*raftpb.Message):
-		default:
-			if sender != nil {
-				sender.ReportUnreachable(m.GetTo())
-			}
-		}
-	}
-}
-
 // TestFollowerCatchesUpThroughSnapshot runs three validators with the real
 // state machine and frequent snapshots. A follower cut off while the others
 // commit well past their compaction point comes back through a snapshot
@@ -264,9 +173,9 @@ func (tr memTransport) Send(msgs []*raftpb.Message) {
 func TestFollowerCatchesUpThroughSnapshot(t *testing.T) {
 	ids := []uint64{1, 2, 3}
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	nw := newMemNet(t, ids...)
+	nw := newNetwork(t, ids...)
 	machines := map[uint64]*state.Machine{}
-	nodes := map[uint64]*consensus.Node{}
+	nodes := map[uint64]*Node{}
 	for _, id := range ids {
 		db, err := storage.Open(storage.Options{Dir: t.TempDir(), Logger: logger})
 		if err != nil {
@@ -276,14 +185,14 @@ func TestFollowerCatchesUpThroughSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := consensus.Start(consensus.Config{
+		n, err := Start(Config{
 			ID: id, Peers: ids, TickInterval: 20 * time.Millisecond, Logger: logger,
 			SnapshotEntries: 40, CompactionMargin: 10,
-		}, db, m, memTransport{nw, id})
+		}, db, m, nw.transport(id))
 		if err != nil {
 			t.Fatal(err)
 		}
-		nw.set(id, n)
+		nw.attach(id, n, db)
 		machines[id], nodes[id] = m, n
 		t.Cleanup(func() {
 			n.Stop()
@@ -297,7 +206,7 @@ func TestFollowerCatchesUpThroughSnapshot(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			for _, id := range ids {
-				if st := nodes[id].Status(); st.Role == consensus.RoleLeader {
+				if st := nodes[id].Status(); st.Role == RoleLeader {
 					return id
 				}
 			}
