@@ -5,9 +5,11 @@ package lint
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -61,19 +63,42 @@ type pkg struct {
 	XTestImports []string
 }
 
+// workspace lists every package of the workspace once for all the tests
+// of this package (go list takes about a second).
+var workspace = sync.OnceValues(func() ([]pkg, error) {
+	out, err := exec.Command("go", "list", "-json", "github.com/contentledger/contentledger/...").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w", err)
+	}
+	var pkgs []pkg
+	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			return nil, err
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+})
+
+// packages returns the workspace's packages, failing t when they cannot be
+// listed.
+func packages(t *testing.T) []pkg {
+	t.Helper()
+	pkgs, err := workspace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
 // TestImportDirection fails when a package of the validator imports one of
 // its own level or above, or is not placed in levels.
 func TestImportDirection(t *testing.T) {
-	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
 	var seen []string
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
+	for _, p := range packages(t) {
+		if p.ImportPath != module && !strings.HasPrefix(p.ImportPath, module+"/") {
+			continue // another module of the workspace
 		}
 		name := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		seen = append(seen, name)
@@ -114,16 +139,7 @@ var appImporters = []string{
 // TestNothingImportsApp: app is the wiring; no package of the workspace
 // imports it, tests included, but appImporters.
 func TestNothingImportsApp(t *testing.T) {
-	out, err := exec.Command("go", "list", "-json", "github.com/contentledger/contentledger/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range packages(t) {
 		if slices.Contains(appImporters, p.ImportPath) || p.ImportPath == module+"/app" {
 			continue
 		}

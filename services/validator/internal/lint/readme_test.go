@@ -3,7 +3,6 @@ package lint
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path"
@@ -26,16 +25,7 @@ func TestReadmeListsEveryPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := readmePackages(t, readme)
-	out, err := exec.Command("go", "list", "-json", "github.com/contentledger/contentledger/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var p struct{ ImportPath string }
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range packages(t) {
 		rel := strings.TrimPrefix(p.ImportPath, "github.com/contentledger/contentledger/")
 		if !listed(rel) {
 			t.Errorf("README.md's repository map does not name package %s", rel)
