@@ -13,6 +13,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 )
 
 // Transactions are the payment transactions this validator observed
@@ -58,16 +59,11 @@ func NewTransactions(cfg TransactionsConfig) *Transactions {
 	return &Transactions{cfg: cfg}
 }
 
-// minSummaryReuse is the least time a summary is reused. A summary reads
-// the record of every observed payment's proposal, so it is also kept ten
-// times as long as it took: repeating it costs at most a tenth of a core.
-const minSummaryReuse = time.Second
-
 // Summary counts every payment transaction by state.
 func (t *Transactions) Summary() (*api.TransactionSummary, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.summary; s != nil && t.cfg.Now().Sub(s.ComputedAt) < max(minSummaryReuse, 10*t.took) {
+	if s := t.summary; s != nil && t.cfg.Now().Sub(s.ComputedAt) < rate.KeptFor(t.took) {
 		return s, nil
 	}
 	start := t.cfg.Now()

@@ -1,6 +1,7 @@
 // Package rate measures and limits rates: Meter turns a counter sampled
-// over time into a rate per second for the views, and NewLimiter is the
-// token bucket per identifier that limits requests.
+// over time into a rate per second for the views, KeptFor bounds how often
+// a costly view is computed again, and NewLimiter is the token bucket per
+// identifier that limits requests.
 //
 // A Meter is sampled by its own goroutine (Run); PerSecond may be called
 // from any goroutine. Nothing here is replicated state.
@@ -71,6 +72,14 @@ func (m *Meter) PerSecond() float64 {
 	}
 	return float64(last.value-first.value) / secs
 }
+
+// MinReuse is the least time KeptFor keeps a computed view.
+const MinReuse = time.Second
+
+// KeptFor is how long a view that took took to compute is reused: at least
+// MinReuse, and ten times its cost, so that computing it again and again
+// costs at most a tenth of a core however often it is asked for.
+func KeptFor(took time.Duration) time.Duration { return max(MinReuse, 10*took) }
 
 // NewLimiter is a token bucket per identifier (echo's in-memory store):
 // perSecond on average, bursts of twice that; idle buckets go after three

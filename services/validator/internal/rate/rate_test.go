@@ -35,3 +35,10 @@ func TestLimiter(t *testing.T) {
 		t.Fatal("another identifier was limited by the first one's requests")
 	}
 }
+
+// TestKeptFor: a view is kept at least MinReuse, and ten times its cost.
+func TestKeptFor(t *testing.T) {
+	if KeptFor(0) != MinReuse || KeptFor(50*time.Millisecond) != MinReuse || KeptFor(300*time.Millisecond) != 3*time.Second {
+		t.Fatal("KeptFor is not max(MinReuse, 10× the cost)")
+	}
+}

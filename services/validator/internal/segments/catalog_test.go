@@ -17,6 +17,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/segarchive"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 )
 
 func TestConfig(t *testing.T) {
@@ -32,9 +33,6 @@ func TestConfig(t *testing.T) {
 	}
 	if c.TarTargetBytes() != DefaultTarTargetBytes || c.cfg.Now == nil {
 		t.Fatalf("defaults %+v", c.cfg)
-	}
-	if KeptFor(0) != MinRescan || KeptFor(50*time.Millisecond) != MinRescan || KeptFor(300*time.Millisecond) != 3*time.Second {
-		t.Fatal("KeptFor is not max(MinRescan, 10× the cost)")
 	}
 }
 
@@ -410,7 +408,7 @@ func TestFragmentation(t *testing.T) {
 }
 
 // TestScanKept: the live scan is reused while the applied index has not
-// moved, and for KeptFor its cost (MinRescan on a small state) after.
+// moved, and for rate.KeptFor its cost (rate.MinReuse on a small state) after.
 func TestScanKept(t *testing.T) {
 	l := newLedger(t)
 	c := newClock()
@@ -429,13 +427,13 @@ func TestScanKept(t *testing.T) {
 		t.Fatalf("first scan at %d, %v", index, at)
 	}
 	second := l.apply(l.write(alice, "page/b", page("b", 10)))
-	c.advance(MinRescan - time.Nanosecond)
+	c.advance(rate.MinReuse - time.Nanosecond)
 	if index, at := applied(); index != first || !at.Equal(scanned) {
-		t.Fatalf("a scan younger than MinRescan was redone: at %d, %v", index, at)
+		t.Fatalf("a scan younger than rate.MinReuse was redone: at %d, %v", index, at)
 	}
 	c.advance(time.Nanosecond)
 	if index, at := applied(); index != second || !at.Equal(c.Now()) {
-		t.Fatalf("a scan MinRescan old, behind the applied index, was kept: at %d, %v", index, at)
+		t.Fatalf("a scan rate.MinReuse old, behind the applied index, was kept: at %d, %v", index, at)
 	}
 	scanned = c.Now()
 	c.advance(time.Hour)
@@ -486,7 +484,7 @@ func TestConcurrentViews(t *testing.T) {
 					return
 				default:
 				}
-				c.advance(MinRescan) // a fresh scan each time
+				c.advance(rate.MinReuse) // a fresh scan each time
 				var err error
 				switch r {
 				case 0:

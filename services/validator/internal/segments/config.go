@@ -15,9 +15,6 @@ const (
 	// RetainedGenerations is how many segment generations GC keeps: 2,
 	// fixed by the contract.
 	RetainedGenerations = 2
-
-	// MinRescan is the least time a scan of the live nodes is kept (KeptFor).
-	MinRescan = time.Second
 )
 
 // Config configures a Catalog. Zero fields take the defaults above.
@@ -57,8 +54,3 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// KeptFor is how long a computation that took took is reused: MinRescan,
-// or ten times its cost, so that repeating it costs at most a tenth of a
-// core.
-func KeptFor(took time.Duration) time.Duration { return max(MinRescan, 10*took) }

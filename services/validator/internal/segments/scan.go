@@ -11,6 +11,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
@@ -36,13 +37,13 @@ type liveScan struct {
 }
 
 // live returns a scan of the state, the last one while it is recent: taken
-// at the applied index of now, or less than KeptFor its cost ago.
+// at the applied index of now, or less than rate.KeptFor its cost ago.
 func (c *Catalog) live() (*liveScan, error) {
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
 	if s := c.scan; s != nil {
 		age := c.now().Sub(s.at)
-		if s.applied == c.machine.AppliedIndex() || age < KeptFor(s.took) {
+		if s.applied == c.machine.AppliedIndex() || age < rate.KeptFor(s.took) {
 			return s, nil
 		}
 	}
