@@ -39,7 +39,8 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	p := pipeline.DefaultConfig()
 	p.Events, p.Now = v.opsEvents, v.now
 	p.VerifyPayments = cfg.VerifiesPayments()
-	p.Domain, p.Contract, p.ChainID = cfg.domain(), cfg.domain().VerifyingContract, cfg.ChainID
+	d := cfg.domain()
+	p.Domain, p.Contract, p.ChainID = d, d.VerifyingContract, cfg.ChainID
 	p.PaymentWait, p.MaxPending, p.MaxBatch, p.MaxPendingMessages = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages
 	p.EventWindow, p.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
 	p.ClassAging, p.MicroBatch, p.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
