@@ -526,6 +526,13 @@ func (p *Pipeline) adoptUndecided() {
 		p.mu.Lock()
 		_, busy := p.pending[id]
 		full := len(p.pending) >= p.cfg.MaxPending
+		p.mu.Unlock()
+		if busy || full || p.decidedSince(id) {
+			continue
+		}
+		p.mu.Lock()
+		_, busy = p.pending[id]
+		full = len(p.pending) >= p.cfg.MaxPending
 		if !busy && !full {
 			p.pending[id] = &pendingProposal{record: rec}
 		}
@@ -535,6 +542,20 @@ func (p *Pipeline) adoptUndecided() {
 			p.enqueueVerify(rec)
 		}
 	}
+}
+
+// decidedSince reports whether a proposal the undecided list named has been
+// decided since: the list is read before the pending set, and a proposal
+// leaves the pending set only once its decision is applied, so one that is
+// not pending may have been decided in between. Deciding it again would
+// only be ignored by apply, after counting it twice here.
+func (p *Pipeline) decidedSince(id common.Hash) bool {
+	rec, ok, err := p.record(id)
+	if err != nil {
+		p.log.Error("reading a proposal record", zap.String("proposal_id", id.Hex()), zap.Error(err))
+		return true // the next pass looks again
+	}
+	return ok && rec.GetStatus() != ledgerpb.Status_STATUS_PENDING
 }
 
 func (p *Pipeline) existing(rec *ledgerpb.ProposalRecord, have, got common.Hash) (api.ProposalStatus, bool, error) {

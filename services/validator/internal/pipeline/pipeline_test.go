@@ -900,3 +900,38 @@ func TestQueueRates(t *testing.T) {
 	}
 	t.Fatalf("no rates after %d proposals were accepted and applied: %+v", len(ids), p.QueueStats())
 }
+
+// staleList is a ledger whose list of undecided proposals was read before
+// their decisions were applied.
+type staleList struct {
+	*ledger
+	undecided []*ledgerpb.ProposalRecord
+}
+
+func (s staleList) Undecided(int) ([]*ledgerpb.ProposalRecord, error) { return s.undecided, nil }
+
+// TestAdoptSkipsDecidedSinceListed: a proposal the undecided list names but
+// whose decision was applied (and which left the pending set) since is not
+// adopted and decided again; one still undecided is.
+func TestAdoptSkipsDecidedSinceListed(t *testing.T) {
+	l := newLedger()
+	decided, undecided := common.HexToHash("0x51"), common.HexToHash("0x52")
+	pendingRec := func(id common.Hash) *ledgerpb.ProposalRecord {
+		return &ledgerpb.ProposalRecord{Proposal: &ledgerpb.Proposal{Id: id.Bytes()}, Status: ledgerpb.Status_STATUS_PENDING}
+	}
+	l.records[decided] = &ledgerpb.ProposalRecord{Proposal: &ledgerpb.Proposal{Id: decided.Bytes()}, Status: ledgerpb.Status_STATUS_REJECTED}
+	l.records[undecided] = pendingRec(undecided)
+	cfg := DefaultConfig()
+	cfg.VerifyPayments = false
+	p, err := New(cfg, zap.NewNop(), l, staleList{l, []*ledgerpb.ProposalRecord{pendingRec(decided), pendingRec(undecided)}}, nil, fixedEpoch(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.adoptUndecided()
+	if st := p.Stats(); st.Adopted != 1 || st.Pending != 1 {
+		t.Fatalf("stats %+v, want the undecided one adopted and the decided one left alone", st)
+	}
+	if _, err := p.Status(undecided); err != nil {
+		t.Fatalf("the undecided proposal: %v", err)
+	}
+}
