@@ -316,12 +316,14 @@ type RouteIndex struct {
 
 // RouteEntry is one route. Path is written as the contract writes it
 // ({name} parameters); Contract says whether the contract names the route
-// (false: the project's own); Auth is "token" when SVC_VALIDATOR_AUTH_TOKEN
-// guards it, "none" otherwise.
+// (false: the project's own); Lane is the access lane the route belongs to
+// ("public": none); Auth is "token" when a token guards that lane now,
+// "none" otherwise.
 type RouteEntry struct {
 	Method   string `json:"method"`
 	Path     string `json:"path"`
 	Layer    string `json:"layer"`
 	Contract bool   `json:"contract"`
+	Lane     string `json:"lane"`
 	Auth     string `json:"auth"`
 }

@@ -115,6 +115,11 @@ type GcAccount struct {
 	DeletedBytes       uint64 `json:"deletedBytes"`
 }
 
+// MaxDebtAmount is the largest amount an operator may give as a wallet's
+// GC debt limit or pay by hand, in millionths: 1,000,000.00. It keeps an
+// operator's typing error from lifting a limit out of sight.
+const MaxDebtAmount = 1_000_000 * 1_000_000
+
 // DebtString formats micros as a decimal amount: two decimals, more only
 // when they are not zero (1_500_000 is "1.50", 1_234_567 is "1.234567").
 func DebtString(micros uint64) string {

@@ -46,13 +46,17 @@ import (
 // times on the same cluster, so each run starts on the state the earlier
 // ones wrote (a larger database, and a longer chain for the dev chain to
 // extend), which is slower: compare runs with the same position.
+// benchOperatorToken guards the operator lane of the benchmarks' TESTNET
+// validators (outside MOCK mode it must be guarded).
+const benchOperatorToken = "bench-operator-token-0123456789"
+
 func BenchmarkPipeline(b *testing.B) {
 	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
 	chain := backing.Chain
 	c, err := startLedger(b.Cleanup, b.TempDir(),
 		"SVC_VALIDATOR_MODE=TESTNET", "SVC_VALIDATOR_NATS_URL="+backing.NATSURL, "SVC_VALIDATOR_PAYMENT_STREAM=CHAIN_EVENTS",
 		"SVC_VALIDATOR_CHAIN_ID="+strconv.FormatUint(chain.ChainID, 10), "SVC_VALIDATOR_CONTRACT_ADDRESS="+chain.PaymentLedger.Hex(),
-		"SVC_VALIDATOR_CONFIRMATIONS=1", "SVC_VALIDATOR_PAYMENT_WAIT=60s")
+		"SVC_VALIDATOR_CONFIRMATIONS=1", "SVC_VALIDATOR_PAYMENT_WAIT=60s", "SVC_VALIDATOR_OPERATOR_TOKENS="+benchOperatorToken)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,9 +22,15 @@ import (
 )
 
 // postJSON posts an empty body to u and decodes the answer into out.
-func postJSON(t *testing.T, u string, out any) int {
+func postJSON(t *testing.T, u, body string, out any) int {
 	t.Helper()
-	resp, err := http.Post(u, "application/x-www-form-urlencoded", nil)
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+harness.OperatorToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +96,10 @@ func TestGcDebtPaidOnChain(t *testing.T) {
 		t.Fatalf("after the delete: %+v", acc)
 	}
 	var acc api.GcAccount
-	if code := postJSON(t, accountURL+"/set-limit?limit=0.10", &acc); code != http.StatusOK || acc.Limit != "0.10" {
+	if code := postJSON(t, accountURL+"/set-limit", `{"limit":"0.10"}`, &acc); code != http.StatusOK || acc.Limit != "0.10" {
 		t.Fatalf("set-limit: %d %+v", code, acc)
 	}
-	if code := postJSON(t, accountURL+"/execute-pending", &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || !acc.WritesBlocked {
+	if code := postJSON(t, accountURL+"/execute-pending", "", &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || !acc.WritesBlocked {
 		t.Fatalf("execute-pending: %d %+v", code, acc)
 	}
 
@@ -108,16 +114,16 @@ func TestGcDebtPaidOnChain(t *testing.T) {
 
 	// The route in TESTNET: a transaction hash, not an amount.
 	for _, tc := range []struct {
-		query string
-		code  apierror.Code
+		body string
+		code apierror.Code
 	}{
-		{"?amount=1.00", apierror.InvalidField},
-		{"?txHash=0x1234", apierror.InvalidField},
-		{"?txHash=" + common.HexToHash("0xdead").Hex(), apierror.PaymentNotFound},
+		{`{"amount":"1.00"}`, apierror.InvalidField},
+		{`{"txHash":"0x1234"}`, apierror.InvalidField},
+		{`{"txHash":"` + common.HexToHash("0xdead").Hex() + `"}`, apierror.PaymentNotFound},
 	} {
 		var e apierror.Body
-		if code := postJSON(t, accountURL+"/pay"+tc.query, &e); e.Error == nil || e.Error.Code != tc.code || code != tc.code.Status() {
-			t.Errorf("pay%s: %d %+v, want %s", tc.query, code, e.Error, tc.code)
+		if code := postJSON(t, accountURL+"/pay", tc.body, &e); e.Error == nil || e.Error.Code != tc.code || code != tc.code.Status() {
+			t.Errorf("pay %s: %d %+v, want %s", tc.body, code, e.Error, tc.code)
 		}
 	}
 
@@ -143,7 +149,7 @@ func TestGcDebtPaidOnChain(t *testing.T) {
 	// changes nothing.
 	for range 2 {
 		var again api.GcAccount
-		if code := postJSON(t, accountURL+"/pay?txHash="+debtTx.Hex(), &again); code != http.StatusOK || again != paid {
+		if code := postJSON(t, accountURL+"/pay", `{"txHash":"`+debtTx.Hex()+`"}`, &again); code != http.StatusOK || again != paid {
 			t.Fatalf("paying again with %s: %d\n got  %+v\n want %+v", debtTx.Hex(), code, again, paid)
 		}
 	}
@@ -155,7 +161,7 @@ func TestGcDebtPaidOnChain(t *testing.T) {
 	var e apierror.Body
 	harness.Eventually(t, 30*time.Second, func() bool {
 		e = apierror.Body{}
-		postJSON(t, accountURL+"/pay?txHash="+otherTx.Hex(), &e)
+		postJSON(t, accountURL+"/pay", `{"txHash":"`+otherTx.Hex()+`"}`, &e)
 		return e.Error == nil || e.Error.Code != apierror.PaymentNotFound
 	})
 	if e.Error == nil || e.Error.Code != apierror.PaymentTxMismatch {

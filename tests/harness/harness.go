@@ -26,6 +26,10 @@ import (
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
+// OperatorToken is the token of the validators' operator lane in every
+// network the harness starts (outside MOCK mode the lane must be guarded).
+const OperatorToken = "harness-operator-token-0123456789"
+
 // Options shape the network. Zero values take the defaults noted.
 type Options struct {
 	Mode          validator.Mode // default TESTNET
@@ -153,6 +157,7 @@ func Start(t testing.TB, o Options) *Network {
 			Confirmations: o.Confirmations, NATSURL: n.NATSURL, PaymentStream: "CHAIN_EVENTS", PaymentWait: o.PaymentWait,
 			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
 			MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
+			OperatorTokens: OperatorToken,
 		}, log.Named("validator"), vready)
 	})
 	n.ValidatorURL = "http://" + receive(t, vready, failed)

@@ -62,6 +62,10 @@ type node struct {
 
 func (n *node) url() string { return "http://" + n.httpAddr }
 
+// operatorToken is the token of the operator lane of every validator the
+// system tests start.
+const operatorToken = "system-operator-token-0123456789"
+
 func freeAddr(t testing.TB) string {
 	addr, release := reserveAddr(t)
 	release()
@@ -118,6 +122,7 @@ func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, no
 	for _, n := range c.nodes {
 		n.env = append(os.Environ(),
 			"SVC_VALIDATOR_MODE="+mode,
+			"SVC_VALIDATOR_OPERATOR_TOKENS="+operatorToken,
 			"SVC_VALIDATOR_NODE_ID="+strconv.FormatUint(n.id, 10),
 			"SVC_VALIDATOR_DATA_DIR="+n.dataDir,
 			"SVC_VALIDATOR_HTTP_ADDR="+n.httpAddr,

@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,6 +67,19 @@ type options struct {
 	mode          validator.Mode
 	block         time.Duration
 	confirmations uint64
+	// operatorToken guards the validators' operator lane: made afresh at
+	// each start and printed with the tour. The submit and ops-read lanes
+	// stay open: the validators listen on loopback only.
+	operatorToken string
+}
+
+// newToken makes a random bearer token.
+func newToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // validators is the size of the local cluster.
@@ -91,6 +106,10 @@ func validatorURLs() []string {
 
 func run(ctx context.Context, log *zap.Logger, o options) error {
 	if err := os.RemoveAll(o.dataDir); err != nil {
+		return err
+	}
+	var err error
+	if o.operatorToken, err = newToken(); err != nil {
 		return err
 	}
 	chain, err := devchain.Start(devchain.Config{BlockInterval: o.block})
@@ -142,6 +161,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			USDCAddress: chain.DevUSDC.Hex(), Confirmations: o.confirmations, NATSURL: natsURL, PaymentStream: "CHAIN_EVENTS",
 			PaymentWait: 2 * time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
 			TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
+			OperatorTokens: o.operatorToken,
 		}
 		start(name, func(ctx context.Context) error { return validator.Run(ctx, vcfg, log.Named(name), nil) })
 	}
@@ -226,6 +246,10 @@ Well-known dev accounts (10,000 ETH each; never use these keys on a real network
 		fmt.Printf("  %-2s %s  %s\n", strconv.Itoa(i), a.Address.Hex(), "0x"+a.PrivateKeyHex)
 	}
 	fmt.Printf(`
+Access lanes: submit and ops-read are open (loopback only); the operator lane (membership, GC
+limits, manual pay) takes this token, made for this run:
+  export LEDGER_OPERATOR_TOKEN=%s
+
 Try it:
   export LEDGER_KEY=%s
   go run ./tools/ledgerctl write --type page '{"jcr:primaryType":"cq:Page","title":"Hello"}'
@@ -233,5 +257,5 @@ Try it:
   curl -s 'http://%s/api/explore?path=<path printed by write>'
   curl -s http://%s/ops/v1/explorer/proposal/<proposalId>
   curl -s http://%s/health/cluster
-`, "0x"+devchain.DevAccounts[1].PrivateKeyHex, validatorHTTP(1), edgeAddr, validatorHTTP(2))
+`, o.operatorToken, "0x"+devchain.DevAccounts[1].PrivateKeyHex, validatorHTTP(1), edgeAddr, validatorHTTP(2))
 }

@@ -46,9 +46,15 @@ func (c *Client) http() *http.Client {
 
 // do sends a request and decodes a 2xx body into out; other answers become
 // an *apierror.Error (from the error body, ADR 0006, when there is one).
+//
+// Every request that is not a GET is sent as JSON: the validator's operator
+// routes take nothing else (a cross-site form cannot send it).
 func (c *Client) do(req *http.Request, out any) (int, error) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if req.Method != http.MethodGet && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
@@ -250,12 +256,37 @@ func (c *Client) GcAccount(ctx context.Context, wallet common.Address) (api.GcAc
 // network tx is the transaction that called the contract's payDebt (the
 // error is payment_not_found until the chain-watcher has published it);
 // in MOCK mode tx is zero and micros is paid without a transaction.
+//
+// The route is on the operator lane: Token must be an operator's.
 func (c *Client) PayDebt(ctx context.Context, wallet common.Address, tx common.Hash, micros uint64) (api.GcAccount, error) {
-	query := "?amount=" + api.DebtString(micros)
+	body := map[string]string{"amount": api.DebtString(micros)}
 	if tx != (common.Hash{}) {
-		query = "?txHash=" + tx.Hex()
+		body = map[string]string{"txHash": tx.Hex()}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+"/v1/gc/account/"+strings.ToLower(wallet.Hex())+"/pay"+query, nil)
+	return c.gcChange(ctx, wallet, "pay", body)
+}
+
+// SetGcLimit sets a wallet's executed-debt limit (0: the default); an
+// operator's route.
+func (c *Client) SetGcLimit(ctx context.Context, wallet common.Address, micros uint64) (api.GcAccount, error) {
+	return c.gcChange(ctx, wallet, "set-limit", map[string]string{"limit": api.DebtString(micros)})
+}
+
+// ExecutePendingDebt executes a wallet's pending GC debt now; an operator's
+// route.
+func (c *Client) ExecutePendingDebt(ctx context.Context, wallet common.Address) (api.GcAccount, error) {
+	return c.gcChange(ctx, wallet, "execute-pending", map[string]string{})
+}
+
+// gcChange posts body to one of a GC account's operator routes and
+// returns the account as applied.
+func (c *Client) gcChange(ctx context.Context, wallet common.Address, route string, body map[string]string) (api.GcAccount, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return api.GcAccount{}, err
+	}
+	u := strings.TrimRight(c.BaseURL, "/") + "/v1/gc/account/" + strings.ToLower(wallet.Hex()) + "/" + route
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(raw))
 	if err != nil {
 		return api.GcAccount{}, err
 	}

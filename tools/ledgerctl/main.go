@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
@@ -59,7 +60,9 @@ common flags:
   --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090);
                     watch takes a comma-separated list and fails over along it
   --rpc URL         Ethereum JSON-RPC for payments (env LEDGER_RPC, default http://127.0.0.1:8545)
-  --token T         bearer token of the validator (env LEDGER_TOKEN)
+  --token T         bearer token of the validator's submit and ops-read lanes (env LEDGER_TOKEN)
+  --operator-token T  bearer token of its operator lane: cluster changes, the GC pay route
+                    (env LEDGER_OPERATOR_TOKEN; default: --token)
   --key HEX         wallet private key (env LEDGER_KEY)
   --json            print JSON
 `
@@ -103,20 +106,26 @@ func main() {
 
 // commonFlags holds the flags every command shares.
 type commonFlags struct {
-	validator, rpc, token, key string
-	json                       bool
+	validator, rpc, token, operatorToken, key string
+	json                                      bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.validator, "validator", envOr("LEDGER_VALIDATOR", "http://127.0.0.1:8090"), "validator HTTP API")
 	fs.StringVar(&c.rpc, "rpc", envOr("LEDGER_RPC", "http://127.0.0.1:8545"), "Ethereum JSON-RPC endpoint")
-	fs.StringVar(&c.token, "token", os.Getenv("LEDGER_TOKEN"), "validator bearer token")
+	fs.StringVar(&c.token, "token", os.Getenv("LEDGER_TOKEN"), "validator bearer token (submit and ops-read lanes)")
+	fs.StringVar(&c.operatorToken, "operator-token", os.Getenv("LEDGER_OPERATOR_TOKEN"), "validator bearer token of the operator lane (default: --token)")
 	fs.StringVar(&c.key, "key", os.Getenv("LEDGER_KEY"), "wallet private key, hex")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 }
 
 func (c *commonFlags) client() *ledgerclient.Client {
 	return &ledgerclient.Client{BaseURL: c.validator, Token: c.token}
+}
+
+// operatorClient calls the validator's operator lane.
+func (c *commonFlags) operatorClient() *ledgerclient.Client {
+	return &ledgerclient.Client{BaseURL: c.validator, Token: cmp.Or(c.operatorToken, c.token)}
 }
 
 // progress returns a printer of progress lines to w, silent with --json.
@@ -365,6 +374,39 @@ func status(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// awaitDebtPaid waits until the validators have applied the payment of
+// transaction tx. With an operator's token it asks the pay route for it
+// (payment_not_found until the chain-watcher has published the log); with
+// any other it waits for the leader, which pays an observed log by itself,
+// to raise the account's paid figure above before's.
+func awaitDebtPaid(ctx context.Context, client, operator *ledgerclient.Client, wallet common.Address, tx common.Hash, before api.GcAccount) (api.GcAccount, error) {
+	byRoute := true
+	for {
+		var acc api.GcAccount
+		var err error
+		if byRoute {
+			acc, err = operator.PayDebt(ctx, wallet, tx, 0)
+			switch apierror.CodeOf(err) {
+			case apierror.Unauthorized, apierror.Forbidden:
+				byRoute = false // not an operator: the leader pays it by itself
+			case apierror.PaymentNotFound:
+			default:
+				return acc, err
+			}
+		} else {
+			acc, err = client.GcAccount(ctx, wallet)
+			if err != nil || acc.PaidMicros > before.PaidMicros {
+				return acc, err
+			}
+		}
+		select { // the watcher publishes after the configured confirmations
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return acc, cmp.Or(err, ctx.Err())
+		}
+	}
+}
+
 // payDebt pays a wallet's GC debt (ADR 0011). On a chain-backed network
 // it calls the contract's payDebt with --eth and then the validator's pay
 // route with the transaction, until the chain-watcher has published it; the
@@ -411,13 +453,17 @@ func payDebt(ctx context.Context, args []string, out, progressOut io.Writer) err
 		if !ok || micros == 0 {
 			return errors.New("MOCK mode pays without a chain: give --amount, e.g. 1.50")
 		}
-		if acc, err = client.PayDebt(ctx, wallet, common.Hash{}, micros); err != nil {
+		if acc, err = c.operatorClient().PayDebt(ctx, wallet, common.Hash{}, micros); err != nil {
 			return describe(err)
 		}
 	} else {
 		wei, err := parseEther(*eth)
 		if err != nil {
 			return err
+		}
+		before, err := client.GcAccount(ctx, wallet)
+		if err != nil {
+			return describe(err)
 		}
 		chain, err := ethclient.DialContext(ctx, c.rpc)
 		if err != nil {
@@ -430,18 +476,7 @@ func payDebt(ctx context.Context, args []string, out, progressOut io.Writer) err
 			return err
 		}
 		progress("paid in transaction %s (block %d); waiting for the validators to observe it", receipt.TxHash.Hex(), receipt.BlockNumber)
-		for {
-			acc, err = client.PayDebt(ctx, wallet, receipt.TxHash, 0)
-			if apierror.CodeOf(err) != apierror.PaymentNotFound {
-				break
-			}
-			select { // the watcher publishes after the configured confirmations
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				return describe(err)
-			}
-		}
-		if err != nil {
+		if acc, err = awaitDebtPaid(ctx, client, c.operatorClient(), wallet, receipt.TxHash, before); err != nil {
 			return describe(err)
 		}
 	}
@@ -481,6 +516,9 @@ func cluster(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	client := c.client()
+	if args[0] != "list" {
+		client = c.operatorClient() // changes are the operator lane's
+	}
 	var m ledgerclient.Members
 	var err error
 	switch args[0] {

@@ -29,7 +29,7 @@ import (
 type Config struct {
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:"0.0.0.0:8787" desc:"address the /ops/v1 API listens on"`
 	Validators       []string      `envconfig:"VALIDATORS" default:"http://127.0.0.1:8090" desc:"comma-separated validator base URLs"`
-	ValidatorToken   string        `envconfig:"VALIDATOR_TOKEN" desc:"bearer token sent to validators (their SVC_VALIDATOR_AUTH_TOKEN)"`
+	ValidatorToken   string        `envconfig:"VALIDATOR_TOKEN" desc:"bearer token sent to validators: a token of their ops-read lane (SVC_VALIDATOR_OPS_READ_TOKENS, or AUTH_TOKEN)"`
 	APIAuthToken     string        `envconfig:"API_AUTH_TOKEN" desc:"bearer token required on /ops/v1/*; unset: no token needed"`
 	RuntimeAuthToken string        `envconfig:"RUNTIME_AUTH_TOKEN" desc:"stricter bearer token required on /ops/v1/runtime/*"`
 	ClusterID        string        `envconfig:"CLUSTER_ID" default:"contentledger-local" desc:"clusterId stamped on every envelope"`

@@ -22,6 +22,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/lifecycle"
 	"github.com/contentledger/contentledger/pkg/profiling"
+	"github.com/contentledger/contentledger/services/validator/internal/access"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus/cluster"
@@ -46,6 +47,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	v := &validator{cfg: cfg, log: log.With(zap.Uint64("node", cfg.NodeID)), now: time.Now, version: buildinfo.Version()}
 	var g lifecycle.Group
 	for _, build := range []func(*lifecycle.Group) error{
+		v.openAccess,   // the lanes' tokens: refuses to run open, before anything is opened
 		v.openStorage,  // Pebble and the state machine
 		v.listen,       // the HTTP listener, before raft: a lone node's address book names it
 		v.startRaft,    // the peer transport and the raft node
@@ -79,6 +81,7 @@ type validator struct {
 	now     func() time.Time
 	version string
 
+	access  *access.Gate
 	db      *storage.DB
 	machine *state.Machine
 	ln      net.Listener

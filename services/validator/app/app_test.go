@@ -61,7 +61,7 @@ func startMockWith(t *testing.T, edit func(*Config)) string {
 	}
 	waitFor(t, func() bool {
 		var h map[string]any
-		return getJSON(t, base+"/health", &h) == http.StatusOK && h["role"] == "LEADER"
+		return getJSONWith(t, base+"/health", cfg.AuthToken, &h) == http.StatusOK && h["role"] == "LEADER"
 	})
 	return base
 }
@@ -273,8 +273,12 @@ func TestAuthToken(t *testing.T) {
 		return resp.StatusCode, body
 	}
 	for _, path := range []string{"/health", "/health/local"} {
-		if code, _ := call(path, ""); code != http.StatusOK {
-			t.Errorf("%s without a token: %d", path, code)
+		// Without a token: the status a load balancer needs, nothing more.
+		if code, body := call(path, ""); code != http.StatusOK || body["status"] != "ok" || body["nodeId"] != nil || body["leader"] != nil {
+			t.Errorf("%s without a token: %d %v", path, code, body)
+		}
+		if code, body := call(path, "s3cret"); code != http.StatusOK || body["nodeId"] != float64(1) || body["role"] != "LEADER" {
+			t.Errorf("%s with the token: %d %v", path, code, body)
 		}
 	}
 	code, body := call("/v1/blockchain/config", "")
@@ -475,6 +479,25 @@ func (a author) deleteForm(t *testing.T, id, written common.Hash) url.Values {
 
 // request sends method to u with form as its body (none when nil) and
 // decodes the JSON answer into out.
+// operate sends an operator's request: POST, its arguments as JSON.
+func operate(t *testing.T, u, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode
+}
+
 func request(t *testing.T, method, u string, form url.Values, out any) int {
 	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
@@ -522,10 +545,10 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 		t.Fatalf("after a delete (at least 1 MB at 0.10): %+v", acc)
 	}
 
-	if code := request(t, http.MethodPost, accountURL+"/execute-pending", nil, &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || acc.PendingDebt != "0.00" {
+	if code := operate(t, accountURL+"/execute-pending", "", &acc); code != http.StatusOK || acc.ExecutedDebt != "0.10" || acc.PendingDebt != "0.00" {
 		t.Fatalf("execute-pending: %d %+v", code, acc)
 	}
-	if code := request(t, http.MethodPost, accountURL+"/set-limit?limit=0.10", nil, &acc); code != http.StatusOK || !acc.WritesBlocked || acc.Limit != "0.10" {
+	if code := operate(t, accountURL+"/set-limit", `{"limit":"0.10"}`, &acc); code != http.StatusOK || !acc.WritesBlocked || acc.Limit != "0.10" {
 		t.Fatalf("set-limit: %d %+v", code, acc)
 	}
 	var e apierror.Body
@@ -539,19 +562,22 @@ func TestGcDebtBlocksAndUnblocksWrites(t *testing.T) {
 		t.Fatalf("a blocked write left a status: %d", code)
 	}
 
-	for _, tc := range []struct{ path, field string }{
-		{"/pay?amount=0", "amount"}, {"/pay?amount=-1", "amount"}, {"/pay", "amount"}, {"/set-limit?limit=x", "limit"},
+	for _, tc := range []struct{ path, body, field string }{
+		{"/pay", `{"amount":"0"}`, "amount"}, {"/pay", `{"amount":"-1"}`, "amount"}, {"/pay", "", "amount"},
+		{"/pay", `{"amount":"1000000.000001"}`, "amount"}, {"/set-limit", `{"limit":"x"}`, "limit"},
+		{"/set-limit", `{"limit":"1000001"}`, "limit"}, {"/set-limit", `{}`, "limit"},
+		{"/set-limit?limit=0.10", `{"limit":"0.10"}`, "limit"}, // arguments in the query are refused
 	} {
 		var e apierror.Body
-		if code := request(t, http.MethodPost, accountURL+tc.path, nil, &e); code != http.StatusBadRequest || e.Error.Details["field"] != tc.field {
-			t.Errorf("%s: %d %+v", tc.path, code, e.Error)
+		if code := operate(t, accountURL+tc.path, tc.body, &e); code != http.StatusBadRequest || e.Error.Details["field"] != tc.field {
+			t.Errorf("%s %s: %d %+v", tc.path, tc.body, code, e.Error)
 		}
 	}
 	if code := getJSON(t, base+"/v1/gc/account/0x1234", &e); code != http.StatusBadRequest || e.Error.Details["field"] != "walletAddress" {
 		t.Errorf("a bad wallet: %d %+v", code, e.Error)
 	}
 
-	if code := request(t, http.MethodPost, accountURL+"/pay?amount=0.10", nil, &acc); code != http.StatusOK || acc.WritesBlocked || acc.ExecutedDebt != "0.00" || acc.Paid != "0.10" {
+	if code := operate(t, accountURL+"/pay", `{"amount":"0.10"}`, &acc); code != http.StatusOK || acc.WritesBlocked || acc.ExecutedDebt != "0.00" || acc.Paid != "0.10" {
 		t.Fatalf("pay: %d %+v", code, acc)
 	}
 	if code, body := post(t, base, a.form(t, blocked, `{"title":"blocked"}`, a.key)); code != http.StatusAccepted {

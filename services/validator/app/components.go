@@ -58,10 +58,13 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 	cfg := v.cfg
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
-	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, AuthToken: cfg.AuthToken, Form: form,
+	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, Access: v.access, Form: form,
 		Blockchain: blockchainConfig(cfg), Version: v.version}
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
+	}
+	if cfg.OperatorRate > 0 {
+		apiCfg.OperatorLimiter = rate.NewLimiter(cfg.OperatorRate)
 	}
 	// A nil pointer in an interface would not be nil: the parts absent in
 	// MOCK mode are set only when present.

@@ -53,7 +53,18 @@ type Config struct {
 	PeerTLSCert string `envconfig:"PEER_TLS_CERT" desc:"PEM certificate this validator presents to its raft peers"`
 	PeerTLSKey  string `envconfig:"PEER_TLS_KEY" desc:"PEM private key of PEER_TLS_CERT"`
 	PeerTLSCA   string `envconfig:"PEER_TLS_CA" desc:"PEM CA that signs every validator's peer certificate"`
-	AuthToken   string `envconfig:"AUTH_TOKEN" desc:"bearer token required on every route but /health* and /v1/ops/snapshots/{health,runtime,storage}; unset: none"`
+	// Access lanes (internal/access, ADR 0024): a lane is open while no
+	// token opens it. Outside MOCK mode the operator lane must be guarded,
+	// and the ops-read lane too unless the HTTP listener is loopback or
+	// OPEN_OPS_READ says otherwise.
+	AuthToken      string  `envconfig:"AUTH_TOKEN" desc:"bearer token of every lane (submit, ops-read, operator, mock): required on every route but /health* and /v1/ops/snapshots/{health,runtime,storage}; unset: none"`
+	SubmitTokens   string  `envconfig:"SUBMIT_TOKENS" desc:"comma-separated bearer tokens of the submit lane (proposals, their status, content and wallet reads); unset: the lane is open unless AUTH_TOKEN or TOKENS_FILE guards it"`
+	OpsReadTokens  string  `envconfig:"OPS_READ_TOKENS" desc:"comma-separated bearer tokens of the ops-read lane (every GET a dashboard, the edge or Prometheus needs)"`
+	OperatorTokens string  `envconfig:"OPERATOR_TOKENS" desc:"comma-separated bearer tokens of the operator lane (membership, GC limits, execute-pending, manual pay); required outside MOCK unless AUTH_TOKEN or TOKENS_FILE gives one"`
+	MockTokens     string  `envconfig:"MOCK_TOKENS" desc:"comma-separated bearer tokens of the mock lane (/api/mock/*, MOCK mode only)"`
+	TokensFile     string  `envconfig:"TOKENS_FILE" desc:"file of lane tokens, one per line: <lane>[,<lane>...] <token> (lane all: every lane); re-read when it changes and on SIGHUP"`
+	OpenOpsRead    bool    `envconfig:"OPEN_OPS_READ" default:"false" desc:"allow the ops-read lane without a token on a listener that is not loopback (TESTNET, MAINNET)"`
+	OperatorRate   float64 `envconfig:"OPERATOR_RATE" default:"5" desc:"operator requests per second one client address may make, in bursts of twice that; 0: no limit"`
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
@@ -184,8 +195,11 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes <= 0 || c.EpochLength <= 0 || c.PaymentWait <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_MESSAGE_BYTES, EPOCH_LENGTH and PAYMENT_WAIT must be positive"))
 	}
-	if c.RatePerIP < 0 || c.RatePerWallet < 0 || c.Verifiers < 0 || c.ClassAging < 0 {
-		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP, RATE_PER_WALLET, VERIFIERS and CLASS_AGING must not be negative"))
+	if c.RatePerIP < 0 || c.RatePerWallet < 0 || c.Verifiers < 0 || c.ClassAging < 0 || c.OperatorRate < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_RATE_PER_IP, RATE_PER_WALLET, VERIFIERS, CLASS_AGING and OPERATOR_RATE must not be negative"))
+	}
+	if _, err := c.staticTokens(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.EventsRetention < 0 || c.EventsStreamPerIP < 0 || c.EventsStreamRate < 0 || c.EventsStreamQueue < 0 || c.EventsKeepAlive < 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_EVENTS_RETENTION, EVENTS_STREAM_PER_IP, EVENTS_STREAM_RATE, EVENTS_STREAM_QUEUE and EVENTS_KEEPALIVE must not be negative"))

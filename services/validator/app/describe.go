@@ -24,7 +24,7 @@ func describeSettings(cfg Config) []settings.Setting {
 	return settings.Describe(cfg, settings.Options{
 		Prefix:   configPrefix,
 		Classify: settingClass,
-		Secrets:  []string{"AUTH_TOKEN"},
+		Secrets:  []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS"},
 		URLs:     []string{"IPFS_GATEWAY", "NATS_URL"},
 		Enums:    map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String()},
@@ -43,8 +43,10 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "storage", "high", true
 	case "HTTP_ADDR", "DEBUG_ADDR":
 		return "api", "medium", true
-	case "AUTH_TOKEN":
+	case "AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS", "TOKENS_FILE", "OPEN_OPS_READ":
 		return "api", "high", true
+	case "OPERATOR_RATE":
+		return "api", "medium", true
 	case "RATE_PER_IP", "RATE_PER_WALLET":
 		return "api", "medium", true
 	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA":

@@ -30,8 +30,13 @@ func TestDeepHealth(t *testing.T) {
 		c.AuthToken = "s3cret"
 	})
 
+	// Without a token: statuses only; with the ops-read lane's: the details.
 	var h api.DeepHealth
-	if code := getJSON(t, base+"/health/deep", &h); code != http.StatusOK || h.Status != "ok" || h.NodeID != 1 || h.CheckedAt.IsZero() {
+	if code := getJSON(t, base+"/health/deep", &h); code != http.StatusOK || h.Status != "ok" || h.NodeID != 0 || h.Checks["wal"].Status != "ok" ||
+		h.Checks["wal"].Detail != "" {
+		t.Fatalf("deep health without a token: %d %+v", code, h)
+	}
+	if code := getJSONWith(t, base+"/health/deep", "s3cret", &h); code != http.StatusOK || h.Status != "ok" || h.NodeID != 1 || h.CheckedAt.IsZero() {
 		t.Fatalf("deep health: %d %+v", code, h)
 	}
 	for _, name := range []string{"wal", "state", "raft", "peers", "gateway"} {
@@ -55,7 +60,7 @@ func TestDeepHealth(t *testing.T) {
 	before := asked.Load()
 	var code int
 	waitFor(t, func() bool {
-		code = getJSON(t, base+"/health/deep", &h)
+		code = getJSONWith(t, base+"/health/deep", "s3cret", &h)
 		return h.Checks["gateway"].Status == "failing"
 	})
 	if code != http.StatusServiceUnavailable || h.Status != "unavailable" || !strings.Contains(h.Checks["gateway"].Detail, "502") ||

@@ -37,17 +37,17 @@ func TestRouteIndex(t *testing.T) {
 	for _, w := range []api.RouteEntry{
 		// The two source routes the contract says the live index classed
 		// as internal.
-		{Method: http.MethodGet, Path: "/v1/gc/estimate", Layer: api.LayerSource, Contract: true, Auth: "token"},
-		{Method: http.MethodGet, Path: "/v1/proposals/epochs", Layer: api.LayerSource, Contract: true, Auth: "token"},
-		{Method: http.MethodGet, Path: "/v1/explorer/proposals/{id}", Layer: api.LayerSource, Contract: true, Auth: "token"},
-		{Method: http.MethodGet, Path: "/v1/ops/snapshots/storage", Layer: api.LayerSource, Contract: true, Auth: "none"},
-		{Method: http.MethodGet, Path: "/v1/transactions/summary", Layer: api.LayerSource, Contract: false, Auth: "token"},
-		{Method: http.MethodGet, Path: "/health/deep", Layer: api.LayerLocalDiagnostic, Contract: true, Auth: "none"},
-		{Method: http.MethodGet, Path: "/segments/{name}", Layer: api.LayerLocalDiagnostic, Contract: true, Auth: "token"},
-		{Method: http.MethodGet, Path: "/v1/index", Layer: api.LayerLocalDiagnostic, Contract: true, Auth: "token"},
-		{Method: http.MethodGet, Path: "/v1/proposals/{id}/status", Layer: api.LayerInternal, Contract: true, Auth: "token"},
-		{Method: http.MethodPost, Path: "/v1/propose-write", Layer: api.LayerInternal, Contract: true, Auth: "token"},
-		{Method: http.MethodDelete, Path: "/v1/cluster/members/{id}", Layer: api.LayerInternal, Contract: false, Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/gc/estimate", Layer: api.LayerSource, Contract: true, Lane: "ops-read", Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/proposals/epochs", Layer: api.LayerSource, Contract: true, Lane: "ops-read", Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/explorer/proposals/{id}", Layer: api.LayerSource, Contract: true, Lane: "ops-read", Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/ops/snapshots/storage", Layer: api.LayerSource, Contract: true, Lane: "public", Auth: "none"},
+		{Method: http.MethodGet, Path: "/v1/transactions/summary", Layer: api.LayerSource, Contract: false, Lane: "ops-read", Auth: "token"},
+		{Method: http.MethodGet, Path: "/health/deep", Layer: api.LayerLocalDiagnostic, Contract: true, Lane: "public", Auth: "none"},
+		{Method: http.MethodGet, Path: "/segments/{name}", Layer: api.LayerLocalDiagnostic, Contract: true, Lane: "ops-read", Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/index", Layer: api.LayerLocalDiagnostic, Contract: true, Lane: "ops-read", Auth: "token"},
+		{Method: http.MethodGet, Path: "/v1/proposals/{id}/status", Layer: api.LayerInternal, Contract: true, Lane: "submit", Auth: "token"},
+		{Method: http.MethodPost, Path: "/v1/propose-write", Layer: api.LayerInternal, Contract: true, Lane: "submit", Auth: "token"},
+		{Method: http.MethodDelete, Path: "/v1/cluster/members/{id}", Layer: api.LayerInternal, Contract: false, Lane: "operator", Auth: "token"},
 	} {
 		if got := find(w.Method, w.Path); got != w {
 			t.Errorf("%+v, want %+v", got, w)

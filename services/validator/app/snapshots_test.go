@@ -26,6 +26,11 @@ func TestGovernedSnapshots(t *testing.T) {
 
 	var h api.HealthSnapshot
 	if code := get("/v1/ops/snapshots/health", false, &h); code != http.StatusOK || h.ContractVersion != api.HealthSnapshotVersion ||
+		h.NodeID != 0 || h.At.IsZero() || h.Status != "ok" || h.Health["role"] != nil || h.Health["checks"] == nil {
+		t.Fatalf("health snapshot without a token (statuses only): %d %+v", code, h)
+	}
+	h = api.HealthSnapshot{}
+	if code := get("/v1/ops/snapshots/health", true, &h); code != http.StatusOK || h.ContractVersion != api.HealthSnapshotVersion ||
 		h.NodeID != 1 || h.At.IsZero() || h.Status != "ok" || h.Health["role"] != "LEADER" || h.Health["checks"] == nil {
 		t.Fatalf("health snapshot: %d %+v", code, h)
 	}

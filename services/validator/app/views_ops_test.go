@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -290,9 +291,15 @@ func getBody(t *testing.T, u string) string {
 func TestSnapshotsTakeNoToken(t *testing.T) {
 	base := startMockWith(t, func(c *Config) { c.AuthToken = "s3cret" })
 	for _, path := range []string{"/v1/ops/snapshots/storage", "/v1/ops/snapshots/runtime"} {
+		// Without a token: the version and a gap saying where the rest is.
 		var body map[string]any
-		if code := getJSON(t, base+path, &body); code != http.StatusOK || body["contractVersion"] == nil {
+		if code := getJSON(t, base+path, &body); code != http.StatusOK || body["contractVersion"] == nil || body["nodeId"] != float64(0) ||
+			!strings.Contains(fmt.Sprint(body["gaps"]), "ops-read") {
 			t.Errorf("%s without a token: %d %v", path, code, body)
+		}
+		body = nil
+		if code := getJSONWith(t, base+path, "s3cret", &body); code != http.StatusOK || body["nodeId"] != float64(1) {
+			t.Errorf("%s with the token: %d %v", path, code, body)
 		}
 	}
 	for _, path := range []string{"/v1/gc/status", "/v1/gc/estimate", "/v1/compaction/proposals", "/v1/fragmentation/metrics",
@@ -325,10 +332,10 @@ func TestGcStatusAndCompactionProposals(t *testing.T) {
 	}
 	accountURL := base + "/v1/gc/account/" + wallet
 	var acc api.GcAccount
-	if code := request(t, http.MethodPost, accountURL+"/execute-pending", nil, &acc); code != http.StatusOK {
+	if code := operate(t, accountURL+"/execute-pending", "", &acc); code != http.StatusOK {
 		t.Fatalf("execute-pending: %d", code)
 	}
-	if code := request(t, http.MethodPost, accountURL+"/set-limit?limit=0.10", nil, &acc); code != http.StatusOK || !acc.WritesBlocked {
+	if code := operate(t, accountURL+"/set-limit", `{"limit":"0.10"}`, &acc); code != http.StatusOK || !acc.WritesBlocked {
 		t.Fatalf("set-limit: %d %+v", code, acc)
 	}
 	// The changes are applied when the routes answer.
@@ -336,7 +343,7 @@ func TestGcStatusAndCompactionProposals(t *testing.T) {
 		st.Debt.WalletsBlocked != 1 || len(st.Debt.BlockedWallets) != 1 || st.Debt.BlockedWallets[0] != wallet || st.Debt.BlockedWalletsTruncated {
 		t.Fatalf("a blocked wallet: %+v", st.Debt)
 	}
-	if code := request(t, http.MethodPost, accountURL+"/pay?amount=0.10", nil, &acc); code != http.StatusOK || acc.WritesBlocked {
+	if code := operate(t, accountURL+"/pay", `{"amount":"0.10"}`, &acc); code != http.StatusOK || acc.WritesBlocked {
 		t.Fatalf("pay: %d %+v", code, acc)
 	}
 	if getJSON(t, base+"/v1/gc/status", &st); st.Debt.WalletsBlocked != 0 || st.Debt.Paid != "0.10" || st.Debt.ExecutedDebt != "0.00" {

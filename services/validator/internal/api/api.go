@@ -8,9 +8,10 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/services/validator/internal/access"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 )
 
@@ -64,9 +66,12 @@ type Config struct {
 	NodeID uint64
 	// DataDir is where the validator keeps its data (/health names it).
 	DataDir string
-	// AuthToken, when set, is required as a bearer token on every route but
-	// /health* and the open snapshots (SVC_VALIDATOR_AUTH_TOKEN).
-	AuthToken string
+	// Access decides what a bearer token is worth on each lane
+	// (access.Gate). Default: every lane open.
+	Access Access
+	// OperatorLimiter, when set, limits the operator requests one client
+	// address may make. Identifiers are client addresses.
+	OperatorLimiter Limiter
 	// Form is how proposal forms are parsed.
 	Form proposal.Options
 	// Blockchain is the body of /v1/blockchain/config.
@@ -127,6 +132,15 @@ type Deps struct {
 	Tunables []api.Tunable
 }
 
+// Access decides what a bearer token is worth on a lane (access.Gate).
+type Access interface {
+	// Check decides what token ("": none) is worth on lane.
+	Check(lane access.Lane, token string) access.Decision
+	// First is a token of lane, "" when the lane is open: what the
+	// validator presents to its peers.
+	First(lane access.Lane) string
+}
+
 // UI is the local UI's pages (ui.Pages).
 type UI interface {
 	// Handler serves the page of route; nil when there is none.
@@ -163,6 +177,9 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = 1000
 	}
+	if cfg.Access == nil {
+		cfg.Access = access.Tokens{}
+	}
 	s := &Server{cfg: cfg, deps: deps, log: log, now: time.Now, metrics: newHTTPMetrics(deps.Collectors),
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
@@ -186,24 +203,72 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 }
 
 // authenticate enforces the route's permission: a Public route passes;
-// every other, and a request that matched no route, needs the bearer token
-// (SVC_VALIDATOR_AUTH_TOKEN) when one is set.
+// any other passes when its lane is open or the bearer token is one of
+// the lane's (401 without a token, 403 with another). A request that
+// matched no route needs what the ops-read lane needs, so that probing for
+// routes costs as much as reading them. Operator requests must also carry
+// their arguments as JSON and stay within the operator rate.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.cfg.AuthToken == "" || s.permissions[routeKey(c.Request().Method, c.Path())] == Public {
+		perm, matched := s.permissions[routeKey(c.Request().Method, c.Path())]
+		if !matched {
+			perm = OpsRead
+		}
+		if perm == Public {
 			return next(c)
 		}
-		auth := c.Request().Header.Get(echo.HeaderAuthorization)
-		token, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || token == "" {
+		switch s.cfg.Access.Check(access.Lane(perm), bearerToken(c.Request())) {
+		case access.Missing:
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="validator"`)
-			return apierror.New(apierror.Unauthorized, "a bearer token is required")
+			return apierror.New(apierror.Unauthorized, "the %s lane requires a bearer token", perm)
+		case access.Denied:
+			return apierror.New(apierror.Forbidden, "the bearer token is not permitted on the %s lane", perm)
 		}
-		if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AuthToken)) != 1 {
-			return apierror.New(apierror.Forbidden, "the bearer token is not permitted")
+		if perm == Operator {
+			if err := s.operatorRequest(c); err != nil {
+				return err
+			}
 		}
 		return next(c)
 	}
+}
+
+// bearerToken is the request's bearer token, "" without one.
+func bearerToken(r *http.Request) string {
+	token, _ := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
+	return strings.TrimSpace(token)
+}
+
+// operatorRequest refuses an operator request that a browser could have
+// sent on another site's behalf (anything but JSON: a form post or a
+// no-cors fetch cannot set Content-Type application/json without a CORS
+// preflight, which the validator never answers), that carries arguments
+// in its query instead of its body, or that goes past the operator rate.
+func (s *Server) operatorRequest(c echo.Context) error {
+	if s.cfg.OperatorLimiter != nil {
+		if ok, err := s.cfg.OperatorLimiter.Allow(c.RealIP()); err != nil || !ok {
+			c.Response().Header().Set("Retry-After", "1")
+			return apierror.New(apierror.RateLimited, "too many operator requests from this address; retry shortly")
+		}
+	}
+	mediaType, _, _ := strings.Cut(c.Request().Header.Get(echo.HeaderContentType), ";")
+	if !strings.EqualFold(strings.TrimSpace(mediaType), echo.MIMEApplicationJSON) {
+		return apierror.Field("Content-Type", "operator requests must be sent as application/json, their arguments in the JSON body")
+	}
+	if q := c.QueryParams(); len(q) > 0 {
+		return apierror.Field(slices.Sorted(maps.Keys(q))[0], "operator requests take their arguments in the JSON body, not in the query")
+	}
+	return nil
+}
+
+// opsReader reports whether the caller may see what the ops-read lane
+// shows: the full view of the public routes.
+func (s *Server) opsReader(c echo.Context) bool {
+	switch s.cfg.Access.Check(access.OpsRead, bearerToken(c.Request())) {
+	case access.Open, access.Granted:
+		return true
+	}
+	return false
 }
 
 // handleError writes every error as the body of ADR 0006.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/services/validator/internal/access"
 )
 
 // Cluster is this validator's view of its cluster.
@@ -90,10 +91,9 @@ func (s *Server) forward(c echo.Context) (handled bool, err error) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Host = target.Host
+			// The caller's own token goes along (ProxyRequest.Out keeps its
+			// headers): the leader admits exactly whom this validator does.
 			r.Out.Header.Set(forwardedHeader, strconv.FormatUint(st.NodeID, 10))
-			if s.cfg.AuthToken != "" {
-				r.Out.Header.Set(echo.HeaderAuthorization, "Bearer "+s.cfg.AuthToken)
-			}
 		},
 		Transport: s.peerHTTP.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -141,7 +141,11 @@ func (s *Server) peers(c echo.Context) error {
 // their (appliedIndex, stateHash) side by side; then it asks each for its
 // hash at the lowest applied index among them and compares those.
 func (s *Server) clusterHealth(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.clusterHealthOf(c.Request().Context()))
+	out := s.clusterHealthOf(c.Request().Context())
+	if !s.opsReader(c) {
+		out = publicClusterHealth(out)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // clusterHealthOf asks every member for its status, then for its state
@@ -268,8 +272,9 @@ func (s *Server) peerGet(ctx context.Context, u string, out any) error {
 	if err != nil {
 		return err
 	}
-	if s.cfg.AuthToken != "" {
-		req.Header.Set(echo.HeaderAuthorization, "Bearer "+s.cfg.AuthToken)
+	// Every peer route read here is on the ops-read lane.
+	if token := s.cfg.Access.First(access.OpsRead); token != "" {
+		req.Header.Set(echo.HeaderAuthorization, "Bearer "+token)
 	}
 	resp, err := s.peerHTTP.Do(req)
 	if err != nil {

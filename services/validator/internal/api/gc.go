@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -57,7 +60,8 @@ func (s *Server) answerAccount(c echo.Context, wallet common.Address) error {
 }
 
 // gcChange runs a change of the account on the leader and answers the
-// account as applied.
+// account as applied. parse reads the operator's JSON body (internal/api
+// DESIGN.md, operator requests).
 func (s *Server) gcChange(c echo.Context, parse func() error, change func(ctx context.Context, wallet common.Address) error) error {
 	wallet, err := walletParam(c)
 	if err != nil {
@@ -75,39 +79,94 @@ func (s *Server) gcChange(c echo.Context, parse func() error, change func(ctx co
 	return s.answerAccount(c, wallet)
 }
 
-func (s *Server) gcExecutePending(c echo.Context) error {
-	return s.gcChange(c, func() error { return nil }, s.deps.GC.ExecutePending)
+// maxOperatorBody bounds an operator request's JSON body.
+const maxOperatorBody = 64 << 10
+
+// operatorBody decodes the JSON body of an operator request into v: one
+// object, no unknown field; an empty body is an empty object. It keeps the
+// body for forwarding to the leader.
+func operatorBody(c echo.Context, v any) error {
+	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxOperatorBody+1))
+	if err != nil {
+		return apierror.New(apierror.InvalidField, "the request body could not be read: %v", err)
+	}
+	if len(raw) > maxOperatorBody {
+		return apierror.New(apierror.InvalidField, "the request body is over %d bytes", maxOperatorBody)
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(raw))
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return apierror.New(apierror.InvalidField, "the body must be one JSON object of the route's fields: %v", err)
+	}
+	return nil
 }
 
+// debtField reads a debt amount of an operator body: a decimal string with
+// at most 6 decimals, within [min, api.MaxDebtAmount] millionths.
+func debtField(name, value string, min uint64, what string) (uint64, error) {
+	micros, ok := api.ParseDebt(value)
+	if !ok || micros < min || micros > api.MaxDebtAmount {
+		return 0, apierror.Field(name, "must be %s: a decimal string with at most 6 decimals from %s to %s, e.g. \"1.50\"",
+			what, api.DebtString(min), api.DebtString(api.MaxDebtAmount))
+	}
+	return micros, nil
+}
+
+func (s *Server) gcExecutePending(c echo.Context) error {
+	return s.gcChange(c, func() error { return operatorBody(c, &struct{}{}) }, s.deps.GC.ExecutePending)
+}
+
+// gcSetLimit serves POST /v1/gc/account/{wallet}/set-limit with the body
+// {"limit": "100.00"} ("0": the default limit).
 func (s *Server) gcSetLimit(c echo.Context) error {
 	var limit uint64
 	return s.gcChange(c, func() error {
-		var ok bool
-		if limit, ok = api.ParseDebt(c.QueryParam("limit")); !ok {
-			return apierror.Field("limit", "must be a decimal amount with at most 6 decimals, e.g. 100.00 (0: the default)")
+		var body struct {
+			Limit *string `json:"limit"`
 		}
-		return nil
+		if err := operatorBody(c, &body); err != nil {
+			return err
+		}
+		if body.Limit == nil {
+			return apierror.Field("limit", "is required: the executed-debt limit, e.g. \"100.00\" (\"0\": the default)")
+		}
+		var err error
+		limit, err = debtField("limit", *body.Limit, 0, "the executed-debt limit (0: the default)")
+		return err
 	}, func(ctx context.Context, wallet common.Address) error { return s.deps.GC.SetLimit(ctx, wallet, limit) })
 }
 
 // gcPay serves POST /v1/gc/account/{wallet}/pay and answers the account as
 // applied (ADR 0011).
 //
-// TESTNET and MAINNET: ?txHash=0x… names a transaction that called the
-// contract's payDebt(wallet). Its DebtPaid logs, as the chain-watcher
-// published them (after the configured confirmations), pay the debt through
-// raft at the contract's ETH:USDC ratio. 402 payment_not_found while the
-// transaction is not observed (yet: retry after the confirmations), 402
-// payment_tx_mismatch when it paid another wallet's debt; a transaction
-// already spent answers the account unchanged (idempotent). The leader pays
-// an observed log by itself as well, so calling the route is optional.
+// TESTNET and MAINNET: the body {"txHash": "0x…"} names a transaction that
+// called the contract's payDebt(wallet). Its DebtPaid logs, as the
+// chain-watcher published them (after the configured confirmations), pay
+// the debt through raft at the contract's ETH:USDC ratio. 402
+// payment_not_found while the transaction is not observed (yet: retry after
+// the confirmations), 402 payment_tx_mismatch when it paid another wallet's
+// debt; a transaction already spent answers the account unchanged
+// (idempotent). The leader pays an observed log by itself as well, so
+// calling the route is optional.
 //
-// MOCK: ?amount=1.50 pays without a transaction (payments are not verified).
+// MOCK: {"amount": "1.50"} pays without a transaction (payments are not
+// verified).
 func (s *Server) gcPay(c echo.Context) error {
+	var body struct {
+		TxHash string `json:"txHash"`
+		Amount string `json:"amount"`
+	}
 	if s.cfg.Blockchain.PaymentsVerified {
 		var tx common.Hash
 		return s.gcChange(c, func() error {
-			b, err := hexutil.Decode(c.QueryParam("txHash"))
+			if err := operatorBody(c, &body); err != nil {
+				return err
+			}
+			b, err := hexutil.Decode(body.TxHash)
 			if err != nil || len(b) != common.HashLength {
 				return apierror.Field("txHash", "must be 0x followed by 64 hex digits: the transaction that called the payment contract's payDebt")
 			}
@@ -117,11 +176,12 @@ func (s *Server) gcPay(c echo.Context) error {
 	}
 	var amount uint64
 	return s.gcChange(c, func() error {
-		var ok bool
-		if amount, ok = api.ParseDebt(c.QueryParam("amount")); !ok || amount == 0 {
-			return apierror.Field("amount", "must be a positive decimal amount with at most 6 decimals, e.g. 1.50")
+		if err := operatorBody(c, &body); err != nil {
+			return err
 		}
-		return nil
+		var err error
+		amount, err = debtField("amount", body.Amount, 1, "the amount paid")
+		return err
 	}, func(ctx context.Context, wallet common.Address) error { return s.deps.GC.Pay(ctx, wallet, amount) })
 }
 

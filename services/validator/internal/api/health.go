@@ -18,7 +18,8 @@ import (
 // The health routes. /health (and /health/local) says what the node
 // believes of itself from figures it already has; /health/deep asks each
 // part it depends on, now. Neither takes a token, so that load balancers,
-// orchestrators and monitoring need no secret.
+// orchestrators and monitoring need no secret; without a token of the
+// ops-read lane they show statuses only (below).
 
 // What a validator does over a NATS connection (api.NATSConnection.Uses).
 const (
@@ -110,6 +111,9 @@ func (s *Server) getHealth(c echo.Context) error {
 	if body["status"] != "ok" {
 		code = http.StatusServiceUnavailable
 	}
+	if !s.opsReader(c) {
+		body = publicHealth(body)
+	}
 	return c.JSON(code, body)
 }
 
@@ -134,6 +138,9 @@ func (s *Server) getDeepHealth(c echo.Context) error {
 	code := http.StatusOK
 	if out.Status != "ok" {
 		code = http.StatusServiceUnavailable
+	}
+	if !s.opsReader(c) {
+		out = publicDeepHealth(out)
 	}
 	return c.JSON(code, out)
 }
@@ -200,3 +207,39 @@ func runProbe(ctx context.Context, p Probe) (string, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// The public routes (/health*, the open snapshots) answer everyone, so a
+// caller the ops-read lane does not admit gets what a load balancer needs
+// and no more: the status and each check's status, without ids, terms,
+// addresses, paths or figures. A token of the ops-read lane (or an open
+// lane) gets the full view.
+
+// publicViewGaps are the gaps a reduced view names.
+func publicViewGaps() []api.Gap {
+	return []api.Gap{{Field: "*", Reason: "the full view needs a token of the ops-read lane"}}
+}
+
+// publicHealth reduces /health's body to statuses.
+func publicHealth(full map[string]any) map[string]any {
+	checks := map[string]any{}
+	for name, c := range full["checks"].(map[string]any) {
+		checks[name] = map[string]any{"status": c.(map[string]any)["status"]}
+	}
+	return map[string]any{"status": full["status"], "checks": checks}
+}
+
+// publicDeepHealth reduces /health/deep's body to statuses.
+func publicDeepHealth(full api.DeepHealth) api.DeepHealth {
+	out := api.DeepHealth{Status: full.Status, CheckedAt: full.CheckedAt, TookMs: full.TookMs, Checks: map[string]api.DeepCheck{}}
+	for name, c := range full.Checks {
+		out.Checks[name] = api.DeepCheck{Status: c.Status}
+	}
+	return out
+}
+
+// publicClusterHealth reduces /health/cluster's body to the quorum's
+// figures: no member's id, address, role or hash.
+func publicClusterHealth(full api.ClusterHealth) api.ClusterHealth {
+	return api.ClusterHealth{ContractVersion: full.ContractVersion, Status: full.Status, Quorum: full.Quorum, Reachable: full.Reachable,
+		StateHashAgreement: full.StateHashAgreement, Nodes: []api.NodeHealth{}}
+}

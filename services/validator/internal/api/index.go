@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/validator/internal/access"
 )
 
 // The route index (/v1/index): every route this validator serves, read
@@ -66,12 +67,13 @@ func (s *Server) routeIndex(c echo.Context) error {
 	out := api.RouteIndex{NodeID: s.cfg.NodeID, Version: s.cfg.Version, Routes: []api.RouteEntry{}, MissingSourceRoutes: []string{}}
 	served := map[string]bool{}
 	for _, r := range s.served {
-		auth := "token"
-		if s.cfg.AuthToken == "" || r.Permission == Public {
-			auth = "none"
+		auth := "none"
+		if r.Permission != Public && s.cfg.Access.Check(access.Lane(r.Permission), "") != access.Open {
+			auth = "token"
 		}
 		path := template(r.Path)
-		out.Routes = append(out.Routes, api.RouteEntry{Method: r.Method, Path: path, Layer: r.Layer, Contract: r.Contract, Auth: auth})
+		out.Routes = append(out.Routes, api.RouteEntry{Method: r.Method, Path: path, Layer: r.Layer, Contract: r.Contract,
+			Lane: string(r.Permission), Auth: auth})
 		if r.Method == http.MethodGet {
 			served[path] = true
 		}

@@ -6,28 +6,31 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/validator/internal/access"
 )
 
-// Permission is what a caller needs to use a route. Today one token
-// (Config.AuthToken) grants every permission but Public, which needs none;
-// each permission names the access lane that will grant it on its own.
+// Permission is what a caller needs to use a route: nothing (Public) or
+// a token of the access lane the route belongs to (internal/access).
 type Permission string
 
 // The permissions.
 const (
 	// Public routes take no token, so that load balancers, orchestrators
-	// and monitoring need no secret: /health* and the open snapshots.
+	// and monitoring need no secret: /health* and the open snapshots. They
+	// show the full view only to a caller the ops-read lane admits.
 	Public Permission = "public"
 	// Submit is an author's: proposing, proposal status, content and
 	// wallet reads.
-	Submit Permission = "submit"
+	Submit = Permission(access.Submit)
 	// OpsRead is every read a dashboard, the edge or Prometheus needs.
-	OpsRead Permission = "ops-read"
+	OpsRead = Permission(access.OpsRead)
 	// Operator changes the cluster or the GC accounts: membership, limits,
-	// executing debt, paying it by hand.
-	Operator Permission = "operator"
+	// executing debt, paying it by hand. Its requests carry their arguments
+	// as JSON (Content-Type application/json, which a cross-site form
+	// cannot send) and are rate-limited per client.
+	Operator = Permission(access.Operator)
 	// Mock moves the MOCK mode epoch clock.
-	Mock Permission = "mock"
+	Mock = Permission(access.Mock)
 )
 
 // Route is one route of the validator's route table.

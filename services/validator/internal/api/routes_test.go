@@ -6,10 +6,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/services/validator/internal/access"
 )
 
 // TestRouteTable holds the table to its own rules: each route once, a
@@ -55,32 +59,149 @@ func TestRouteTable(t *testing.T) {
 	}
 }
 
-// TestTokenFollowsTable: with a token set, every route served that is not
-// Public answers 401 without it and 403 with another, before its handler
-// runs; a request no route matches needs the token too.
-func TestTokenFollowsTable(t *testing.T) {
-	s := &Server{}
-	e := New(Config{AuthToken: "s3cret"}, Deps{}, zap.NewNop())
-	for _, r := range s.routes() {
-		if r.Permission == Public || r.handler == nil {
-			continue // public, or not served without its dependency
+// The lanes' tokens of the auth matrix, and one no lane knows.
+const (
+	submitToken   = "submit-token-0123456789"
+	opsReadToken  = "ops-read-token-0123456789"
+	operatorToken = "operator-token-0123456789"
+	mockToken     = "mock-token-0123456789"
+	wrongToken    = "wrong-token-0123456789"
+)
+
+// matrixServer serves every route of the table with a token per lane, and
+// answers 299 for a request authentication let through, before any
+// handler runs.
+func matrixServer(t *testing.T) (*echo.Echo, []Route) {
+	t.Helper()
+	var tokens access.Tokens
+	tokens.Add(access.Submit, submitToken)
+	tokens.Add(access.OpsRead, opsReadToken)
+	tokens.Add(access.Operator, operatorToken)
+	tokens.Add(access.Mock, mockToken)
+	e := New(Config{Access: tokens}, Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}}, zap.NewNop())
+	e.Use(func(echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { return c.NoContent(299) }
+	})
+	s := &Server{deps: Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}}}
+	return e, s.routes()
+}
+
+// TestAuthMatrix: every route of the table × {no token, each lane's token,
+// a wrong token}. A public route lets everyone through; any other lets
+// through its own lane's token only: 401 without a token, 403 with
+// another lane's or a wrong one. Operator requests are JSON.
+func TestAuthMatrix(t *testing.T) {
+	e, routes := matrixServer(t)
+	tokens := map[string]Permission{"": "", submitToken: Submit, opsReadToken: OpsRead, operatorToken: Operator, mockToken: Mock, wrongToken: ""}
+	for _, r := range routes {
+		if r.handler == nil {
+			t.Fatalf("%s %s is not served in the matrix", r.Method, r.Path)
 		}
 		path := strings.NewReplacer(":id", "1", ":wallet", "0x0", ":name", "x", ":cid", "x", ":txHash", "0x0").Replace(r.Path)
-		for token, code := range map[string]int{"": http.StatusUnauthorized, "wrong": http.StatusForbidden} {
-			req := httptest.NewRequest(r.Method, path, nil)
+		for token, lane := range tokens {
+			req := httptest.NewRequest(r.Method, path, strings.NewReader("{}"))
+			req.Header.Set("Content-Type", "application/json")
 			if token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
 			}
 			rec := httptest.NewRecorder()
 			e.ServeHTTP(rec, req)
-			if rec.Code != code {
-				t.Errorf("%s %s with token %q: %d, want %d", r.Method, path, token, rec.Code, code)
+			want := http.StatusForbidden
+			switch {
+			case r.Permission == Public, lane == r.Permission:
+				want = 299
+			case token == "":
+				want = http.StatusUnauthorized
+			}
+			if rec.Code != want {
+				t.Errorf("%s %s with the %q lane's token: %d, want %d", r.Method, path, lane, rec.Code, want)
+			}
+			if want == http.StatusUnauthorized && rec.Header().Get("WWW-Authenticate") == "" {
+				t.Errorf("%s %s: 401 without WWW-Authenticate", r.Method, path)
 			}
 		}
 	}
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/no/such/route", nil))
-	if rec.Code != http.StatusUnauthorized {
-		t.Errorf("an unknown route without a token: %d, want 401", rec.Code)
+	// A request no route matches needs what the ops-read lane needs (then
+	// echo's 404 handler runs, here answering 299).
+	for token, want := range map[string]int{"": http.StatusUnauthorized, submitToken: http.StatusForbidden, opsReadToken: 299} {
+		req := httptest.NewRequest(http.MethodGet, "/no/such/route", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("an unknown route with %q: %d, want %d", token, rec.Code, want)
+		}
 	}
+}
+
+// TestOperatorRequests: with the operator's token, an operator route still
+// refuses what a cross-site form could send (not JSON), arguments in the
+// query, and a client past the operator rate.
+func TestOperatorRequests(t *testing.T) {
+	var tokens access.Tokens
+	tokens.Add(access.Operator, operatorToken)
+	limiter := &countingLimiter{allow: 7}
+	e := New(Config{Access: tokens, OperatorLimiter: limiter}, Deps{}, zap.NewNop())
+	e.Use(func(echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { return c.NoContent(299) }
+	})
+	send := func(contentType, query string) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/gc/account/0x0/set-limit"+query, strings.NewReader(`{"limit":"1"}`))
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, tc := range []struct {
+		contentType, query string
+		want               int
+	}{
+		{"application/x-www-form-urlencoded", "", http.StatusBadRequest},
+		{"text/plain", "", http.StatusBadRequest},
+		{"multipart/form-data; boundary=x", "", http.StatusBadRequest},
+		{"", "", http.StatusBadRequest},
+		{"application/json", "?limit=0.000001", http.StatusBadRequest},
+		{"application/json; charset=utf-8", "", 299},
+		{"application/json", "", 299},
+		{"application/json", "", http.StatusTooManyRequests}, // the limiter allowed seven
+	} {
+		if got := send(tc.contentType, tc.query); got != tc.want {
+			t.Errorf("Content-Type %q, query %q: %d, want %d", tc.contentType, tc.query, got, tc.want)
+		}
+	}
+}
+
+// countingLimiter allows a number of requests, then refuses.
+type countingLimiter struct{ allow int }
+
+func (l *countingLimiter) Allow(string) (bool, error) {
+	l.allow--
+	return l.allow >= 0, nil
+}
+
+type stubClock struct{}
+
+func (stubClock) Current() uint64       { return 0 }
+func (stubClock) Finalized() uint64     { return 0 }
+func (stubClock) Advance(uint64)        {}
+func (stubClock) SetOffset(int64) bool  { return true }
+func (stubClock) Offset() int64         { return 0 }
+func (stubClock) NextIn() time.Duration { return 0 }
+func (stubClock) Length() time.Duration { return 0 }
+
+type stubUI struct{}
+
+func (stubUI) Handler(string) echo.HandlerFunc {
+	return func(c echo.Context) error { return c.NoContent(http.StatusOK) }
+}
+
+type stubStreams struct{}
+
+func (stubStreams) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 }

@@ -26,6 +26,9 @@ type Gateway interface {
 // runtimeSnapshot serves GET /v1/ops/snapshots/runtime.
 func (s *Server) runtimeSnapshot(c echo.Context) error {
 	now := s.now()
+	if !s.opsReader(c) {
+		return c.JSON(http.StatusOK, api.RuntimeSnapshot{ContractVersion: api.RuntimeSnapshotVersion, At: now.UTC(), Gaps: publicViewGaps()})
+	}
 	started := s.deps.Cluster.StartedAt()
 	out := api.RuntimeSnapshot{ContractVersion: api.RuntimeSnapshotVersion, NodeID: s.cfg.NodeID, At: now.UTC(),
 		StartedAt: started.UTC(), UptimeMs: now.Sub(started).Milliseconds(), Go: sysinfo.GoRuntime(), Gaps: []api.Gap{}}

@@ -27,6 +27,9 @@ func (s *Server) healthSnapshot(c echo.Context) error {
 	if body["status"] != "ok" {
 		out.Status, code = "unavailable", http.StatusServiceUnavailable
 	}
+	if !s.opsReader(c) {
+		out.NodeID, out.Health = 0, publicHealth(body)
+	}
 	return c.JSON(code, out)
 }
 

@@ -75,6 +75,9 @@ func (s *Server) storageSnapshot(c echo.Context) error {
 	if detail != "" && detail != "tars" {
 		return apierror.Field("detail", "must be tars, or absent")
 	}
+	if !s.opsReader(c) {
+		return c.JSON(http.StatusOK, api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, At: s.now().UTC(), Gaps: publicViewGaps()})
+	}
 	st, err := s.deps.Segments.Storage(detail == "tars")
 	if err != nil {
 		return err
