@@ -322,22 +322,23 @@ func (v *View) decide(ctx context.Context, check func(Facts) error) error {
 	if e := apierror.As(err); e == nil || e.Details["reason"] != ReasonNoQuorum {
 		return err
 	}
-	active := map[uint64]bool{}
 	deadline := time.Now().Add(v.activityWindow)
 	for time.Now().Before(deadline) {
-		for _, p := range v.node.Progress() {
-			active[p.ID] = active[p.ID] || p.RecentActive
-		}
 		select {
 		case <-time.After(confChangePoll):
 		case <-ctx.Done():
 			return err
 		}
+		for _, p := range v.node.Progress() {
+			if i := slices.IndexFunc(f.Progress, func(q consensus.FollowerProgress) bool { return q.ID == p.ID }); i >= 0 && p.RecentActive {
+				f.Progress[i].RecentActive = true
+			}
+		}
+		if err = check(f); err == nil {
+			return nil
+		}
 	}
-	for i := range f.Progress {
-		f.Progress[i].RecentActive = f.Progress[i].RecentActive || active[f.Progress[i].ID]
-	}
-	return check(f)
+	return err
 }
 
 // changeMembership decides on, proposes and waits for one membership
