@@ -32,18 +32,23 @@ const (
 	PaymentOrphaned     Code = "payment_orphaned" // a reorg took the payment back (see the package doc)
 	PaymentSpent        Code = "payment_spent"
 	ProposalIDConflict  Code = "proposal_id_conflict"
-	WriteBlockedGCDebt  Code = "write_blocked_gc_debt"
-	PathForbidden       Code = "path_forbidden"
-	ContentTooLarge     Code = "content_too_large"
-	LeaderUnknown       Code = "leader_unknown"
-	Overloaded          Code = "overloaded"
-	RateLimited         Code = "rate_limited"
-	Unauthorized        Code = "unauthorized"
-	Forbidden           Code = "forbidden"
-	NotFound            Code = "not_found"
-	MethodNotAllowed    Code = "method_not_allowed"
-	Timeout             Code = "timeout"
-	Internal            Code = "internal"
+	// MembershipRefused: a cluster membership change that the rules of
+	// ADR 0027 refuse; details.reason says which. Retryable only for the
+	// reasons that pass by themselves (a pending change, a learner still
+	// catching up, voters not reachable now).
+	MembershipRefused  Code = "membership_refused"
+	WriteBlockedGCDebt Code = "write_blocked_gc_debt"
+	PathForbidden      Code = "path_forbidden"
+	ContentTooLarge    Code = "content_too_large"
+	LeaderUnknown      Code = "leader_unknown"
+	Overloaded         Code = "overloaded"
+	RateLimited        Code = "rate_limited"
+	Unauthorized       Code = "unauthorized"
+	Forbidden          Code = "forbidden"
+	NotFound           Code = "not_found"
+	MethodNotAllowed   Code = "method_not_allowed"
+	Timeout            Code = "timeout"
+	Internal           Code = "internal"
 )
 
 // status maps each code to its HTTP status. Payment codes answer 402 when a
@@ -58,6 +63,7 @@ var status = map[Code]int{
 	PaymentOrphaned:     http.StatusPaymentRequired,
 	PaymentSpent:        http.StatusConflict,
 	ProposalIDConflict:  http.StatusConflict,
+	MembershipRefused:   http.StatusConflict,
 	WriteBlockedGCDebt:  http.StatusPaymentRequired,
 	PathForbidden:       http.StatusForbidden,
 	ContentTooLarge:     http.StatusRequestEntityTooLarge,

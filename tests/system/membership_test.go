@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,8 +34,10 @@ func (c *cluster) join(via *node, id uint64) *node {
 	n := &node{id: id, httpAddr: freeAddr(c.t), peerAddr: freeAddr(c.t), dataDir: filepath.Join(dir, "v"+strconv.FormatUint(id, 10)),
 		logPath: filepath.Join(dir, "v"+strconv.FormatUint(id, 10)+".log")}
 	body, _ := json.Marshal(api.Member{ID: id, PeerAddr: n.peerAddr, APIURL: n.url()})
-	if code, out := send(c.t, http.MethodPost, via.url()+"/v1/cluster/members", body); code != http.StatusOK {
-		c.t.Fatalf("adding validator %d: %d %s", id, code, out)
+	code, out := send(c.t, http.MethodPost, via.url()+"/v1/cluster/members", body)
+	var added struct{ Learners []uint64 }
+	if code != http.StatusOK || json.Unmarshal([]byte(out), &added) != nil || !slices.Contains(added.Learners, id) {
+		c.t.Fatalf("adding validator %d as a learner: %d %s", id, code, out)
 	}
 	var dial []string
 	for _, m := range append(c.nodes, n) {
@@ -105,6 +108,8 @@ func TestMembershipChangeUnderLoad(t *testing.T) {
 
 	fourth := c.join(first, 4)
 	c.converged(c.nodes...)
+	// The leader promotes it by itself once it caught up.
+	c.waitMembership(fourth, func(cs api.ClusterState) bool { return slices.Contains(cs.Voters, 4) && len(cs.Learners) == 0 })
 	mu.Lock()
 	entry = append(entry, fourth)
 	mu.Unlock()
@@ -140,6 +145,141 @@ func TestMembershipChangeUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes committed across the change; validators 2-4 agree at index %d (%s)", len(committed), index, hash)
+}
+
+// waitMembership waits until n's view of the membership satisfies ok.
+func (c *cluster) waitMembership(n *node, ok func(api.ClusterState) bool) api.ClusterState {
+	c.t.Helper()
+	var cs api.ClusterState
+	harness.Eventually(c.t, 30*time.Second, func() bool {
+		cs = api.ClusterState{}
+		return get(n.url()+"/v1/msgbus/cluster-state", &cs) == nil && ok(cs)
+	})
+	return cs
+}
+
+// refusal is the code and reason of a membership_refused answer.
+func refusal(t *testing.T, code int, out string) string {
+	t.Helper()
+	var body struct {
+		Error struct {
+			Code    string
+			Details map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &body); err != nil {
+		t.Fatalf("answer %d %q is not an error body: %v", code, out, err)
+	}
+	reason, _ := body.Error.Details["reason"].(string)
+	return fmt.Sprintf("%d %s %s", code, body.Error.Code, reason)
+}
+
+// TestMembershipAttacks: the membership changes an operator token could
+// use to halt the cluster are refused, and writes keep committing. Three
+// phantom members: the first joins as a learner (no vote, so the quorum is
+// unchanged), the others are refused while it is one. A removed id cannot
+// come back. With one voter down, removing another live voter would leave
+// two voters of which one is reachable: refused.
+func TestMembershipAttacks(t *testing.T) {
+	c := newCluster(t, 3, "MOCK")
+	leader := c.waitLeader()
+
+	var mu sync.Mutex
+	committed := 0
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() {
+		key, _ := crypto.GenerateKey()
+		for ctx.Err() == nil {
+			if _, ok := tryWrite(ctx, c.client(leader), key); ok {
+				mu.Lock()
+				committed++
+				mu.Unlock()
+			}
+		}
+	})
+	keepsCommitting := func(what string) {
+		t.Helper()
+		mu.Lock()
+		before := committed
+		mu.Unlock()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			now := committed
+			mu.Unlock()
+			if now >= before+5 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: writes stopped committing (%d, then %d)", what, before, now)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	keepsCommitting("before the attack")
+
+	phantom := func(id uint64) (int, string) {
+		body, _ := json.Marshal(api.Member{ID: id, PeerAddr: fmt.Sprintf("127.0.0.1:%d", 1+id), APIURL: fmt.Sprintf("http://127.0.0.1:%d", 1+id)})
+		return send(t, http.MethodPost, leader.url()+"/v1/cluster/members", body)
+	}
+	if code, out := phantom(4); code != http.StatusOK {
+		t.Fatalf("adding the first phantom: %d %s", code, out)
+	}
+	for _, id := range []uint64{5, 6} {
+		if code, out := phantom(id); refusal(t, code, out) != "409 membership_refused too_many_learners" {
+			t.Fatalf("adding phantom %d while 4 is a learner: %d %s", id, code, out)
+		}
+	}
+	cs := c.waitMembership(leader, func(api.ClusterState) bool { return true })
+	if !slices.Equal(cs.Voters, []uint64{1, 2, 3}) || !slices.Equal(cs.Learners, []uint64{4}) || cs.Quorum != 2 {
+		t.Fatalf("membership after three phantoms: voters %v learners %v quorum %d", cs.Voters, cs.Learners, cs.Quorum)
+	}
+	if code, out := send(t, http.MethodPost, leader.url()+"/v1/cluster/members/4/promote", nil); refusal(t, code, out) != "409 membership_refused learner_behind" {
+		t.Fatalf("promoting a phantom: %d %s", code, out)
+	}
+	keepsCommitting("with a phantom learner")
+
+	if code, out := send(t, http.MethodDelete, leader.url()+"/v1/cluster/members/4", nil); code != http.StatusOK {
+		t.Fatalf("removing the phantom: %d %s", code, out)
+	}
+	if code, out := phantom(4); refusal(t, code, out) != "409 membership_refused removed_id" {
+		t.Fatalf("re-adding the removed id 4: %d %s", code, out)
+	}
+	if code, out := phantom(2); refusal(t, code, out) != "409 membership_refused already_member" {
+		t.Fatalf("adding a voter's id: %d %s", code, out)
+	}
+
+	// Take down a follower and wait until the leader sees it silent.
+	var down, live *node
+	for _, n := range c.nodes {
+		switch {
+		case n == leader:
+		case down == nil:
+			down = n
+		default:
+			live = n
+		}
+	}
+	c.kill(down)
+	harness.Eventually(t, 30*time.Second, func() bool {
+		var lag api.ReplicationLag
+		if get(leader.url()+"/v1/msgbus/replication-lag", &lag) != nil {
+			return false
+		}
+		i := slices.IndexFunc(lag.Nodes, func(r api.ReplicationNode) bool { return r.NodeID == down.id })
+		return i >= 0 && !lag.Nodes[i].RecentActive
+	})
+	path := fmt.Sprintf("%s/v1/cluster/members/%d", leader.url(), live.id)
+	if code, out := send(t, http.MethodDelete, path, nil); refusal(t, code, out) != "409 membership_refused no_reachable_quorum" {
+		t.Fatalf("removing live validator %d while %d is down: %d %s", live.id, down.id, code, out)
+	}
+	cs = c.waitMembership(leader, func(api.ClusterState) bool { return true })
+	if !slices.Equal(cs.Voters, []uint64{1, 2, 3}) || len(cs.Learners) != 0 {
+		t.Fatalf("membership after the refused removal: voters %v learners %v", cs.Voters, cs.Learners)
+	}
+	keepsCommitting("with one validator down")
 }
 
 // tryWrite submits one write and waits for it; failures during membership

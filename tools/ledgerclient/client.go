@@ -308,8 +308,9 @@ func (c *Client) ClusterMembers(ctx context.Context) (Members, error) {
 	return m, c.get(ctx, "/v1/cluster/members", &m)
 }
 
-// AddMember adds a validator; it must then be started with
-// SVC_VALIDATOR_JOIN=true on an empty data directory.
+// AddMember adds a validator as a learner; it must then be started with
+// SVC_VALIDATOR_JOIN=true on an empty data directory, and becomes a voter
+// once it caught up.
 func (c *Client) AddMember(ctx context.Context, m api.Member) (Members, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
@@ -320,6 +321,18 @@ func (c *Client) AddMember(ctx context.Context, m api.Member) (Members, error) {
 		return Members{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	var out Members
+	_, err = c.do(req, &out)
+	return out, err
+}
+
+// PromoteMember makes a caught-up learner a voter (the leader also does it
+// by itself once the learner caught up).
+func (c *Client) PromoteMember(ctx context.Context, id uint64) (Members, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/cluster/members/%d/promote", strings.TrimRight(c.BaseURL, "/"), id), nil)
+	if err != nil {
+		return Members{}, err
+	}
 	var out Members
 	_, err = c.do(req, &out)
 	return out, err

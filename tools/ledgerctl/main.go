@@ -48,8 +48,9 @@ usage:
   ledgerctl status [--wait 30s] PROPOSAL_ID
   ledgerctl pay-debt [--key HEX] [--wallet ADDR] [--eth 0.001 | --amount 1.50]
   ledgerctl cluster list
-  ledgerctl cluster add    --id N --peer HOST:PORT --api URL
-  ledgerctl cluster remove --id N
+  ledgerctl cluster add     --id N --peer HOST:PORT --api URL   joins as a learner, a voter once caught up
+  ledgerctl cluster promote --id N                            make a caught-up learner a voter now
+  ledgerctl cluster remove  --id N
   ledgerctl watch [--validator URL,URL...] [--wallet ADDR]... [--org ORG]... [--path PREFIX]
                   [--last-event-id ID] [--count N] [--backoff 500ms] [--max-backoff 30s] [--idle-timeout 60s]
   ledgerctl segments list
@@ -501,10 +502,11 @@ func parseEther(s string) (*big.Int, error) {
 	return r.Num(), nil
 }
 
-// cluster lists, adds and removes validators (docs/runbooks/membership.md).
+// cluster lists, adds, promotes and removes validators
+// (docs/runbooks/membership.md).
 func cluster(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("cluster needs list, add or remove")
+		return errors.New("cluster needs list, add, promote or remove")
 	}
 	fs := flag.NewFlagSet("cluster "+args[0], flag.ContinueOnError)
 	var c commonFlags
@@ -534,8 +536,17 @@ func cluster(ctx context.Context, args []string, out io.Writer) error {
 			return errors.New("cluster remove needs --id")
 		}
 		m, err = client.RemoveMember(ctx, *id)
+	case "promote":
+		if *id == 0 {
+			return errors.New("cluster promote needs --id")
+		}
+		m, err = client.PromoteMember(ctx, *id)
 	default:
-		return fmt.Errorf("unknown cluster command %q (list, add, remove)", args[0])
+		return fmt.Errorf("unknown cluster command %q (list, add, promote, remove)", args[0])
+	}
+	if e := apierror.As(err); e != nil && e.Details["reason"] != nil {
+		// The membership rule that refused the change (ADR 0027).
+		return fmt.Errorf("%w [%v]", describe(err), e.Details["reason"])
 	}
 	if err != nil {
 		return describe(err)

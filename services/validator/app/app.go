@@ -251,9 +251,11 @@ func (v *validator) trackCluster(g *lifecycle.Group) error {
 	applied := rate.NewMeter(10)
 	v.clusterView = cluster.NewView(cluster.ViewConfig{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, StartedAt: v.now(),
 		Node: v.node, State: v.machine, Epochs: v.clock, Peers: v.peers, Membership: members, Leadership: v.leadership,
-		AppliedRate: applied, Reproposed: func() uint64 { return v.pipe.Stats().Reproposed }})
+		AppliedRate: applied, Reproposed: func() uint64 { return v.pipe.Stats().Reproposed }, Removed: v.machine,
+		Log: v.log.Named("membership")})
 	g.Loop("leadership", v.leadership.Run)
 	g.Loop("membership", members.Run)
+	g.Loop("learner promotions", v.clusterView.RunPromotions)
 	g.Loop("applied rate", func(ctx context.Context) { applied.Run(ctx, time.Second, v.machine.AppliedIndex) })
 	g.Loop("counter watch", func(ctx context.Context) {
 		opsevents.NewCounterWatch(v.opsEvents, v.peers.Stats, v.db.WriteStalls).Run(ctx, time.Second)

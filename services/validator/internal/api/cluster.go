@@ -41,11 +41,16 @@ type Cluster interface {
 	// StateHashAt is this node's state hash right after it applied index,
 	// while it still holds it.
 	StateHashAt(index uint64) (string, bool)
-	// AddMember adds a voting member through raft and waits until raft
-	// has installed it.
+	// AddMember adds a member as a learner through raft, when the
+	// membership rules allow it, and waits until raft has installed it.
+	// The leader promotes it once it is caught up. A refusal is an
+	// *apierror.Error (membership_refused with a reason, ADR 0027).
 	AddMember(ctx context.Context, m api.Member) error
-	// RemoveMember removes a member through raft and waits until raft has
-	// installed the change.
+	// PromoteMember makes a caught-up learner a voter through raft, when
+	// the rules allow it, and waits until raft has installed it.
+	PromoteMember(ctx context.Context, id uint64) error
+	// RemoveMember removes a member through raft, when the rules allow it,
+	// and waits until raft has installed the change.
 	RemoveMember(ctx context.Context, id uint64) error
 }
 

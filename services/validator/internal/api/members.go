@@ -13,7 +13,10 @@ import (
 )
 
 // Membership routes (internal layer). Changes are made on the leader; a
-// follower forwards them. See docs/runbooks/membership.md.
+// follower forwards them. The leader decides by the membership rules (ADR
+// 0027): a new member joins as a learner, at most one change at a time, no
+// reused id, and never a configuration without a reachable quorum. See
+// docs/runbooks/membership.md.
 
 func (s *Server) listMembers(c echo.Context) error {
 	voters, learners := s.deps.Cluster.Membership()
@@ -38,12 +41,6 @@ func (s *Server) addMember(c echo.Context) error {
 	case !validURL(m.APIURL):
 		return apierror.Field("apiUrl", "must be http(s)://host:port")
 	}
-	voters, learners := s.deps.Cluster.Membership()
-	for _, id := range append(voters, learners...) {
-		if id == m.ID {
-			return apierror.New(apierror.ProposalIDConflict, "validator %d is already a member", m.ID).WithDetail("field", "id")
-		}
-	}
 	if err := s.deps.Cluster.AddMember(c.Request().Context(), m); err != nil {
 		return err
 	}
@@ -54,25 +51,38 @@ func (s *Server) removeMember(c echo.Context) error {
 	if handled, err := s.forward(c); handled {
 		return err
 	}
-	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
-	if err != nil || id == 0 {
-		return apierror.Field("id", "must be a positive integer")
-	}
-	voters, learners := s.deps.Cluster.Membership()
-	member := false
-	for _, v := range append(voters, learners...) {
-		member = member || v == id
-	}
-	if !member {
-		return apierror.New(apierror.NotFound, "validator %d is not a member", id)
-	}
-	if len(voters) == 1 && voters[0] == id {
-		return apierror.New(apierror.Forbidden, "validator %d is the last voter; a cluster cannot remove it", id)
+	id, err := memberID(c)
+	if err != nil {
+		return err
 	}
 	if err := s.deps.Cluster.RemoveMember(c.Request().Context(), id); err != nil {
 		return err
 	}
 	return s.listMembers(c)
+}
+
+// promoteMember makes a caught-up learner a voter. It reads no body: the
+// id in the path is its only argument.
+func (s *Server) promoteMember(c echo.Context) error {
+	if handled, err := s.forward(c); handled {
+		return err
+	}
+	id, err := memberID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.deps.Cluster.PromoteMember(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return s.listMembers(c)
+}
+
+func memberID(c echo.Context) (uint64, error) {
+	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
+	if err != nil || id == 0 {
+		return 0, apierror.Field("id", "must be a positive integer")
+	}
+	return id, nil
 }
 
 func validHostPort(s string) bool {

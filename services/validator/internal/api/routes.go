@@ -156,6 +156,7 @@ func (s *Server) routes() []Route {
 		{get, "/v1/cluster/members", internal, false, OpsRead, s.listMembers},
 		{post, "/v1/cluster/members", internal, false, Operator, s.addMember},
 		{del, "/v1/cluster/members/:id", internal, false, Operator, s.removeMember},
+		{post, "/v1/cluster/members/:id/promote", internal, false, Operator, s.promoteMember},
 	}
 }
 

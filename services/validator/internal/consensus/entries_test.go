@@ -140,3 +140,49 @@ func TestDecodeConfChangeRefusesGarbage(t *testing.T) {
 		}
 	}
 }
+
+// removedKVApplier is a kvApplier that remembers a fixed set of removed
+// members.
+type removedKVApplier struct {
+	*kvApplier
+	removed map[uint64]bool
+}
+
+func (a removedKVApplier) WasRemoved(id uint64) (bool, error) { return a.removed[id], nil }
+
+// TestAddingRemovedMemberIsNotInstalled: a committed conf change that adds
+// an id the applier remembers as removed is installed as a change of
+// nothing, and the applier gets it without member changes; another
+// addition is installed, and nothing is left pending.
+func TestAddingRemovedMemberIsNotInstalled(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	kv := newKVApplier(t, db)
+	n, err := Start(testConfig(t, 1), db, removedKVApplier{kvApplier: kv, removed: map[uint64]bool{2: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	waitLeader(t, 5*time.Second, n)
+	waitFor(t, 5*time.Second, "the bootstrap conf change applied", func() bool { return len(kv.membershipChanges()) == 1 })
+
+	proposeConfChangeUntilApplied(t, n, kv, &raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(2), Context: []byte("member 2")}, 1)
+	if cs := n.ConfState(); !slices.Equal(cs.GetVoters(), []uint64{1}) || len(cs.GetLearners()) > 0 {
+		t.Fatalf("a removed id was installed: conf state %v", cs)
+	}
+	proposeConfChangeUntilApplied(t, n, kv, &raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(3), Context: []byte("member 3")}, 2)
+	if cs := n.ConfState(); !slices.Equal(cs.GetVoters(), []uint64{1}) || !slices.Equal(cs.GetLearners(), []uint64{3}) {
+		t.Fatalf("conf state %v, want voters [1] learners [3]", cs)
+	}
+	got := kv.membershipChanges()
+	want := fmt.Sprintf("%d: add-voter 1 context \"\"\n%d: context \"\"\n%d: add-learner 3 context \"member 3\"\n", got[0].Index, got[1].Index, got[2].Index)
+	if describe(got) != want {
+		t.Fatalf("the applier got\n%swant\n%s", describe(got), want)
+	}
+	if pending, err := n.PendingConfChange(); err != nil || pending {
+		t.Fatalf("PendingConfChange = %v, %v after every change applied", pending, err)
+	}
+	if err := n.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

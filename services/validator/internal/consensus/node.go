@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,17 @@ type SnapshotRestorer interface {
 // has, the node can only restore it or stop.
 type SnapshotVerifier interface {
 	VerifySnapshot(index, term uint64, data []byte) error
+}
+
+// RemovedMembers is implemented by appliers that remember which members a
+// committed change removed. The node then refuses to install a conf change
+// that adds a removed id: raft installs it as a change of nothing (raft's
+// own way to skip a change downstream of it), and the applier gets it
+// without its member changes. WasRemoved answers as of the entries applied
+// so far, on the apply goroutine, so the decision is the same on every
+// node and again when the entry is handed over after a restart.
+type RemovedMembers interface {
+	WasRemoved(id uint64) (bool, error)
 }
 
 // Snapshotter is implemented by appliers that can also write their state
@@ -195,6 +207,7 @@ type Node struct {
 	restorer    SnapshotRestorer // nil if the applier cannot restore
 	verifier    SnapshotVerifier // nil if it cannot verify before restoring
 	snapshotter Snapshotter      // nil: no snapshots, no compaction
+	removed     RemovedMembers   // nil: every conf change is installed
 	transport   Transport
 
 	applyc chan applyJob
@@ -308,6 +321,7 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 	n.restorer = restorer
 	n.verifier, _ = app.(SnapshotVerifier)
 	n.snapshotter, _ = app.(Snapshotter)
+	n.removed, _ = app.(RemovedMembers)
 	n.snapIndex = snapMeta.GetIndex()
 	n.applyDone.Store(applied)
 
@@ -563,11 +577,22 @@ func restoreSnapshot(r SnapshotRestorer, snap *raftpb.Snapshot) error {
 // resulting ConfState with its index, and returns the entry for the applier.
 // A conf change at or below the persisted index is already part of the
 // ConfState raft restarted from and is not installed twice (re-entering a
-// joint config would make raft panic); the applier still gets it.
+// joint config would make raft panic); the applier still gets it. A change
+// that adds a removed member (RemovedMembers) is installed as a change of
+// nothing and handed over without its member changes.
 func (n *Node) applyConfChange(e *raftpb.Entry) (state.Entry, error) {
 	cc, mc, err := decodeConfChange(e)
 	if err != nil {
 		return state.Entry{}, err
+	}
+	refused, err := n.addsRemovedMember(mc)
+	if err != nil {
+		return state.Entry{}, fmt.Errorf("%w: conf change at %d: %w", ErrApplyFailed, e.GetIndex(), err)
+	}
+	if refused {
+		n.log.Warn("refusing a committed membership change that adds a removed member", zap.Uint64("index", e.GetIndex()))
+		// NodeId 0 is raft's "skip this change".
+		cc, mc = &raftpb.ConfChange{}, &state.MembershipChange{}
 	}
 	entry := state.Entry{Index: e.GetIndex(), Term: e.GetTerm(), Membership: mc}
 	if _, confIndex := n.storage.ConfState(); e.GetIndex() <= confIndex {
@@ -587,6 +612,23 @@ func (n *Node) applyConfChange(e *raftpb.Entry) (state.Entry, error) {
 		n.log.Warn("this node is no longer a member of the cluster")
 	}
 	return entry, nil
+}
+
+// addsRemovedMember reports whether mc adds (as voter or learner) an id
+// that the applier remembers as removed.
+func (n *Node) addsRemovedMember(mc *state.MembershipChange) (bool, error) {
+	if n.removed == nil {
+		return false, nil
+	}
+	for _, c := range mc.Changes {
+		if c.Type != state.AddVoter && c.Type != state.AddLearner {
+			continue
+		}
+		if removed, err := n.removed.WasRemoved(c.NodeID); err != nil || removed {
+			return removed, err
+		}
+	}
+	return false, nil
 }
 
 func (n *Node) setSoftState(ss *raft.SoftState) {
@@ -687,6 +729,25 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 // ConfChangeV2). Like Propose, nil does not mean it will commit.
 func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
 	return n.mapErr(n.raft.ProposeConfChange(ctx, cc))
+}
+
+// PendingConfChange reports whether the log holds a conf change that this
+// node has not applied yet: proposed or committed, raft installs it only
+// when it is applied, and drops any other conf change proposed meanwhile.
+// It reads the stored log past the applied index, so a change that raft
+// accepted but this node has not persisted yet is not seen: a caller that
+// proposes changes itself waits until its own change is applied.
+func (n *Node) PendingConfChange() (bool, error) {
+	applied := n.applyDone.Load()
+	last, err := n.storage.LastIndex()
+	if err != nil || last <= applied {
+		return false, err
+	}
+	ents, err := n.storage.Entries(applied+1, last+1, math.MaxUint64)
+	if err != nil {
+		return false, err
+	}
+	return hasConfChange(ents), nil
 }
 
 // Step hands a message received from a peer to raft.

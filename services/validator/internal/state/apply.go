@@ -652,17 +652,27 @@ func getMessage[M proto.Message](r pebble.Reader, key []byte, what string) (M, e
 	return m, nil
 }
 
-// applyMembership keeps the cluster's address book: a member added with a
-// ledgerpb.Member naming it as the change's context is recorded, a removed
-// member is dropped. Consensus installs the membership itself; this is only
-// where to reach members. A context that does not decode, or names another
-// member, records nothing, alike everywhere.
+// applyMembership keeps the cluster's address book and the ids of removed
+// members: a member added with a ledgerpb.Member naming it as the change's
+// context is recorded, a removed member is dropped from the book and its id
+// marked removed for good. Consensus installs the membership itself, and
+// refuses to install the addition of a removed id (it hands such a change
+// over without its changes); this is only where to reach members and which
+// ids may never come back. A context that does not decode, names another
+// member or names a removed id records nothing, alike everywhere.
 func (a *applier) applyMembership(mc *MembershipChange) error {
 	for _, c := range mc.Changes {
 		switch c.Type {
 		case AddVoter, AddLearner:
 			var m ledgerpb.Member
 			if len(mc.Context) == 0 || proto.Unmarshal(mc.Context, &m) != nil || m.GetId() != c.NodeID {
+				continue
+			}
+			removed, err := a.wasRemoved(c.NodeID)
+			if err != nil {
+				return err
+			}
+			if removed {
 				continue
 			}
 			value, err := proto.MarshalOptions{Deterministic: true}.Marshal(&m)
@@ -676,7 +686,30 @@ func (a *applier) applyMembership(mc *MembershipChange) error {
 			if err := a.mut.delete(storage.MemberKey(c.NodeID)); err != nil {
 				return err
 			}
+			removed, err := a.wasRemoved(c.NodeID)
+			if err != nil {
+				return err
+			}
+			if !removed {
+				if err := a.mut.set(storage.RemovedMemberKey(c.NodeID), nil); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// wasRemoved reports whether id was a member that a committed change
+// removed, as of the entries applied before this one.
+func (a *applier) wasRemoved(id uint64) (bool, error) {
+	_, err := storage.Get(a.b, storage.RemovedMemberKey(id))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, storage.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
 }

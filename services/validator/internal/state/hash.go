@@ -17,7 +17,7 @@ package state
 // and conf changes included):
 //
 //	stateHash_0 = 32 zero bytes
-//	stateHash_i = SHA-256("contentledger/state/v7" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
+//	stateHash_i = SHA-256("contentledger/state/v8" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
 //
 // changeDigest_i is SHA-256 over the mutations applying entry i made to
 // replicated state, in the order apply made them, each encoded as
@@ -44,7 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const stateHashDomain = "contentledger/state/v7"
+const stateHashDomain = "contentledger/state/v8"
 
 // nextStateHash computes stateHash_i from stateHash_{i-1}.
 func nextStateHash(prev [32]byte, index, term uint64, digest [32]byte) [32]byte {

@@ -525,6 +525,42 @@ func (m *Machine) Members() ([]*ledgerpb.Member, error) {
 	return out, it.Error()
 }
 
+// RemovedMembers returns the raft ids of the members a committed change
+// removed, in increasing order: ids that may never be members again.
+func (m *Machine) RemovedMembers() ([]uint64, error) {
+	lower, upper := storage.RemovedMemberBounds()
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []uint64
+	for it.First(); it.Valid(); it.Next() {
+		id, ok := storage.RemovedMemberID(it.Key())
+		if !ok {
+			return nil, fmt.Errorf("%w: removed member key %x", ErrCorruptState, it.Key())
+		}
+		out = append(out, id)
+	}
+	return out, it.Error()
+}
+
+// WasRemoved reports whether a committed change removed the member id, as
+// of the applied index: consensus asks it before installing the addition
+// of id, on the apply goroutine, so the answer is the same on every
+// validator.
+func (m *Machine) WasRemoved(id uint64) (bool, error) {
+	_, err := storage.Get(m.db.Pebble(), storage.RemovedMemberKey(id))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, storage.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
 // Undecided returns up to limit records of accepted proposals that have no
 // decision yet (status PENDING), in proposal-id order: the work a new leader
 // takes over.

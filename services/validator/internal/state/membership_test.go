@@ -10,14 +10,13 @@ import (
 )
 
 // TestMembershipAddressBook: a member added with its ledgerpb.Member as the
-// context is recorded, whether voter or learner, and dropped when removed;
+// context is recorded, whether voter or learner, and dropped when removed,
+// its id then marked removed for good (adding it again records nothing);
 // a context naming another member, one that does not decode, a bootstrap
 // change without one and an update record nothing. The state hash of the
-// log is pinned like TestStateHashGolden's: it was computed when the
-// changes still came as raft's conf changes, so the conversion consensus
-// does now is pinned to write the same state.
+// log is pinned like TestStateHashGolden's.
 func TestMembershipAddressBook(t *testing.T) {
-	const want = "7ecf9e9874298cb1b1d632c01ceca93464317486a0b6b7f40f84575e44902edc"
+	const want = "33d6adfe82dbd68aa704bd0aba00a338d1bbc2647e1f475b90ba1a00d15fdd93"
 	member := func(id uint64, peer, api string) []byte {
 		b, err := proto.Marshal(&ledgerpb.Member{Id: id, PeerAddr: peer, ApiUrl: api})
 		if err != nil {
@@ -37,7 +36,8 @@ func TestMembershipAddressBook(t *testing.T) {
 	l.membership(nil) // leaves a joint configuration
 	l.membership(member(3, "10.9.9.3:7090", "http://other"), change(UpdateMember, 3))
 	l.membership(nil, change(RemoveMember, 3))
-	l.membership(member(3, "10.0.0.33:7090", "http://10.0.0.33:8090"), change(AddVoter, 3))
+	l.membership(member(3, "10.0.0.33:7090", "http://10.0.0.33:8090"), change(AddVoter, 3)) // removed: refused
+	l.membership(nil, change(RemoveMember, 3))                                              // marked once
 
 	m := newMachine(t)
 	// One entry per call, and all in one call, write the same state.
@@ -56,8 +56,20 @@ func TestMembershipAddressBook(t *testing.T) {
 	for _, b := range book {
 		got = append(got, fmt.Sprintf("%d %s %s", b.GetId(), b.GetPeerAddr(), b.GetApiUrl()))
 	}
-	if fmt.Sprint(got) != "[3 10.0.0.33:7090 http://10.0.0.33:8090 7 10.0.0.7:7090 http://10.0.0.7:8090]" {
+	if fmt.Sprint(got) != "[7 10.0.0.7:7090 http://10.0.0.7:8090]" {
 		t.Fatalf("address book %q", got)
+	}
+	removed, err := m.RemovedMembers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(removed) != "[2 3]" {
+		t.Fatalf("removed members %v, want [2 3]", removed)
+	}
+	for id, want := range map[uint64]bool{1: false, 2: true, 3: true, 7: false} {
+		if got, err := m.WasRemoved(id); err != nil || got != want {
+			t.Fatalf("WasRemoved(%d) = %v, %v; want %v", id, got, err, want)
+		}
 	}
 	if h := m.StateHash(); bytesHex(h[:]) != want {
 		t.Fatalf("state hash of the membership log = %x, pinned %s", h, want)

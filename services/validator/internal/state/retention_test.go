@@ -163,7 +163,7 @@ func TestEventRetentionBoundedPerEntry(t *testing.T) {
 // retention that prunes by time and by count: the deletes are replicated
 // state like the writes (see TestStateHashGolden).
 func TestStateHashGoldenRetention(t *testing.T) {
-	const want = "d2ff7452122432573507c3297b1920ccf823294475107a317cff192fb6a17bae"
+	const want = "e3289424deb1204f7b3778a34f7607c9e0081fe3058ed2ac75016292a978fde7"
 	m := newMachine(t)
 	mustApply(t, m, scenarioWith(t, EventRetention{Window: 5 * time.Millisecond, MaxEvents: 4}).entries...)
 	got := m.StateHash()

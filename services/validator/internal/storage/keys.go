@@ -30,6 +30,7 @@ import (
 //	    s/v/<id:8>              ledgerpb.Event by sequence number
 //	    s/g/<index:8>           ledgerpb.Segment by raft index
 //	    s/c/<id:8>              ledgerpb.Member by raft id: the cluster's address book
+//	    s/x/<id:8>              empty: the raft id was a member and was removed; never a member again
 //	    s/u/<id:32>             empty: the proposal is accepted and undecided (its record is PENDING)
 //	    s/q/<epoch:8><id:32>    empty: the proposal is COMMITTED and its epoch not final yet
 //	    s/a/<wallet:20>         ledgerpb.GcAccount: a wallet's GC debt account
@@ -55,6 +56,7 @@ const (
 	eventPrefix     = StatePrefix + "v/"
 	segmentPrefix   = StatePrefix + "g/"
 	memberPrefix    = StatePrefix + "c/"
+	removedPrefix   = StatePrefix + "x/"
 	undecidedPrefix = StatePrefix + "u/"
 	unfinalPrefix   = StatePrefix + "q/"
 	accountPrefix   = StatePrefix + "a/"
@@ -234,6 +236,22 @@ func MemberKey(id uint64) []byte { return withUint64(memberPrefix, id) }
 // MemberBounds are the bounds of every member entry.
 func MemberBounds() (lower, upper []byte) {
 	return []byte(memberPrefix), PrefixEnd([]byte(memberPrefix))
+}
+
+// RemovedMemberKey is the key of the mark of a removed member's raft id.
+func RemovedMemberKey(id uint64) []byte { return withUint64(removedPrefix, id) }
+
+// RemovedMemberBounds are the bounds of every removed member's mark.
+func RemovedMemberBounds() (lower, upper []byte) {
+	return []byte(removedPrefix), PrefixEnd([]byte(removedPrefix))
+}
+
+// RemovedMemberID returns the raft id of a removed member's mark.
+func RemovedMemberID(key []byte) (uint64, bool) {
+	if len(key) != len(removedPrefix)+8 || string(key[:len(removedPrefix)]) != removedPrefix {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(removedPrefix):]), true
 }
 
 // PrefixEnd returns the smallest key greater than every key with prefix p,

@@ -26,6 +26,7 @@ var (
 	_ Node           = (*consensus.Node)(nil)
 	_ RaftStatus     = (*consensus.Node)(nil)
 	_ AddressBook    = (*state.Machine)(nil)
+	_ RemovedIDs     = (*state.Machine)(nil)
 	_ StateHashes    = (*state.Machine)(nil)
 	_ Peers          = (*transport.Transport)(nil)
 	_ TransportStats = (*transport.Transport)(nil)
@@ -50,6 +51,19 @@ type fakeNode struct {
 	last       uint64
 	snapshot   uint64
 	progress   []consensus.FollowerProgress
+	pending    bool
+}
+
+func (n *fakeNode) PendingConfChange() (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pending, nil
+}
+
+func (n *fakeNode) setProgress(p ...consensus.FollowerProgress) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.progress = p
 }
 
 func newFakeNode(voters ...uint64) *fakeNode {
@@ -123,11 +137,17 @@ func (n *fakeNode) ProposeConfChange(_ context.Context, cc raftpb.ConfChangeI) e
 	c, _ := cc.AsV1()
 	switch c.GetType() {
 	case raftpb.ConfChangeAddNode:
+		n.cs.Learners = slices.DeleteFunc(n.cs.Learners, func(id uint64) bool { return id == c.GetNodeId() })
 		if !slices.Contains(n.cs.Voters, c.GetNodeId()) {
 			n.cs.Voters = append(n.cs.Voters, c.GetNodeId())
 		}
+	case raftpb.ConfChangeAddLearnerNode:
+		if !slices.Contains(n.cs.Learners, c.GetNodeId()) {
+			n.cs.Learners = append(n.cs.Learners, c.GetNodeId())
+		}
 	case raftpb.ConfChangeRemoveNode:
 		n.cs.Voters = slices.DeleteFunc(n.cs.Voters, func(id uint64) bool { return id == c.GetNodeId() })
+		n.cs.Learners = slices.DeleteFunc(n.cs.Learners, func(id uint64) bool { return id == c.GetNodeId() })
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 )
 
 // ConfStater tells raft's current membership (consensus.Node).
@@ -215,38 +216,155 @@ func (m *Membership) reconcile() {
 const confChangeWait = 10 * time.Second
 
 // confChangePoll is how often a membership route looks whether raft
-// installed its change.
+// installed its change, and how often the leader's progress is sampled
+// for reachable voters.
 const confChangePoll = 20 * time.Millisecond
 
-// AddMember proposes adding m as a voter and waits until raft installs it.
+// AddMember adds m as a learner, when the rules allow (CheckAdd), and waits
+// until raft installs it. The leader promotes it once it is caught up
+// (RunPromotions), or an operator does (PromoteMember).
 func (v *View) AddMember(ctx context.Context, m api.Member) error {
 	cc := &raftpb.ConfChange{
-		Type:    raftpb.ConfChangeAddNode.Enum(),
+		Type:    raftpb.ConfChangeAddLearnerNode.Enum(),
 		NodeId:  proto.Uint64(m.ID),
 		Context: memberContext(m),
 	}
-	return v.changeMembership(ctx, cc, func(voters []uint64) bool { return slices.Contains(voters, m.ID) })
+	return v.changeMembership(ctx, func(f Facts) error { return CheckAdd(f, v.limits, m.ID) }, cc,
+		func(cs *raftpb.ConfState) bool { return slices.Contains(cs.GetLearners(), m.ID) })
 }
 
-// RemoveMember proposes removing id and waits until raft installs it.
+// PromoteMember makes the learner id a voter, when the rules allow
+// (CheckPromote: it is caught up and the larger configuration has a
+// reachable quorum), and waits until raft installs it.
+func (v *View) PromoteMember(ctx context.Context, id uint64) error {
+	// No context: the address book keeps what the learner's addition
+	// recorded.
+	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(id)}
+	return v.changeMembership(ctx, func(f Facts) error { return CheckPromote(f, v.limits, id) }, cc,
+		func(cs *raftpb.ConfState) bool { return slices.Contains(cs.GetVoters(), id) })
+}
+
+// RemoveMember removes id, when the rules allow (CheckRemove), and waits
+// until raft installs it.
 func (v *View) RemoveMember(ctx context.Context, id uint64) error {
 	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}
-	return v.changeMembership(ctx, cc, func(voters []uint64) bool { return !slices.Contains(voters, id) })
+	return v.changeMembership(ctx, func(f Facts) error { return CheckRemove(f, id) }, cc, func(cs *raftpb.ConfState) bool {
+		return !slices.Contains(cs.GetVoters(), id) && !slices.Contains(cs.GetLearners(), id)
+	})
 }
 
-// changeMembership proposes cc and polls the installed membership: raft
-// drops a conf change while another is pending, so a change that does not
-// show up in time is reported as retryable.
-func (v *View) changeMembership(ctx context.Context, cc *raftpb.ConfChange, installed func(voters []uint64) bool) error {
+// RunPromotions promotes, on the leader, every learner that is caught up
+// and whose promotion the rules allow, every ViewConfig.PromoteEvery until
+// ctx ends. Run it once.
+func (v *View) RunPromotions(ctx context.Context) {
+	tick := time.NewTicker(v.promoteEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		if st := v.node.Status(); st.Role != consensus.RoleLeader {
+			continue
+		}
+		for _, id := range v.node.ConfState().GetLearners() {
+			f, err := v.facts()
+			if err != nil || CheckPromote(f, v.limits, id) != nil {
+				continue
+			}
+			if err := v.PromoteMember(ctx, id); err != nil {
+				v.log.Warn("promoting a caught-up learner", zap.Uint64("learner", id), zap.Error(err))
+				continue
+			}
+			v.log.Info("promoted a caught-up learner to voter", zap.Uint64("member", id))
+		}
+	}
+}
+
+// facts gathers what the rules decide on. Only the leader has them: raft's
+// progress of the members is the leader's.
+func (v *View) facts() (Facts, error) {
+	notLeader := apierror.New(apierror.LeaderUnknown, "this validator is not the leader; membership changes are made on the leader")
+	if st := v.node.Status(); st.Role != consensus.RoleLeader {
+		return Facts{}, notLeader
+	}
+	progress := v.node.Progress()
+	if progress == nil {
+		return Facts{}, notLeader
+	}
+	pending, err := v.node.PendingConfChange()
+	if err != nil {
+		return Facts{}, apierror.New(apierror.Internal, "reading the raft log for a pending membership change: %v", err)
+	}
+	removed, err := v.removed.RemovedMembers()
+	if err != nil {
+		return Facts{}, apierror.New(apierror.Internal, "reading the removed members: %v", err)
+	}
+	cs := v.node.ConfState()
+	return Facts{Leader: v.nodeID, Voters: cs.GetVoters(), Learners: cs.GetLearners(), Removed: removed,
+		// A joint configuration is a change still under way.
+		Pending:  pending || len(cs.GetVotersOutgoing()) > 0,
+		Progress: progress}, nil
+}
+
+// decide applies check to the facts. Raft clears every follower's recent
+// activity once per election timeout and sets it again at its next answer,
+// so a refusal for want of reachable voters is looked at again with the
+// activity seen over ViewConfig.ActivityWindow: a voter counts when it
+// answered at any time within it.
+func (v *View) decide(ctx context.Context, check func(Facts) error) error {
+	f, err := v.facts()
+	if err != nil {
+		return err
+	}
+	err = check(f)
+	if e := apierror.As(err); e == nil || e.Details["reason"] != ReasonNoQuorum {
+		return err
+	}
+	deadline := time.Now().Add(v.activityWindow)
+	for time.Now().Before(deadline) {
+		select {
+		case <-time.After(confChangePoll):
+		case <-ctx.Done():
+			return err
+		}
+		for _, p := range v.node.Progress() {
+			if i := slices.IndexFunc(f.Progress, func(q consensus.FollowerProgress) bool { return q.ID == p.ID }); i >= 0 && p.RecentActive {
+				f.Progress[i].RecentActive = true
+			}
+		}
+		if err = check(f); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// changeMembership decides on, proposes and waits for one membership
+// change. Changes made through this validator are serialized, so that each
+// is decided on a membership that the previous one no longer changes; raft
+// itself drops a conf change proposed while another is not applied, which
+// covers changes proposed elsewhere.
+func (v *View) changeMembership(ctx context.Context, check func(Facts) error, cc *raftpb.ConfChange, installed func(*raftpb.ConfState) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, confChangeWait)
 	defer cancel()
+	select {
+	case v.changing <- struct{}{}:
+		defer func() { <-v.changing }()
+	case <-ctx.Done():
+		return apierror.New(apierror.Timeout, "another membership change through this validator did not finish within %s; retry", confChangeWait)
+	}
+	if err := v.decide(ctx, check); err != nil {
+		return err
+	}
 	if err := v.node.ProposeConfChange(ctx, cc); err != nil {
 		return apierror.New(apierror.LeaderUnknown, "proposing the membership change: %v", err)
 	}
 	tick := time.NewTicker(confChangePoll)
 	defer tick.Stop()
 	for {
-		if installed(v.node.ConfState().GetVoters()) {
+		if installed(v.node.ConfState()) {
 			return nil
 		}
 		select {

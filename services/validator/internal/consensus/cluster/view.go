@@ -6,6 +6,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
@@ -22,6 +23,15 @@ type Node interface {
 	// Progress is the leader's view of every member, nil on a follower.
 	Progress() []consensus.FollowerProgress
 	ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error
+	// PendingConfChange reports whether the log holds a conf change not
+	// applied yet.
+	PendingConfChange() (bool, error)
+}
+
+// RemovedIDs are the ids of the members a committed change removed
+// (state.Machine).
+type RemovedIDs interface {
+	RemovedMembers() ([]uint64, error)
 }
 
 // StateHashes are the state machine's applied index and hashes
@@ -48,7 +58,17 @@ type Rate interface {
 	PerSecond() float64
 }
 
-// ViewConfig configures a View. Every field but StartedAt is required.
+// DefaultActivityWindow is how long the leader watches its members'
+// activity before it refuses a change for want of reachable voters: longer
+// than a heartbeat interval and the answer to it.
+const DefaultActivityWindow = 500 * time.Millisecond
+
+// DefaultPromoteEvery is how often the leader looks for caught-up learners
+// to promote.
+const DefaultPromoteEvery = time.Second
+
+// ViewConfig configures a View. Every field but StartedAt, Limits,
+// ActivityWindow, PromoteEvery and Log is required.
 type ViewConfig struct {
 	NodeID    uint64
 	ClusterID string
@@ -67,6 +87,17 @@ type ViewConfig struct {
 	// Reproposed counts the proposals the pipeline had to propose again
 	// (pipeline.Stats().Reproposed): raft dropped them.
 	Reproposed func() uint64
+	// Removed are the ids removed from the cluster, which never return.
+	Removed RemovedIDs
+	// Limits bound the membership rules. Zero fields default to
+	// DefaultPromoteMargin and DefaultMaxLearners.
+	Limits Limits
+	// ActivityWindow: see DefaultActivityWindow (the default).
+	ActivityWindow time.Duration
+	// PromoteEvery: see DefaultPromoteEvery (the default).
+	PromoteEvery time.Duration
+	// Log receives the promotions. Default zap.NewNop().
+	Log *zap.Logger
 }
 
 // View answers the consensus routes (the API's Cluster) from the raft node,
@@ -84,6 +115,15 @@ type View struct {
 	leadership *LeadershipLog
 	applied    Rate
 	reproposed func() uint64
+
+	removed        RemovedIDs
+	limits         Limits
+	activityWindow time.Duration
+	promoteEvery   time.Duration
+	log            *zap.Logger
+	// changing holds a token while a membership change made through this
+	// validator is decided, proposed and installed.
+	changing chan struct{}
 }
 
 // NewView returns the view of cfg's parts.
@@ -91,9 +131,25 @@ func NewView(cfg ViewConfig) *View {
 	if cfg.StartedAt.IsZero() {
 		cfg.StartedAt = time.Now()
 	}
+	if cfg.Limits.PromoteMargin == 0 {
+		cfg.Limits.PromoteMargin = DefaultPromoteMargin
+	}
+	if cfg.Limits.MaxLearners == 0 {
+		cfg.Limits.MaxLearners = DefaultMaxLearners
+	}
+	if cfg.ActivityWindow == 0 {
+		cfg.ActivityWindow = DefaultActivityWindow
+	}
+	if cfg.PromoteEvery == 0 {
+		cfg.PromoteEvery = DefaultPromoteEvery
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
 	return &View{nodeID: cfg.NodeID, clusterID: cfg.ClusterID, startedAt: cfg.StartedAt, node: cfg.Node, state: cfg.State,
 		epochs: cfg.Epochs, peers: cfg.Peers, membership: cfg.Membership, leadership: cfg.Leadership,
-		applied: cfg.AppliedRate, reproposed: cfg.Reproposed}
+		applied: cfg.AppliedRate, reproposed: cfg.Reproposed, removed: cfg.Removed, limits: cfg.Limits,
+		activityWindow: cfg.ActivityWindow, promoteEvery: cfg.PromoteEvery, log: cfg.Log, changing: make(chan struct{}, 1)}
 }
 
 // RaftMetrics are this node's raft figures.

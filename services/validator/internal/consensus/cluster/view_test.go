@@ -50,41 +50,138 @@ func newTestView(t *testing.T, node *fakeNode, tr *fakeTransport, history ...api
 	}
 	return NewView(ViewConfig{NodeID: 1, ClusterID: "test", Node: node, State: fixedState{applied: 90, hashes: map[uint64][32]byte{90: {0xab}}},
 		Epochs: fixedEpoch(12), Peers: tr, Membership: members, Leadership: leadership, AppliedRate: fixedRate(20),
-		Reproposed: func() uint64 { return 4 }})
+		Reproposed: func() uint64 { return 4 }, Removed: fixedRemoved{5}, ActivityWindow: 60 * time.Millisecond, PromoteEvery: 10 * time.Millisecond})
 }
 
-func TestAddAndRemoveMember(t *testing.T) {
+type fixedRemoved []uint64
+
+func (r fixedRemoved) RemovedMembers() ([]uint64, error) { return r, nil }
+
+// leading makes node 1 the leader.
+func leading(node *fakeNode) {
+	node.setStatus(consensus.Status{ID: 1, Role: consensus.RoleLeader, Term: 2, Leader: 1})
+}
+
+// active is the leader's progress of a member streaming entries, at match.
+func active(id, match uint64) consensus.FollowerProgress {
+	return consensus.FollowerProgress{ID: id, Match: match, State: "replicate", RecentActive: true}
+}
+
+// TestAddPromoteAndRemoveMember: an added member joins as a learner with
+// its addresses as the context, is promoted without a context, and the
+// leader can then remove itself.
+func TestAddPromoteAndRemoveMember(t *testing.T) {
 	node := newFakeNode(1)
 	node.install = true
+	leading(node)
+	node.setProgress(active(1, 100))
 	v := newTestView(t, node, newFakeTransport(nil))
 	if err := v.AddMember(context.Background(), api.Member{ID: 4, Name: "x", PeerAddr: "h4:1", APIURL: "http://h4"}); err != nil {
+		t.Fatal(err)
+	}
+	if voters, learners := v.Membership(); !slices.Equal(voters, []uint64{1}) || !slices.Equal(learners, []uint64{4}) {
+		t.Fatalf("after the addition: voters %v learners %v", voters, learners)
+	}
+	node.setProgress(active(1, 100), active(4, 100))
+	if err := v.PromoteMember(context.Background(), 4); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.RemoveMember(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if voters, _ := v.Membership(); !slices.Equal(voters, []uint64{4}) {
-		t.Fatalf("voters %v", voters)
+	if voters, learners := v.Membership(); !slices.Equal(voters, []uint64{4}) || len(learners) > 0 {
+		t.Fatalf("voters %v learners %v", voters, learners)
 	}
-	if len(node.proposed) != 2 {
+	if len(node.proposed) != 3 {
 		t.Fatalf("%d conf changes proposed", len(node.proposed))
 	}
 	add, _ := node.proposed[0].AsV1()
 	var ctx ledgerpb.Member
-	if add.GetType() != raftpb.ConfChangeAddNode || add.GetNodeId() != 4 || proto.Unmarshal(add.GetContext(), &ctx) != nil ||
+	if add.GetType() != raftpb.ConfChangeAddLearnerNode || add.GetNodeId() != 4 || proto.Unmarshal(add.GetContext(), &ctx) != nil ||
 		!proto.Equal(&ctx, &ledgerpb.Member{Id: 4, PeerAddr: "h4:1", ApiUrl: "http://h4"}) {
 		t.Fatalf("add proposed as %v", add)
 	}
-	if rm, _ := node.proposed[1].AsV1(); rm.GetType() != raftpb.ConfChangeRemoveNode || rm.GetNodeId() != 1 || len(rm.GetContext()) != 0 {
+	if pr, _ := node.proposed[1].AsV1(); pr.GetType() != raftpb.ConfChangeAddNode || pr.GetNodeId() != 4 || len(pr.GetContext()) != 0 {
+		t.Fatalf("promotion proposed as %v", pr)
+	}
+	if rm, _ := node.proposed[2].AsV1(); rm.GetType() != raftpb.ConfChangeRemoveNode || rm.GetNodeId() != 1 || len(rm.GetContext()) != 0 {
 		t.Fatalf("remove proposed as %v", rm)
+	}
+}
+
+// TestRunPromotions: the leader promotes a learner once it is caught up,
+// not before.
+func TestRunPromotions(t *testing.T) {
+	node := newFakeNode(1)
+	node.install = true
+	leading(node)
+	node.setConfState([]uint64{1}, []uint64{4})
+	node.setProgress(active(1, 1000), active(4, 1000-DefaultPromoteMargin-1))
+	v := newTestView(t, node, newFakeTransport(nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); v.RunPromotions(ctx) }()
+	defer func() { cancel(); <-done }()
+	behindUntil := time.Now().Add(100 * time.Millisecond)
+	for time.Now().Before(behindUntil) {
+		if voters, _ := v.Membership(); slices.Contains(voters, 4) {
+			t.Fatal("a learner behind by more than the margin was promoted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	node.setProgress(active(1, 1000), active(4, 1000-DefaultPromoteMargin))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if voters, learners := v.Membership(); slices.Equal(voters, []uint64{1, 4}) && len(learners) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a caught-up learner was not promoted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMembershipRefusals: the view refuses before proposing, with the rule's
+// reason; a voter that answers within the activity window counts even
+// though its first sample said otherwise.
+func TestMembershipRefusals(t *testing.T) {
+	node := newFakeNode(1, 2, 3)
+	node.install = true
+	v := newTestView(t, node, newFakeTransport(nil))
+	var apiErr *apierror.Error
+	if err := v.AddMember(context.Background(), api.Member{ID: 4}); !errors.As(err, &apiErr) || apiErr.Code != apierror.LeaderUnknown {
+		t.Fatalf("a change on a follower: %v", err)
+	}
+	leading(node)
+	node.setProgress(active(1, 10), active(2, 10), consensus.FollowerProgress{ID: 3, Match: 10})
+	if err := v.AddMember(context.Background(), api.Member{ID: 5}); !errors.As(err, &apiErr) || apiErr.Details["reason"] != ReasonRemovedID {
+		t.Fatalf("re-adding a removed id: %v", err)
+	}
+	if err := v.RemoveMember(context.Background(), 2); !errors.As(err, &apiErr) || apiErr.Details["reason"] != ReasonNoQuorum || !apiErr.Retryable {
+		t.Fatalf("removing a voter with another unreachable: %v", err)
+	}
+	// A window long enough for the answer below however loaded the machine.
+	v.activityWindow = 5 * time.Second
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		node.setProgress(active(1, 10), active(2, 10), active(3, 10))
+	}()
+	if err := v.RemoveMember(context.Background(), 2); err != nil {
+		t.Fatalf("removing a voter when the other answers within the window: %v", err)
+	}
+	if len(node.proposed) != 1 {
+		t.Fatalf("%d conf changes proposed, want only the allowed removal", len(node.proposed))
 	}
 }
 
 func TestMembershipChangeFailures(t *testing.T) {
 	node := newFakeNode(1)
+	leading(node)
+	node.setProgress(active(1, 100))
 	v := newTestView(t, node, newFakeTransport(nil))
-	// Raft accepts the proposal but never installs it (another change was
-	// pending): a retryable timeout at the caller's deadline.
+	// Raft accepts the proposal but never installs it: a retryable timeout
+	// at the caller's deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var apiErr *apierror.Error
@@ -92,7 +189,7 @@ func TestMembershipChangeFailures(t *testing.T) {
 		t.Fatalf("a change never installed: %v", err)
 	}
 	node.proposeErr = consensus.ErrStopped
-	if err := v.RemoveMember(context.Background(), 1); !errors.As(err, &apiErr) || apiErr.Code != apierror.LeaderUnknown {
+	if err := v.AddMember(context.Background(), api.Member{ID: 6}); !errors.As(err, &apiErr) || apiErr.Code != apierror.LeaderUnknown {
 		t.Fatalf("a refused proposal: %v", err)
 	}
 }
