@@ -19,6 +19,8 @@ package consensus
 //     VotersOutgoing) panics in raft.restore;
 //   - MsgProp without entries ("stepped empty MsgProp"), or with a conf
 //     change entry whose data does not unmarshal, panics on the leader;
+//   - a message type raft does not know: raft.IsLocalMsg indexes a table
+//     with it, and a negative one is out of range;
 //   - a term near 2^64 wraps when this node next campaigns (Term+1 = 0,
 //     and raft panics sending a vote without a term); Term 0 on anything
 //     but MsgProp/MsgReadIndex is taken for a local message and can reset
@@ -145,6 +147,9 @@ type peerView struct {
 func checkPeerMessage(m *raftpb.Message, v peerView) (low uint64, err error) {
 	typ := m.GetType()
 	switch {
+	case !knownMessageType(typ):
+		// raft indexes tables by type: a negative one panics.
+		return noLow, malformed("unknown message type %d", int32(typ))
 	case raft.IsLocalMsg(typ):
 		return noLow, malformed("local message %s", typ)
 	case len(m.GetResponses()) > 0:
@@ -176,6 +181,11 @@ func checkPeerMessage(m *raftpb.Message, v peerView) (low uint64, err error) {
 		return checkSnapshot(m, v)
 	}
 	return noLow, nil
+}
+
+func knownMessageType(t raftpb.MessageType) bool {
+	_, ok := raftpb.MessageType_name[int32(t)]
+	return ok
 }
 
 func checkProposal(m *raftpb.Message) error {

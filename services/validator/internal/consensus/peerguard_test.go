@@ -121,6 +121,8 @@ func TestCheckPeerMessage(t *testing.T) {
 		{name: "snapshot contradicting a committed entry", m: msgSnap(3, 5, 3, voters), want: ErrInconsistentMessage},
 		{name: "proposal with a term", m: func() *raftpb.Message { m := msgProp(ent(0, 0)); m.Term = new(uint64(9)); return m }(), want: ErrMalformedMessage},
 		{name: "proposal of reserved data", m: msgProp(&raftpb.Entry{Data: encodeTruncationEntry(5)}), want: ErrMalformedMessage},
+		{name: "negative message type", m: &raftpb.Message{Type: raftpb.MessageType(-128).Enum(), Term: new(uint64(3))}, want: ErrMalformedMessage},
+		{name: "unknown message type", m: &raftpb.Message{Type: raftpb.MessageType(99).Enum(), Term: new(uint64(3))}, want: ErrMalformedMessage},
 		{name: "local message", m: &raftpb.Message{Type: raftpb.MsgHup.Enum(), Term: new(uint64(3))}, want: ErrMalformedMessage},
 		{name: "local responses", m: &raftpb.Message{Type: raftpb.MsgAppResp.Enum(), Term: new(uint64(3)), Responses: []*raftpb.Message{{}}}, want: ErrMalformedMessage},
 	} {
