@@ -238,6 +238,9 @@ type Node struct {
 	// being written (snapshot.go).
 	snapIndex uint64
 	snapBusy  atomic.Bool
+
+	// guard checks messages from peers before raft sees them (peerguard.go).
+	guard peerGuard
 }
 
 // Start opens the raft state in db and starts a node that applies committed
@@ -318,6 +321,7 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 		leaderSig:  make(chan struct{}),
 		status:     Status{ID: cfg.ID, Role: RoleFollower, Term: hs.GetTerm(), CommitIndex: hs.GetCommit()},
 	}
+	n.guard.low = noLow
 	n.restorer = restorer
 	n.verifier, _ = app.(SnapshotVerifier)
 	n.snapshotter, _ = app.(Snapshotter)
@@ -387,6 +391,9 @@ func (n *Node) readyLoop() {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
+		// Read before waiting: a Ready received below was computed after
+		// every message counted here was stepped (peerGuard.settled).
+		stepped := n.guard.stepped.Load()
 		select {
 		case <-ticker.C:
 			n.raft.Tick()
@@ -395,6 +402,7 @@ func (n *Node) readyLoop() {
 				n.fail(err)
 				return
 			}
+			n.guard.settled(stepped)
 		case <-n.stopc:
 			return
 		}
@@ -752,13 +760,23 @@ func (n *Node) PendingConfChange() (bool, error) {
 
 // Step hands a message received from a peer to raft.
 //
-// A snapshot message is checked first, on the caller's goroutine: it is
-// refused with ErrSnapshotUnsupported when the applier cannot restore
-// snapshots, and with ErrBadSnapshot when its data does not verify
-// (SnapshotVerifier). Either way raft never sees it; the transport reports
-// raft.SnapshotFailure to the sender.
+// The message is checked first, on the caller's goroutine, against raft's
+// rules and this node's stored log (peerguard.go): a message raft would
+// panic on, or that breaks raft's invariants for its kind, is refused with
+// an error wrapping ErrMalformedMessage (no correct peer sends it) or
+// ErrInconsistentMessage (it contradicts this node's log), counted in
+// PeerMessagesRefused and logged; raft never sees it.
+//
+// A snapshot message is also refused with ErrSnapshotUnsupported when the
+// applier cannot restore snapshots, and with ErrBadSnapshot when its data
+// does not verify (SnapshotVerifier). Either way raft never sees it; the
+// transport reports raft.SnapshotFailure to the sender.
 func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
-	if m.GetType() == raftpb.MsgSnap {
+	if m == nil {
+		return fmt.Errorf("%w: nil message", ErrMalformedMessage)
+	}
+	typ := m.GetType()
+	if typ == raftpb.MsgSnap {
 		if n.restorer == nil {
 			return ErrSnapshotUnsupported
 		}
@@ -771,7 +789,30 @@ func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
 			}
 		}
 	}
-	return n.mapErr(n.raft.Step(ctx, m))
+	if typ != raftpb.MsgApp && typ != raftpb.MsgHeartbeat && typ != raftpb.MsgSnap {
+		// Checked against the message alone: nothing of the log's end.
+		if _, err := checkPeerMessage(m, peerView{}); err != nil {
+			return n.refusePeerMessage(m, err)
+		}
+		return n.mapErr(n.raft.Step(ctx, m))
+	}
+	// These can cut raft's log or depend on its end: checked and stepped
+	// one at a time, so a heartbeat sees every cut stepped before it. raft
+	// takes them at once (its receive channel), so the lock is short.
+	n.guard.mu.Lock()
+	defer n.guard.mu.Unlock()
+	low, err := checkPeerMessage(m, n.peerView())
+	if err != nil {
+		return n.refusePeerMessage(m, err)
+	}
+	if low != noLow {
+		// Before raft can act on it; conservative if raft does not cut.
+		n.guard.low = min(n.guard.low, low)
+		n.guard.lowGen = n.guard.stepped.Load() + 1
+	}
+	err = n.raft.Step(ctx, m)
+	n.guard.stepped.Add(1)
+	return n.mapErr(err)
 }
 
 // ReportUnreachable tells raft that the last message to id was not delivered.

@@ -224,11 +224,25 @@ func (t *Transport) readStream(r io.Reader, h hello, p *peer) error {
 			if t.ctx.Err() != nil {
 				return t.ctx.Err()
 			}
-			// Dropped: raft retransmits what matters. Not a reason to
-			// close the connection.
+			if isMalformed(err) {
+				// No correct peer sends it: the sender is broken or
+				// hostile, like one that sends a malformed frame.
+				return fmt.Errorf("%w: refused by raft: %w", ErrProtocol, err)
+			}
+			// Dropped: raft retransmits what matters, and a refusal that
+			// depends on this node's state (a stale message, a peer that
+			// lost its data) is not a reason to close the connection.
 			t.stats.stepErrors.Add(1)
 		}
 	}
+}
+
+// isMalformed reports whether a Step error says that no correct peer sends
+// the message (consensus.ErrMalformedMessage has Malformed() == true), as
+// opposed to a refusal that depends on the receiver's state or a timeout.
+func isMalformed(err error) bool {
+	var m interface{ Malformed() bool }
+	return errors.As(err, &m) && m.Malformed()
 }
 
 // receiveSnapshot reads one snapshot, hands it to raft and acknowledges it.

@@ -44,7 +44,10 @@ import (
 // implements it.
 type Raft interface {
 	// Step hands a received message to raft. It may block until ctx ends
-	// (raft holds a forwarded proposal while it knows no leader).
+	// (raft holds a forwarded proposal while it knows no leader). An error
+	// with a Malformed() method that returns true means no correct peer
+	// sends the message: the stream it came on is closed, as for a
+	// malformed frame. Other errors drop the message only.
 	Step(ctx context.Context, m *raftpb.Message) error
 	// ReportUnreachable tells raft that a message to id was not delivered.
 	ReportUnreachable(id uint64)

@@ -239,6 +239,7 @@ func TestMalformedFrameClosesConnection(t *testing.T) {
 		{"wrong sender", mustFrame(t, heartbeat(5, 2))},
 		{"local message", mustFrame(t, &raftpb.Message{Type: raftpb.MsgHup.Enum(), From: new(uint64(1)), To: new(uint64(2))})},
 		{"snapshot on stream", mustFrame(t, snapMsg(1, 2, 5, nil))},
+		{"negative type", mustFrame(t, &raftpb.Message{Type: raftpb.MessageType(-128).Enum(), From: new(uint64(1)), To: new(uint64(2))})},
 	} {
 		before := b.Totals().ProtocolErrors
 		c, err := net.Dial("tcp", b.Addr())
@@ -256,11 +257,11 @@ func TestMalformedFrameClosesConnection(t *testing.T) {
 		_ = c.Close()
 		waitFor(t, 5*time.Second, tc.name+" counted", func() bool { return b.Totals().ProtocolErrors == before+1 })
 	}
-	if n := rb.count(raftpb.MsgHeartbeat); n != 5 {
-		t.Fatalf("valid heartbeats before the bad frames: %d, want 5", n)
+	if n := rb.count(raftpb.MsgHeartbeat); n != 6 {
+		t.Fatalf("valid heartbeats before the bad frames: %d, want 6", n)
 	}
-	if n := rb.total(); n != 5 {
-		t.Fatalf("raft received %d messages, want only the 5 valid ones", n)
+	if n := rb.total(); n != 6 {
+		t.Fatalf("raft received %d messages, want only the 6 valid ones", n)
 	}
 }
 

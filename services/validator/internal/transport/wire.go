@@ -253,6 +253,9 @@ func decodeMessage(body []byte, h hello) (*raftpb.Message, error) {
 		return nil, fmt.Errorf("%w: unmarshal message: %v", ErrProtocol, err)
 	}
 	switch {
+	case raftpb.MessageType_name[int32(m.GetType())] == "":
+		// raft.IsLocalMsg would index its table with a negative type.
+		return nil, fmt.Errorf("%w: unknown message type %d", ErrProtocol, int32(m.GetType()))
 	case m.GetFrom() != h.from || m.GetTo() != h.to:
 		return nil, fmt.Errorf("%w: message from %d to %d on a connection from %d to %d",
 			ErrProtocol, m.GetFrom(), m.GetTo(), h.from, h.to)
