@@ -365,3 +365,43 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// NodeFiles are the paths of one node's credentials: what a validator's
+// SVC_VALIDATOR_PEER_TLS_CERT, _KEY and _CA name.
+type NodeFiles struct {
+	Cert, Key, CA string
+}
+
+// Env is the validator settings that name f.
+func (f NodeFiles) Env() []string {
+	return []string{"SVC_VALIDATOR_PEER_TLS_CERT=" + f.Cert, "SVC_VALIDATOR_PEER_TLS_KEY=" + f.Key, "SVC_VALIDATOR_PEER_TLS_CA=" + f.CA}
+}
+
+// Provision makes a throwaway PKI for a local or test cluster in dir: a CA
+// (kept if dir already has one, so the certificates of a data directory
+// that is started again stay valid) and a certificate for each of ids,
+// naming hosts too. It returns each node's files.
+func Provision(dir string, ids []uint64, hosts ...string) (map[uint64]NodeFiles, error) {
+	ca, err := ReadCA(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if ca, err = NewCA("contentledger throwaway CA", 0); err == nil {
+			err = WriteCA(dir, ca)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("peercert: the CA in %s: %w", dir, err)
+	}
+	out := make(map[uint64]NodeFiles, len(ids))
+	for _, id := range ids {
+		n, err := ca.IssueNode(id, hosts, 0)
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := WriteNode(dir, id, n)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = NodeFiles{Cert: cert, Key: key, CA: filepath.Join(dir, CACertFile)}
+	}
+	return out, nil
+}

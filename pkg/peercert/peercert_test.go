@@ -153,3 +153,39 @@ func FuzzNodeURI(f *testing.F) {
 		}
 	})
 }
+
+func TestProvision(t *testing.T) {
+	dir := t.TempDir()
+	files, err := Provision(dir, []uint64{1, 2}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caBefore, err := os.ReadFile(filepath.Join(dir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Again on the same directory: the CA is kept.
+	if files, err = Provision(dir, []uint64{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	caAfter, _ := os.ReadFile(files[3].CA)
+	if string(caBefore) != string(caAfter) {
+		t.Fatal("Provision replaced the CA")
+	}
+	ca, err := ReadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, f := range files {
+		pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := NodeID(pair.Leaf); err != nil || got != id {
+			t.Fatalf("node %d's certificate names %d, %v", id, got, err)
+		}
+		if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
