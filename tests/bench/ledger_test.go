@@ -23,6 +23,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/peercert"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/tests/harness"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
@@ -132,9 +133,14 @@ func startLedger(cleanup func(func()), dir string, extraEnv ...string) (*ledgerC
 		as = append(as, addrs{h, p})
 		initial = append(initial, fmt.Sprintf("%d=%s=http://%s", i, p, h))
 	}
+	// Peer mTLS as in production: the benchmarks measure its cost.
+	certs, err := peercert.Provision(filepath.Join(dir, "pki"), []uint64{1, 2, 3})
+	if err != nil {
+		return nil, err
+	}
 	for i, a := range as {
 		id := strconv.Itoa(i + 1)
-		env := append(append(validatorSettings(), extraEnv...),
+		env := append(append(append(validatorSettings(), certs[uint64(i+1)].Env()...), extraEnv...),
 			"SVC_VALIDATOR_NODE_ID="+id,
 			"SVC_VALIDATOR_DATA_DIR="+filepath.Join(dir, "v"+id),
 			"SVC_VALIDATOR_HTTP_ADDR="+a.http,

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/peercert"
 	watcher "github.com/contentledger/contentledger/services/chain-watcher/app"
 	edge "github.com/contentledger/contentledger/services/edge/app"
 	validator "github.com/contentledger/contentledger/services/validator/app"
@@ -149,9 +150,15 @@ func Start(t testing.TB, o Options) *Network {
 	})
 
 	chain := n.Chain
+	// The peer port runs mutual TLS, as outside MOCK it must.
+	certs, err := peercert.Provision(filepath.Join(dir, "pki"), []uint64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	vready := make(chan string, 1)
 	run("validator", func() error {
 		return validator.Run(ctx, validator.Config{
+			PeerTLSCert: certs[1].Cert, PeerTLSKey: certs[1].Key, PeerTLSCA: certs[1].CA,
 			Mode: o.Mode, NodeID: 1, ClusterID: "test", DataDir: filepath.Join(dir, "validator-1"), HTTPAddr: "127.0.0.1:0",
 			PeerAddr: "127.0.0.1:0", ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(), USDCAddress: chain.DevUSDC.Hex(),
 			Confirmations: o.Confirmations, NATSURL: n.NATSURL, PaymentStream: "CHAIN_EVENTS", PaymentWait: o.PaymentWait,

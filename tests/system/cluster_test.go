@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contentledger/contentledger/pkg/peercert"
 	"github.com/contentledger/contentledger/tests/harness"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
@@ -88,6 +89,18 @@ type cluster struct {
 	t     testing.TB
 	net   *harness.Backing
 	nodes []*node
+	pki   string // the peer certificates' directory (peerTLSEnv)
+}
+
+// peerTLSEnv issues validator id's peer certificate from the cluster's CA
+// and returns the settings naming it: every validator runs peer mTLS.
+func (c *cluster) peerTLSEnv(id uint64) []string {
+	c.t.Helper()
+	files, err := peercert.Provision(c.pki, []uint64{id}, "127.0.0.1")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return files[id].Env()
 }
 
 // newCluster starts size validators in mode; MOCK needs no chain. extraEnv
@@ -107,6 +120,7 @@ func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, no
 		c.net = harness.StartBacking(t, harness.Options{})
 	}
 	dir := t.TempDir()
+	c.pki = filepath.Join(dir, "pki")
 	var initial []string
 	releases := map[*node][]func(){}
 	for i := 1; i <= size; i++ {
@@ -130,6 +144,7 @@ func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, no
 			"SVC_VALIDATOR_PAYMENT_WAIT=10s",
 			"SVC_VALIDATOR_TICK_INTERVAL=100ms",
 		)
+		n.env = append(n.env, c.peerTLSEnv(n.id)...)
 		n.env = append(n.env, extraEnv...)
 		if size > 1 {
 			n.env = append(n.env, "SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(initial, ","))

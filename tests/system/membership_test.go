@@ -44,7 +44,7 @@ func (c *cluster) join(via *node, id uint64) *node {
 		dial = append(dial, fmt.Sprintf("%d=%s=%s", m.id, m.peerAddr, m.url()))
 	}
 	// Later values of a key win, so the template's env is overridden.
-	n.env = append(append([]string(nil), template.env...),
+	n.env = append(append(append([]string(nil), template.env...), c.peerTLSEnv(id)...),
 		"SVC_VALIDATOR_NODE_ID="+strconv.FormatUint(id, 10),
 		"SVC_VALIDATOR_DATA_DIR="+n.dataDir,
 		"SVC_VALIDATOR_HTTP_ADDR="+n.httpAddr,

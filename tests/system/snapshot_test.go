@@ -95,7 +95,7 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 	dial = append(dial, fmt.Sprintf("%d=%s=%s", newID, lost.peerAddr, lost.url()))
 	replacement := &node{id: newID, httpAddr: lost.httpAddr, peerAddr: lost.peerAddr, dataDir: lost.dataDir,
 		logPath: strings.TrimSuffix(lost.logPath, ".log") + "-replacement.log"}
-	replacement.env = append(append([]string(nil), lost.env...), // later values win
+	replacement.env = append(append(append([]string(nil), lost.env...), c.peerTLSEnv(newID)...), // later values win
 		"SVC_VALIDATOR_NODE_ID="+strconv.Itoa(newID),
 		"SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(dial, ","),
 		"SVC_VALIDATOR_JOIN=true",

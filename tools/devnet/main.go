@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/contentledger/contentledger/pkg/peercert"
 	watcher "github.com/contentledger/contentledger/services/chain-watcher/app"
 	edge "github.com/contentledger/contentledger/services/edge/app"
 	validator "github.com/contentledger/contentledger/services/validator/app"
@@ -112,6 +113,16 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 	if o.operatorToken, err = newToken(); err != nil {
 		return err
 	}
+	// The peer port runs mutual TLS as outside MOCK it must: a throwaway
+	// CA and node certificates, made afresh with the data directory.
+	ids := make([]uint64, validators)
+	for i := range ids {
+		ids[i] = uint64(i + 1)
+	}
+	certs, err := peercert.Provision(pkiDir(o), ids, "127.0.0.1", "localhost")
+	if err != nil {
+		return err
+	}
 	chain, err := devchain.Start(devchain.Config{BlockInterval: o.block})
 	if err != nil {
 		return fmt.Errorf("dev chain: %w", err)
@@ -155,6 +166,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 	for i := 1; i <= validators; i++ {
 		name := fmt.Sprintf("validator-%d", i)
 		vcfg := validator.Config{
+			PeerTLSCert: certs[uint64(i)].Cert, PeerTLSKey: certs[uint64(i)].Key, PeerTLSCA: certs[uint64(i)].CA,
 			Mode: o.mode, NodeID: uint64(i), ClusterID: "contentledger-dev", DataDir: filepath.Join(o.dataDir, name),
 			HTTPAddr: validatorHTTP(i), PeerAddr: validatorPeer(i), InitialCluster: strings.Join(initial, ","),
 			ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(),
@@ -227,6 +239,9 @@ func waitHealthy(ctx context.Context, urls ...string) error {
 	return nil
 }
 
+// pkiDir holds the validators' throwaway peer certificates.
+func pkiDir(o options) string { return filepath.Join(o.dataDir, "pki") }
+
 func printTour(chain *devchain.Chain, natsURL string, o options) {
 	fmt.Printf(`
 Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each start)
@@ -237,11 +252,12 @@ Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each s
   NATS           %s   JetStream, stream CHAIN_EVENTS
   chain-watcher  http://%s/health   %d confirmation(s)
   validators     %s   mode %s, raft peers on 7090, 7190, 7290
+  peer mTLS      %s   throwaway CA and node certificates (ledgerctl certs makes real ones)
   edge           http://%s/ops/v1/health
 
 Well-known dev accounts (10,000 ETH each; never use these keys on a real network):
 `, o.dataDir, chain.URL, chain.ChainID, o.block, chain.PaymentLedger.Hex(), chain.DevUSDC.Hex(), natsURL,
-		watcherAddr, o.confirmations, strings.Join(validatorURLs(), " "), o.mode, edgeAddr)
+		watcherAddr, o.confirmations, strings.Join(validatorURLs(), " "), o.mode, pkiDir(o), edgeAddr)
 	for i, a := range devchain.DevAccounts {
 		fmt.Printf("  %-2s %s  %s\n", strconv.Itoa(i), a.Address.Hex(), "0x"+a.PrivateKeyHex)
 	}

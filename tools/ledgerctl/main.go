@@ -7,6 +7,7 @@
 //	ledgerctl pay-debt [flags]             pay a wallet's GC debt (payDebt on chain, then the pay route)
 //	ledgerctl watch [flags]                follow the event stream, failing over between validators
 //	ledgerctl segments list|fetch|verify   the segment chain's TAR files: listed, downloaded, checked offline
+//	ledgerctl certs ca|node                the raft peer port's CA and node certificates (ADR 0025)
 //
 // Every command takes --json for machine-readable output.
 package main
@@ -56,6 +57,10 @@ usage:
   ledgerctl segments list
   ledgerctl segments fetch [--dir DIR] [NAME...]   download TAR files (all by default), each verified
   ledgerctl segments verify FILE...                check archives offline, as one chain in the order given
+  ledgerctl certs ca   --out DIR [--name CN] [--valid 87600h]      a CA for the raft peer port (never overwritten)
+  ledgerctl certs node --ca DIR --id N [--host H,...] [--out DIR] [--valid 8760h]
+                       a validator's certificate naming node N (urn:contentledger:node:N), server and client;
+                       writing over an older one rotates it (the validator re-reads its files)
 
 common flags:
   --validator URL   validator HTTP API (env LEDGER_VALIDATOR, default http://127.0.0.1:8090);
@@ -93,6 +98,8 @@ func main() {
 		err = watch(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "segments":
 		err = segments(ctx, os.Args[2:], os.Stdout)
+	case "certs":
+		err = certs(os.Args[2:], os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

@@ -134,12 +134,20 @@ func (v *validator) listen(g *lifecycle.Group) error {
 // membership changes.
 func (v *validator) startRaft(g *lifecycle.Group) error {
 	cfg := v.cfg
-	tlsConfig, err := transport.MutualTLS(cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA)
-	if err != nil {
-		return err
+	var creds transport.Credentials // nil: plaintext, allowed by Config.Validate
+	if cfg.PeerTLS() {
+		files, err := transport.LoadCredentials(transport.CredentialFiles{Cert: cfg.PeerTLSCert, Key: cfg.PeerTLSKey, CA: cfg.PeerTLSCA},
+			cfg.NodeID, v.log.Named("transport"))
+		if err != nil {
+			return fmt.Errorf("validator: SVC_VALIDATOR_PEER_TLS_* (SVC_VALIDATOR_NODE_ID is %d): %w", cfg.NodeID, err)
+		}
+		creds = files
+	} else if cfg.Mode != Mock {
+		v.log.Warn("THE RAFT PEER PORT RUNS WITHOUT MUTUAL TLS (SVC_VALIDATOR_PEER_PLAINTEXT=true): anyone who reaches it can speak raft as any member and take this cluster over; set SVC_VALIDATOR_PEER_TLS_CERT, _KEY and _CA",
+			zap.String("peer_addr", cfg.PeerAddr))
 	}
 	peers, err := transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr,
-		TLS: tlsConfig, Logger: v.log.Named("transport")})
+		Credentials: creds, Logger: v.log.Named("transport")})
 	if err != nil {
 		return err
 	}

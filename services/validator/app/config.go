@@ -48,11 +48,16 @@ type Config struct {
 	// cluster (added first with POST /v1/cluster/members), instead of
 	// bootstrapping one; InitialCluster then lists the members to dial.
 	Join bool `envconfig:"JOIN" default:"false" desc:"join a running cluster instead of bootstrapping one"`
-	// Mutual TLS between validators: all three or none. Certificates must
-	// name the address each validator is dialled at.
-	PeerTLSCert string `envconfig:"PEER_TLS_CERT" desc:"PEM certificate this validator presents to its raft peers"`
+	// Mutual TLS between validators (ADR 0025): all three or none; required
+	// outside MOCK. Each certificate names its validator's NODE_ID
+	// (urn:contentledger:node:<id>, made by ledgerctl certs); the files are
+	// re-read when they change.
+	PeerTLSCert string `envconfig:"PEER_TLS_CERT" desc:"PEM certificate this validator presents to its raft peers; must name NODE_ID (ledgerctl certs); re-read when it changes; required unless MOCK"`
 	PeerTLSKey  string `envconfig:"PEER_TLS_KEY" desc:"PEM private key of PEER_TLS_CERT"`
-	PeerTLSCA   string `envconfig:"PEER_TLS_CA" desc:"PEM CA that signs every validator's peer certificate"`
+	PeerTLSCA   string `envconfig:"PEER_TLS_CA" desc:"PEM CA (or bundle) that signs every validator's peer certificate"`
+	// PeerPlaintext is TESTNET's explicit way out of peer mTLS: anyone who
+	// reaches the peer port can then speak raft as any member.
+	PeerPlaintext bool `envconfig:"PEER_PLAINTEXT" default:"false" desc:"TESTNET only: run the raft peer port without mutual TLS (anyone reaching it can speak raft as any member; logged as a warning at start); refused in MAINNET"`
 	// Access lanes (internal/access, ADR 0024): a lane is open while no
 	// token opens it. Outside MOCK mode the operator lane must be guarded,
 	// and the ops-read lane too unless the HTTP listener is loopback or
@@ -210,6 +215,9 @@ func (c Config) Validate() error {
 	if tlsFiles := []string{c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA}; slices.Contains(tlsFiles, "") && slices.ContainsFunc(tlsFiles, func(f string) bool { return f != "" }) {
 		errs = append(errs, errors.New("SVC_VALIDATOR_PEER_TLS_CERT, _KEY and _CA must be set together"))
 	}
+	if err := c.validatePeerTLS(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.IPFSGateway != "" {
 		if _, err := blobgateway.ParseBase(c.IPFSGateway); err != nil {
 			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY: %w", err))
@@ -275,6 +283,27 @@ func ParseCluster(s string) ([]Member, error) {
 // minGatewayCheck is the shortest interval of the gateway checks: a gateway
 // is somebody's service, not to be polled in a loop.
 const minGatewayCheck = time.Second
+
+// PeerTLS reports whether the raft peer port runs mutual TLS.
+func (c Config) PeerTLS() bool { return c.PeerTLSCert != "" }
+
+// validatePeerTLS refuses a peer port without mutual TLS outside MOCK
+// (ADR 0025), unless TESTNET opts out explicitly.
+func (c Config) validatePeerTLS() error {
+	const howTo = "set SVC_VALIDATOR_PEER_TLS_CERT, _KEY and _CA (ledgerctl certs makes a CA and node certificates)"
+	switch {
+	case c.PeerPlaintext && c.Mode == Mainnet:
+		return errors.New("SVC_VALIDATOR_PEER_PLAINTEXT is refused in MAINNET: the raft peer port requires mutual TLS; " + howTo)
+	case c.PeerPlaintext && c.PeerTLS():
+		return errors.New("SVC_VALIDATOR_PEER_PLAINTEXT=true contradicts SVC_VALIDATOR_PEER_TLS_CERT: unset one")
+	case c.PeerTLS() || c.Mode == Mock || c.Mode == Testnet && c.PeerPlaintext:
+		return nil
+	case c.Mode == Testnet:
+		return errors.New("the raft peer port requires mutual TLS in TESTNET: " + howTo +
+			", or set SVC_VALIDATOR_PEER_PLAINTEXT=true to run it open")
+	}
+	return fmt.Errorf("the raft peer port requires mutual TLS in %s: %s", c.Mode, howTo)
+}
 
 // VerifiesPayments reports whether the mode checks payments.
 func (c Config) VerifiesPayments() bool { return c.Mode != Mock }

@@ -67,6 +67,9 @@ func TestValidateQueueAndLimitSettings(t *testing.T) {
 // environment sets them, 0 included.
 func TestModeDefaults(t *testing.T) {
 	t.Setenv("SVC_VALIDATOR_CONTRACT_ADDRESS", "0x00000000000000000000000000000000000000c1")
+	for _, name := range []string{"CERT", "KEY", "CA"} { // required outside MOCK; Validate does not read them
+		t.Setenv("SVC_VALIDATOR_PEER_TLS_"+name, "peer."+name)
+	}
 	for mode, want := range map[Mode]struct {
 		confirmations uint64
 		wait          time.Duration
@@ -145,5 +148,38 @@ func TestValidateIPFSGateway(t *testing.T) {
 	t.Setenv("SVC_VALIDATOR_IPFS_GATEWAY", "gateway.example:8080")
 	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "SVC_VALIDATOR_IPFS_GATEWAY") {
 		t.Fatalf("a gateway without a scheme: %v", err)
+	}
+}
+
+// TestValidatePeerTLS: outside MOCK the raft peer port requires mutual TLS;
+// TESTNET may opt out explicitly, MAINNET may not.
+func TestValidatePeerTLS(t *testing.T) {
+	base := Config{NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1,
+		ContractAddress: "0x00000000000000000000000000000000000000c1", NATSURL: "nats://127.0.0.1:4222"}
+	withTLS := func(c Config) Config { c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = "c", "k", "ca"; return c }
+	plaintext := func(c Config) Config { c.PeerPlaintext = true; return c }
+	for _, tc := range []struct {
+		mode   Mode
+		edit   func(Config) Config
+		refuse string // "" when valid
+	}{
+		{Mock, func(c Config) Config { return c }, ""},
+		{Mock, withTLS, ""},
+		{Testnet, withTLS, ""},
+		{Mainnet, withTLS, ""},
+		{Testnet, func(c Config) Config { return c }, "SVC_VALIDATOR_PEER_PLAINTEXT=true"},
+		{Testnet, plaintext, ""},
+		{Mainnet, func(c Config) Config { return c }, "requires mutual TLS in MAINNET"},
+		{Mainnet, plaintext, "SVC_VALIDATOR_PEER_PLAINTEXT is refused in MAINNET"},
+		{Testnet, func(c Config) Config { return plaintext(withTLS(c)) }, "contradicts"},
+	} {
+		c := base
+		c.Mode = tc.mode
+		c = tc.edit(c)
+		err := c.Validate()
+		if tc.refuse == "" && err != nil || tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)) {
+			t.Errorf("%s tls=%v plaintext=%v: %v, want %q", tc.mode, c.PeerTLS(), c.PeerPlaintext, err, tc.refuse)
+		}
 	}
 }

@@ -49,7 +49,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "api", "medium", true
 	case "RATE_PER_IP", "RATE_PER_WALLET":
 		return "api", "medium", true
-	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA":
+	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA", "PEER_PLAINTEXT":
 		return "raft", "high", true
 	case "TICK_INTERVAL", "SNAPSHOT_ENTRIES", "COMPACTION_MARGIN", "LOG_TRUNCATION":
 		return "raft", "medium", true

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -105,15 +104,14 @@ type Config struct {
 	// in both directions. Default DefaultMaxSnapshotSize.
 	MaxSnapshotSize int64
 
-	// TLS, when set, secures every peer connection with mutual TLS: it is
-	// the server configuration of accepted connections and the client
-	// configuration of dialed ones. It must hold this node's certificate
-	// (Certificates or GetCertificate / GetClientCertificate) and the CA
-	// pool peers are verified against (RootCAs; ClientCAs defaults to
-	// RootCAs). Client certificates are always required and verified,
-	// whatever ClientAuth says. ServerName defaults to the host of the
-	// peer's address. The transport clones it and never modifies it.
-	TLS *tls.Config
+	// Credentials, when set, secure every peer connection with mutual TLS
+	// (1.3): this node presents Credentials.Certificate, which must name
+	// NodeID (pkg/peercert), and requires of its peers a certificate chained
+	// to Credentials.CAPool that names the node they are: the hello's sender
+	// on an accepted connection, the peer dialed on an outgoing one. Both
+	// are asked at every handshake, so rotated files take effect without a
+	// restart. Nil: plaintext, for MOCK mode and tests only.
+	Credentials Credentials
 
 	// Logger receives connection events (never one line per message).
 	// Default zap.NewNop().

@@ -2,13 +2,8 @@ package transport
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
+	"io"
 	"net"
 	"runtime"
 	"strings"
@@ -20,6 +15,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/contentledger/contentledger/pkg/peercert"
 )
 
 // checkLeaks fails the test if goroutines started by the transport outlive
@@ -239,64 +236,73 @@ func snapMsg(from, to, index uint64, data []byte) *raftpb.Message {
 	}
 }
 
-// testPKI is a CA and certificates it signs, generated per test.
+// testPKI is a CA and node certificates it signs, generated per test.
 type testPKI struct {
-	t      testing.TB
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	pool   *x509.CertPool
-	serial int64
+	t  testing.TB
+	ca *peercert.CA
 }
 
 func newPKI(t testing.TB) *testPKI {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := peercert.NewCA("contentledger test CA", time.Hour)
 	must(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "contentledger test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	must(t, err)
-	ca, err := x509.ParseCertificate(der)
-	must(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &testPKI{t: t, caCert: ca, caKey: key, pool: pool, serial: 1}
+	return &testPKI{t: t, ca: ca}
 }
 
-// leaf issues a certificate for a validator on loopback, usable as both
-// server and client certificate.
-func (p *testPKI) leaf(name string) tls.Certificate {
+// node issues the certificate of node id.
+func (p *testPKI) node(id uint64) tls.Certificate {
 	p.t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	n, err := p.ca.IssueNode(id, nil, time.Hour)
 	must(p.t, err)
-	p.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	cert, err := tls.X509KeyPair(n.CertPEM, n.KeyPEM)
 	must(p.t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return cert
 }
 
-// config returns the TLS config of a validator named name.
-func (p *testPKI) config(name string) *tls.Config {
-	return &tls.Config{
-		Certificates: []tls.Certificate{p.leaf(name)},
-		RootCAs:      p.pool,
-		MinVersion:   tls.VersionTLS13,
+// creds are fixed credentials of node id.
+func (p *testPKI) creds(id uint64) Credentials {
+	cert := p.node(id)
+	return staticCredentials{cert: &cert, pool: p.ca.Pool()}
+}
+
+// clientConfig is what a hand-made dialer presenting cert (none when nil)
+// uses; it verifies the acceptor's chain only.
+func (p *testPKI) clientConfig(cert *tls.Certificate) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: p.ca.Pool(), InsecureSkipVerify: true}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
 	}
+	return cfg
+}
+
+// rawHandshake dials addr (over TLS with cfg, plaintext when nil), sends h
+// and returns the acceptor's raw reply bytes, or an error when the
+// connection ended without one.
+func rawHandshake(addr string, cfg *tls.Config, h hello) ([]byte, error) {
+	raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(3 * time.Second))
+	conn := raw
+	if cfg != nil {
+		tc := tls.Client(raw, cfg)
+		if err := tc.Handshake(); err != nil {
+			return nil, err
+		}
+		conn = tc
+	}
+	if _, err := conn.Write(appendHello(nil, h)); err != nil {
+		return nil, err
+	}
+	var fixed [replyFixedLen]byte
+	if _, err := io.ReadFull(conn, fixed[:]); err != nil {
+		return nil, err
+	}
+	reason := make([]byte, fixed[5])
+	if _, err := io.ReadFull(conn, reason); err != nil {
+		return nil, err
+	}
+	return append(fixed[:], reason...), nil
 }

@@ -3,8 +3,9 @@ package transport
 // The inbound side: an accept loop and one goroutine per connection.
 //
 // Nothing is trusted before the handshake: an accepted connection gets
-// DialTimeout to complete TLS and the hello, the hello is checked (version,
-// cluster, receiver, known sender) and refused with a reason the dialer
+// DialTimeout to complete TLS and the hello, the hello is checked (the
+// certificate names its sender, version, cluster, receiver, known sender)
+// and refused; only an authenticated member hears the reason, which it
 // logs. After it, each frame's length is checked before its buffer is
 // allocated and each message is checked against the hello (decodeMessage);
 // anything malformed closes the connection — the sender reconnects, and a
@@ -32,6 +33,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/pkg/peercert"
 )
 
 func (t *Transport) acceptLoop() {
@@ -76,10 +79,16 @@ func (t *Transport) untrack(c net.Conn, key *streamKey) {
 	t.mu.Unlock()
 }
 
+// refusedReason is all a dialer that is not an authenticated member learns
+// of a refusal: not the cluster id, not which check failed. The acceptor's
+// log has the details.
+const refusedReason = "refused; the reason is in the receiving node's log"
+
 // refuse counts and logs a refused handshake and, when reply is set, tells
-// the dialer why with status. (Nothing is written to a connection that
+// the dialer: why with status when it is authenticated, a generic
+// statusRejected otherwise. (Nothing is written to a connection that
 // failed TLS or does not speak the protocol: it could not read it.)
-func (t *Transport) refuse(c net.Conn, remote string, reply bool, status byte, err error) {
+func (t *Transport) refuse(c net.Conn, remote string, reply, authenticated bool, status byte, err error) {
 	t.stats.handshakesRefused.Add(1)
 	if isTimeout(err) && t.ctx.Err() == nil {
 		// Before the hello names the sender: no peer to count it on.
@@ -92,9 +101,15 @@ func (t *Transport) refuse(c net.Conn, remote string, reply bool, status byte, e
 		return
 	}
 	t.log.Warn("raft peer connection refused", zap.String("remote", remote), zap.Error(err))
-	if reply {
-		_, _ = c.Write(appendReply(nil, status, err.Error()))
+	if !reply {
+		return
 	}
+	reason := err.Error()
+	if !authenticated && status != statusBadVersion {
+		// (Another version hears only the versions: nothing of the cluster.)
+		status, reason = statusRejected, refusedReason
+	}
+	_, _ = c.Write(appendReply(nil, status, reason))
 }
 
 func (t *Transport) serveConn(raw net.Conn) {
@@ -108,24 +123,29 @@ func (t *Transport) serveConn(raw net.Conn) {
 
 	_ = raw.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
 	conn := raw
+	var certID uint64 // the node the client's certificate names; 0 without TLS
 	if t.serverTLS != nil {
 		tc := tls.Server(raw, t.serverTLS)
 		if err := tc.HandshakeContext(t.ctx); err != nil {
-			t.refuse(raw, remote, false, 0, fmt.Errorf("tls handshake: %w", err))
+			t.refuse(raw, remote, false, false, 0, fmt.Errorf("tls handshake: %w", err))
 			return
 		}
+		// Verified in the handshake (serverTLS): chained to the CA and
+		// naming one node.
+		certID, _ = peercert.NodeID(tc.ConnectionState().PeerCertificates[0])
 		conn = tc
 	}
 	r := bufio.NewReaderSize(conn, streamBufSize)
 	h, err := readHello(r)
 	if err != nil {
 		// Only a peer of another version understands a reply.
-		t.refuse(conn, remote, errors.Is(err, ErrVersionMismatch), statusBadVersion, fmt.Errorf("handshake: %w", err))
+		t.refuse(conn, remote, errors.Is(err, ErrVersionMismatch), false, statusBadVersion, fmt.Errorf("handshake: %w", err))
 		return
 	}
-	status, err := t.admit(h)
+	authenticated := certID != 0 && certID == h.from
+	status, err := t.admit(h, certID)
 	if err != nil {
-		t.refuse(conn, remote, true, status, err)
+		t.refuse(conn, remote, true, authenticated, status, err)
 		return
 	}
 	key = &streamKey{from: h.from, kind: h.kind}
@@ -159,9 +179,14 @@ func (t *Transport) serveConn(raw net.Conn) {
 	}
 }
 
-// admit checks a hello: cluster, receiver and a registered sender.
-func (t *Transport) admit(h hello) (byte, error) {
+// admit checks a hello: with TLS, that the client's certificate names its
+// sender (certID); then cluster, receiver and a registered sender.
+func (t *Transport) admit(h hello, certID uint64) (byte, error) {
 	switch {
+	case t.serverTLS != nil && certID != h.from:
+		t.stats.identityRefused.Add(1)
+		return statusRejected, fmt.Errorf("%w: the certificate names node %d, the handshake claims to come from %d",
+			ErrPeerIdentity, certID, h.from)
 	case h.cluster != t.cfg.ClusterID:
 		return statusClusterMismatch, fmt.Errorf("%w: peer %d is in cluster %q, this node in %q",
 			ErrClusterMismatch, h.from, h.cluster, t.cfg.ClusterID)

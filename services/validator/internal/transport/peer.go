@@ -319,13 +319,8 @@ func (t *Transport) dial(ctx context.Context, addr string, kind byte, to uint64)
 
 func (t *Transport) handshake(ctx context.Context, raw net.Conn, addr string, kind byte, to uint64) (net.Conn, error) {
 	conn := raw
-	if t.cfg.TLS != nil {
-		cfg := t.cfg.TLS.Clone()
-		if cfg.ServerName == "" {
-			host, _, _ := net.SplitHostPort(addr)
-			cfg.ServerName = host
-		}
-		tc := tls.Client(raw, cfg)
+	if t.cfg.Credentials != nil {
+		tc := tls.Client(raw, clientTLS(t.cfg.Credentials, to))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
 		}

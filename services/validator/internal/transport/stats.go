@@ -61,8 +61,12 @@ type Totals struct {
 	ConnsAccepted uint64
 	// HandshakesRefused counts inbound connections refused before any
 	// message was read: TLS failures, wrong magic or version, cluster,
-	// receiver or unknown sender.
+	// receiver or unknown sender, a certificate of
+	// another node.
 	HandshakesRefused uint64
+	// IdentityRefused counts the handshakes among those whose client
+	// certificate named another node than the hello's sender.
+	IdentityRefused uint64
 	// ProtocolErrors counts inbound connections closed on a malformed or
 	// oversized frame or message.
 	ProtocolErrors uint64
@@ -83,6 +87,7 @@ type totals struct {
 	droppedUnknown    atomic.Uint64
 	connsAccepted     atomic.Uint64
 	handshakesRefused atomic.Uint64
+	identityRefused   atomic.Uint64
 	protocolErrors    atomic.Uint64
 	stepErrors        atomic.Uint64
 	msgsSent          atomic.Uint64

@@ -10,7 +10,8 @@
 //   - Connections are one-way and open with a handshake (magic, version,
 //     cluster id, sender and receiver ids) that the acceptor checks before
 //     reading any message, so a node of another cluster or a mis-addressed
-//     peer never reaches raft.
+//     peer never reaches raft. With Credentials, mutual TLS comes first and
+//     each side checks that the other's certificate names the node it is.
 //   - Snapshots travel on their own short-lived connection, so a large
 //     snapshot never delays heartbeats and appends; raft learns the outcome
 //     through ReportSnapshot.
@@ -119,6 +120,12 @@ func New(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Credentials != nil {
+		// Peers would refuse every connection of this node.
+		if err := checkOwnCertificate(cfg.Credentials, cfg.NodeID); err != nil {
+			return nil, err
+		}
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.ListenAddr)
 	if err != nil {
@@ -132,14 +139,8 @@ func New(cfg Config) (*Transport, error) {
 		conns:   map[net.Conn]struct{}{},
 		streams: map[streamKey]net.Conn{},
 	}
-	if cfg.TLS != nil {
-		t.serverTLS = cfg.TLS.Clone()
-		// Mutual TLS is the point: a validator must prove it holds a
-		// certificate of the cluster's CA before it may speak raft.
-		t.serverTLS.ClientAuth = tls.RequireAndVerifyClientCert
-		if t.serverTLS.ClientCAs == nil {
-			t.serverTLS.ClientCAs = t.serverTLS.RootCAs
-		}
+	if cfg.Credentials != nil {
+		t.serverTLS = serverTLS(cfg.Credentials)
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
@@ -376,6 +377,7 @@ func (t *Transport) Totals() Totals {
 		DroppedUnknownPeer: s.droppedUnknown.Load(),
 		ConnsAccepted:      s.connsAccepted.Load(),
 		HandshakesRefused:  s.handshakesRefused.Load(),
+		IdentityRefused:    s.identityRefused.Load(),
 		ProtocolErrors:     s.protocolErrors.Load(),
 		StepErrors:         s.stepErrors.Load(),
 		MsgsSent:           s.msgsSent.Load(),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"strings"
@@ -138,7 +139,8 @@ func TestPeerManagement(t *testing.T) {
 	waitFor(t, 5*time.Second, "the removed peer to be refused", func() bool {
 		a.Send([]*raftpb.Message{heartbeat(1, 2)})
 		time.Sleep(2 * time.Millisecond)
-		return b.Totals().HandshakesRefused > refused && strings.Contains(a.Stats()[2].LastError, "not a known peer")
+		// Plaintext: a is not authenticated, it hears no reason.
+		return b.Totals().HandshakesRefused > refused && strings.Contains(a.Stats()[2].LastError, refusedReason)
 	})
 
 	must(t, a.Close())
@@ -166,47 +168,60 @@ func TestSendBeforeStartIsDelivered(t *testing.T) {
 
 func TestHandshakeRefusals(t *testing.T) {
 	checkLeaks(t)
+	pki := newPKI(t)
 	for _, tc := range []struct {
 		name   string
 		mod    func(a, b *Config)
 		peerID uint64 // the id a dials b as
 		addB   bool   // b knows a
-		want   error
+		want   error  // with TLS: a's certificate authenticates it, it hears why
 	}{
 		{"wrong cluster", func(a, b *Config) { b.ClusterID = "other-cluster" }, 2, true, ErrClusterMismatch},
-		{"wrong receiver", nil, 3, true, ErrWrongReceiver},
+		// With TLS the dialer finds out itself: b's certificate names 2.
+		{"wrong receiver", nil, 3, true, ErrPeerIdentity},
 		{"unknown sender", nil, 2, false, ErrUnknownSender},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := testConfig(t, 1), testConfig(t, 2)
-			if tc.mod != nil {
-				tc.mod(&ca, &cb)
-			}
-			a, b := newTransport(t, ca), newTransport(t, cb)
-			ra, rb := newRecorder(), newRecorder()
-			must(t, a.AddPeer(tc.peerID, b.Addr()))
-			if tc.addB {
-				must(t, b.AddPeer(1, a.Addr()))
-			}
-			must(t, a.Start(ra))
-			must(t, b.Start(rb))
+		for _, withTLS := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/tls=%v", tc.name, withTLS), func(t *testing.T) {
+				ca, cb := testConfig(t, 1), testConfig(t, 2)
+				want := tc.want
+				if withTLS {
+					ca.Credentials, cb.Credentials = pki.creds(1), pki.creds(2)
+				} else {
+					// Nobody is authenticated: the dialer learns nothing.
+					want = ErrRejected
+				}
+				if tc.mod != nil {
+					tc.mod(&ca, &cb)
+				}
+				a, b := newTransport(t, ca), newTransport(t, cb)
+				ra, rb := newRecorder(), newRecorder()
+				must(t, a.AddPeer(tc.peerID, b.Addr()))
+				if tc.addB {
+					must(t, b.AddPeer(1, a.Addr()))
+				}
+				must(t, a.Start(ra))
+				must(t, b.Start(rb))
 
-			// The dialer sees the acceptor's reason as a typed error.
-			_, err := a.dial(context.Background(), b.Addr(), kindStream, tc.peerID)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("dial = %v, want %v", err, tc.want)
-			}
-			a.Send([]*raftpb.Message{heartbeat(1, tc.peerID)})
-			waitFor(t, 5*time.Second, "the refusal to be recorded", func() bool {
-				return b.Totals().HandshakesRefused >= 2 && a.Stats()[tc.peerID].LastError != "" && ra.unreachableCount(tc.peerID) > 0
+				_, err := a.dial(context.Background(), b.Addr(), kindStream, tc.peerID)
+				if !errors.Is(err, want) {
+					t.Fatalf("dial = %v, want %v", err, want)
+				}
+				if !withTLS && (!strings.Contains(err.Error(), refusedReason) || strings.Contains(err.Error(), "cluster")) {
+					t.Fatalf("an unauthenticated dialer learned the reason: %v", err)
+				}
+				a.Send([]*raftpb.Message{heartbeat(1, tc.peerID)})
+				waitFor(t, 5*time.Second, "the refusal to be recorded", func() bool {
+					return b.Totals().HandshakesRefused >= 2 && a.Stats()[tc.peerID].LastError != "" && ra.unreachableCount(tc.peerID) > 0
+				})
+				if !strings.Contains(a.Stats()[tc.peerID].LastError, want.Error()) {
+					t.Errorf("LastError = %q, want it to mention %q", a.Stats()[tc.peerID].LastError, want)
+				}
+				if rb.total() != 0 || a.Stats()[tc.peerID].Connected {
+					t.Fatal("a refused peer got through")
+				}
 			})
-			if !strings.Contains(a.Stats()[tc.peerID].LastError, tc.want.Error()) {
-				t.Errorf("LastError = %q, want it to mention %q", a.Stats()[tc.peerID].LastError, tc.want)
-			}
-			if rb.total() != 0 || a.Stats()[tc.peerID].Connected {
-				t.Fatal("a refused peer got through")
-			}
-		})
+		}
 	}
 
 	// Another protocol version is refused with a reason too.
