@@ -290,11 +290,10 @@ func newSerial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
 }
 
-// NodeCertFile and NodeKeyFile are the names WriteNode gives node id's
-// certificate and key.
+// NodeCertFile is the name WriteNode gives node id's certificate.
 func NodeCertFile(id uint64) string { return "node-" + strconv.FormatUint(id, 10) + ".crt" }
 
-// NodeKeyFile: see NodeCertFile.
+// NodeKeyFile is the name WriteNode gives node id's key.
 func NodeKeyFile(id uint64) string { return "node-" + strconv.FormatUint(id, 10) + ".key" }
 
 // WriteCA writes ca to dir (created if missing) as CACertFile and CAKeyFile;

@@ -156,8 +156,7 @@ func FuzzNodeURI(f *testing.F) {
 
 func TestProvision(t *testing.T) {
 	dir := t.TempDir()
-	files, err := Provision(dir, []uint64{1, 2}, "127.0.0.1")
-	if err != nil {
+	if _, err := Provision(dir, []uint64{1, 2}, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	caBefore, err := os.ReadFile(filepath.Join(dir, CACertFile))
@@ -165,7 +164,8 @@ func TestProvision(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Again on the same directory: the CA is kept.
-	if files, err = Provision(dir, []uint64{1, 2, 3}); err != nil {
+	files, err := Provision(dir, []uint64{1, 2, 3})
+	if err != nil {
 		t.Fatal(err)
 	}
 	caAfter, _ := os.ReadFile(files[3].CA)

@@ -25,8 +25,8 @@ import (
 	"github.com/contentledger/contentledger/pkg/peercert"
 )
 
-// ErrPeerIdentity: a peer's certificate does not name the node it claims
-// to be (acceptor) or the node the dialer meant to reach (dialer).
+// ErrPeerIdentity is returned when a peer's certificate does not name the
+// node it claims to be (acceptor) or the node the dialer meant to reach (dialer).
 var ErrPeerIdentity = errors.New("transport: peer certificate names another node")
 
 // Credentials give the transport this node's certificate and the pool of
