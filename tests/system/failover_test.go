@@ -13,22 +13,34 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/tests/harness"
+	"github.com/contentledger/contentledger/tools/devchain"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
 // write submits one signed write through node n and waits for it to commit.
+// Outside MOCK it pays for it first, as dev account 1 (the payment names the
+// wallet that signs the proposal).
 func (c *cluster) write(n *node, message string) (common.Hash, string) {
 	c.t.Helper()
 	client := c.client(n)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg, err := client.BlockchainConfig(ctx)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	key, _ := crypto.GenerateKey()
-	p := &ledgerclient.Proposal{Message: []byte(message), ContentType: "page"}
-	form, path, err := ledgerclient.Form(cfg, key, p, common.Hash{})
+	p := &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: []byte(message), ContentType: "page"}
+	var tx common.Hash
+	if c.net != nil {
+		key = devchain.DevAccounts[1].MustKey()
+		receipt, err := ledgerclient.Pay(ctx, c.net.Chain.Client(), key, c.net.Chain.ChainID, c.net.Chain.PaymentLedger, p.ID, p.Class)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		tx = receipt.TxHash
+	}
+	form, path, err := ledgerclient.Form(cfg, key, p, tx)
 	if err != nil {
 		c.t.Fatal(err)
 	}

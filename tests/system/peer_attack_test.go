@@ -1,7 +1,6 @@
 package system
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"io"
@@ -13,11 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/peercert"
-	"github.com/contentledger/contentledger/pkg/proposal"
-	"github.com/contentledger/contentledger/tools/devchain"
-	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
 
 // TestPeerPortAttack dials a validator's raft peer port as an attacker
@@ -103,7 +98,7 @@ func TestPeerPortAttack(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	c.paidWrite(leader, `{"title":"written under attack"}`)
+	c.write(leader, `{"title":"written under attack"}`)
 	close(stop)
 	wg.Wait()
 	if rounds == 0 {
@@ -121,7 +116,7 @@ func TestPeerPortAttack(t *testing.T) {
 		default:
 		}
 	}
-	c.paidWrite(target, `{"title":"after the attack"}`)
+	c.write(target, `{"title":"after the attack"}`)
 	c.converged(c.nodes...)
 }
 
@@ -148,38 +143,4 @@ func poisonHeartbeat(from, to uint64) []byte {
 		m = protowire.AppendVarint(m, f.v)
 	}
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(m))), m...)
-}
-
-// paidWrite pays for a write on the cluster's chain, submits it through n
-// and waits for it to commit.
-func (c *cluster) paidWrite(n *node, message string) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	client := c.client(n)
-	cfg, err := client.BlockchainConfig(ctx)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	payer, err := devchain.DevAccounts[1].Key()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	key := payer // the payment names the wallet that signs the proposal
-	p := &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: []byte(message), ContentType: "page"}
-	receipt, err := ledgerclient.Pay(ctx, c.net.Chain.Client(), payer, c.net.Chain.ChainID, c.net.Chain.PaymentLedger, p.ID, p.Class)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	form, _, err := ledgerclient.Form(cfg, key, p, receipt.TxHash)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if _, err := client.Submit(ctx, proposal.Write, form); err != nil {
-		c.t.Fatalf("submit through validator %d: %v", n.id, err)
-	}
-	s, err := client.WaitFinal(ctx, p.ID, nil)
-	if err != nil || !api.Committed(s.Status) {
-		c.t.Fatalf("paid proposal through validator %d: %s %v", n.id, s.Status, err)
-	}
 }

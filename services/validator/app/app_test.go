@@ -489,15 +489,7 @@ func operate(t *testing.T, u, body string, out any) int {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode
+	return roundTrip(t, req, out)
 }
 
 func request(t *testing.T, method, u string, form url.Values, out any) int {
@@ -509,6 +501,12 @@ func request(t *testing.T, method, u string, form url.Values, out any) int {
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
+	return roundTrip(t, req, out)
+}
+
+// roundTrip sends req and decodes the JSON answer into out.
+func roundTrip(t *testing.T, req *http.Request, out any) int {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -702,8 +702,11 @@ func (a *applier) applyMembership(mc *MembershipChange) error {
 
 // wasRemoved reports whether id was a member that a committed change
 // removed, as of the entries applied before this one.
-func (a *applier) wasRemoved(id uint64) (bool, error) {
-	_, err := storage.Get(a.b, storage.RemovedMemberKey(id))
+func (a *applier) wasRemoved(id uint64) (bool, error) { return removedMember(a.b, id) }
+
+// removedMember reports whether r records id as a removed member.
+func removedMember(r pebble.Reader, id uint64) (bool, error) {
+	_, err := storage.Get(r, storage.RemovedMemberKey(id))
 	switch {
 	case err == nil:
 		return true, nil

@@ -549,17 +549,7 @@ func (m *Machine) RemovedMembers() ([]uint64, error) {
 // of the applied index: consensus asks it before installing the addition
 // of id, on the apply goroutine, so the answer is the same on every
 // validator.
-func (m *Machine) WasRemoved(id uint64) (bool, error) {
-	_, err := storage.Get(m.db.Pebble(), storage.RemovedMemberKey(id))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, storage.ErrNotFound):
-		return false, nil
-	default:
-		return false, err
-	}
-}
+func (m *Machine) WasRemoved(id uint64) (bool, error) { return removedMember(m.db.Pebble(), id) }
 
 // Undecided returns up to limit records of accepted proposals that have no
 // decision yet (status PENDING), in proposal-id order: the work a new leader
