@@ -21,6 +21,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
@@ -81,6 +82,12 @@ type Config struct {
 	// Version is the software version the explorer summary names
 	// (pkg/buildinfo).
 	Version string
+	// Clients tells the client of a request (c.RealIP), behind the trusted
+	// proxies (SVC_VALIDATOR_TRUSTED_PROXIES); nil: the connection's
+	// address. MaxBodyBytes is the body limit of a route that names none
+	// (bodyLimit); 0: httpserver.DefaultMaxBodyBytes.
+	Clients      *httpserver.Clients
+	MaxBodyBytes int64
 }
 
 // Deps are the parts of the validator the routes read and drive, each
@@ -167,12 +174,13 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// The client address is the connection's: headers a client sets
-	// (X-Forwarded-For, X-Real-IP) are not trusted.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// The client address is the connection's unless it is a trusted proxy
+	// (httpserver.Clients); forwarding headers from anyone else are ignored.
+	e.IPExtractor = cfg.Clients.IPExtractor()
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(s.metrics.count)
 	e.Use(s.authenticate)
+	e.Use(s.limitBody)
 	s.permissions = map[string]Permission{}
 	for _, r := range s.routes() {
 		if r.handler == nil {
