@@ -13,8 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/contentledger/contentledger/pkg/api"
-	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/sysinfo"
