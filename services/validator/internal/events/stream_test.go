@@ -290,6 +290,10 @@ func TestStreamPerClientLimit(t *testing.T) {
 	}
 	for _, route := range routes {
 		c := open(t, srv.URL+route)
+		if c.resp.StatusCode != http.StatusTooManyRequests {
+			c.close()
+			t.Fatalf("11th stream on %s: %d, want 429", route, c.resp.StatusCode)
+		}
 		body, _ := io.ReadAll(c.resp.Body)
 		var e apierror.Body
 		if c.resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error == nil ||
