@@ -83,6 +83,10 @@ func validatorSettings() []string {
 		// would measure themselves, not the cluster.
 		"SVC_VALIDATOR_RATE_PER_IP=0",
 		"SVC_VALIDATOR_RATE_PER_WALLET=0",
+		// The open loop holds a connection per client in flight, far
+		// more than one address may hold by default.
+		"SVC_VALIDATOR_HTTP_MAX_CONNS_PER_CLIENT=-1",
+		"SVC_VALIDATOR_HTTP_MAX_CONNS=-1",
 	}
 	return append(env, strings.Fields(os.Getenv("BENCH_VALIDATOR_ENV"))...)
 }

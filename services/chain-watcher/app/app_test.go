@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -650,7 +651,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		RPCBackoffMax: 5 * time.Second, RPCCooldown: 5 * time.Second, RPCCooldownMax: 2 * time.Minute,
 		EpochLength: 384 * time.Second, EpochInterval: 12 * time.Second,
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got  %+v\n want %+v", cfg, want)
 	}
 

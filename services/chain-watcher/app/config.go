@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/contentledger/contentledger/pkg/httpserver"
+
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
 )
@@ -106,6 +108,21 @@ type Config struct {
 	EpochInterval   time.Duration `envconfig:"EPOCH_INTERVAL" default:"12s" desc:"how often the epoch source is read; an update is published on chain.<chainId>.epochs when the current or finalized epoch changed (0: 12s)"`
 	BeaconURL       string        `envconfig:"BEACON_URL" default:"" desc:"beacon node API base URL; when set, epochs come from its head slot and finalized checkpoint (converted to the same unix-time numbering) instead of block timestamps"`
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health and /metrics endpoints; empty disables them"`
+	// The HTTP server's limits (pkg/httpserver, ADR 0026), as the
+	// validator's. Zero takes the package's default; negative connection
+	// caps: no cap.
+	HTTPReadHeaderTimeout time.Duration `envconfig:"HTTP_READ_HEADER_TIMEOUT" desc:"time to read a request's headers; 0: 5s"`
+	HTTPReadTimeout       time.Duration `envconfig:"HTTP_READ_TIMEOUT" desc:"time to read a whole request; 0: 30s"`
+	HTTPWriteTimeout      time.Duration `envconfig:"HTTP_WRITE_TIMEOUT" desc:"time from a request's headers to the end of its answer; 0: 90s"`
+	HTTPIdleTimeout       time.Duration `envconfig:"HTTP_IDLE_TIMEOUT" desc:"time a keep-alive connection waits for its next request; 0: 120s"`
+	HTTPMaxHeaderBytes    int           `envconfig:"HTTP_MAX_HEADER_BYTES" desc:"largest request header block; 0: 64 KiB"`
+	HTTPMaxBodyBytes      int64         `envconfig:"HTTP_MAX_BODY_BYTES" desc:"largest request body (the routes take none); larger answers 413; 0: 64 KiB"`
+	HTTPMaxConns          int           `envconfig:"HTTP_MAX_CONNS" desc:"open connections in all; one more is closed at once; 0: 8192; negative: no cap"`
+	HTTPMaxConnsPerClient int           `envconfig:"HTTP_MAX_CONNS_PER_CLIENT" desc:"open connections of one client (IPv6: one /64; trusted proxies exempt); 0: 256; negative: no cap"`
+	HTTPTLSCert           string        `envconfig:"HTTP_TLS_CERT" desc:"PEM certificate: set with HTTP_TLS_KEY, /health and /metrics are served over HTTPS only; re-read when the files change"`
+	HTTPTLSKey            string        `envconfig:"HTTP_TLS_KEY" desc:"PEM private key of HTTP_TLS_CERT"`
+	TrustedProxies        []string      `envconfig:"TRUSTED_PROXIES" desc:"comma-separated addresses or CIDRs of proxies whose FORWARDED_HEADER names the client; unset: none"`
+	ForwardedHeader       string        `envconfig:"FORWARDED_HEADER" desc:"X-Forwarded-For or Forwarded; empty: X-Forwarded-For"`
 
 	// HTTPListener, when set, serves /health and /metrics instead of listening on
 	// HTTPAddr: tests pass a listener on port 0 to know the address. Run
@@ -170,6 +187,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if err := c.HTTPServer().Validate(); err != nil {
+		bad("HTTP_* or TRUSTED_PROXIES: %v", err)
 	}
 	if _, ok := PresetOf(c.Mode); !ok {
 		bad("MODE %q must be MOCK, TESTNET or MAINNET", c.Mode)
@@ -307,3 +327,11 @@ func (c Config) epochLength() time.Duration {
 
 // contract returns the parsed contract address; Validate has checked it.
 func (c Config) contract() common.Address { return common.HexToAddress(c.ContractAddress) }
+
+// HTTPServer is the configuration of the /health and /metrics server.
+func (c Config) HTTPServer() httpserver.Config {
+	return httpserver.Config{ReadHeaderTimeout: c.HTTPReadHeaderTimeout, ReadTimeout: c.HTTPReadTimeout,
+		WriteTimeout: c.HTTPWriteTimeout, IdleTimeout: c.HTTPIdleTimeout, MaxHeaderBytes: c.HTTPMaxHeaderBytes,
+		MaxBodyBytes: c.HTTPMaxBodyBytes, MaxConns: c.HTTPMaxConns, MaxConnsPerClient: c.HTTPMaxConnsPerClient,
+		TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey, TrustedProxies: c.TrustedProxies, ForwardedHeader: c.ForwardedHeader}
+}

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/pkg/httpserver"
 
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/rpcpool"
@@ -245,19 +246,23 @@ func serveHTTP(cfg Config, st *status, m *metrics, log *zap.Logger) (stop func()
 	mux := http.NewServeMux()
 	mux.Handle("/health", st)
 	mux.Handle("/metrics", m.handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	httpCfg := cfg.HTTPServer()
+	srv, err := httpserver.New(httpCfg, httpserver.LimitBodies(mux, httpCfg.WithDefaults().MaxBodyBytes))
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("health endpoint: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ctx, ln); err != nil {
 			log.Error("health and metrics endpoints stopped", zap.Error(err))
 		}
 	}()
 	log.Info("health and metrics endpoints listening", zap.String("addr", ln.Addr().String()))
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
+		cancel()
 		<-done
 	}, nil
 }

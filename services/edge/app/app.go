@@ -8,12 +8,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/buildinfo"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/lifecycle"
 	"github.com/contentledger/contentledger/pkg/profiling"
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
@@ -41,6 +41,29 @@ type Config struct {
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
+	// The HTTP servers' limits (pkg/httpserver, ADR 0026), as the
+	// validator's. Zero takes the package's default; negative connection
+	// caps: no cap.
+	HTTPReadHeaderTimeout time.Duration `envconfig:"HTTP_READ_HEADER_TIMEOUT" desc:"time to read a request's headers; 0: 5s"`
+	HTTPReadTimeout       time.Duration `envconfig:"HTTP_READ_TIMEOUT" desc:"time to read a whole request; 0: 30s"`
+	HTTPWriteTimeout      time.Duration `envconfig:"HTTP_WRITE_TIMEOUT" desc:"time from a request's headers to the end of its answer; 0: 90s"`
+	HTTPIdleTimeout       time.Duration `envconfig:"HTTP_IDLE_TIMEOUT" desc:"time a keep-alive connection waits for its next request; 0: 120s"`
+	HTTPMaxHeaderBytes    int           `envconfig:"HTTP_MAX_HEADER_BYTES" desc:"largest request header block; 0: 64 KiB"`
+	HTTPMaxBodyBytes      int64         `envconfig:"HTTP_MAX_BODY_BYTES" desc:"largest request body (the routes take none); larger answers 413; 0: 64 KiB"`
+	HTTPMaxConns          int           `envconfig:"HTTP_MAX_CONNS" desc:"open connections in all; one more is closed at once; 0: 8192; negative: no cap"`
+	HTTPMaxConnsPerClient int           `envconfig:"HTTP_MAX_CONNS_PER_CLIENT" desc:"open connections of one client (IPv6: one /64; trusted proxies exempt); 0: 256; negative: no cap"`
+	HTTPTLSCert           string        `envconfig:"HTTP_TLS_CERT" desc:"PEM certificate: set with HTTP_TLS_KEY, the edge serves HTTPS only; re-read when the files change"`
+	HTTPTLSKey            string        `envconfig:"HTTP_TLS_KEY" desc:"PEM private key of HTTP_TLS_CERT"`
+	TrustedProxies        []string      `envconfig:"TRUSTED_PROXIES" desc:"comma-separated addresses or CIDRs of proxies whose FORWARDED_HEADER names the client; unset: none"`
+	ForwardedHeader       string        `envconfig:"FORWARDED_HEADER" desc:"X-Forwarded-For or Forwarded; empty: X-Forwarded-For"`
+}
+
+// HTTPServer is the configuration of the edge's HTTP servers.
+func (c Config) HTTPServer() httpserver.Config {
+	return httpserver.Config{ReadHeaderTimeout: c.HTTPReadHeaderTimeout, ReadTimeout: c.HTTPReadTimeout,
+		WriteTimeout: c.HTTPWriteTimeout, IdleTimeout: c.HTTPIdleTimeout, MaxHeaderBytes: c.HTTPMaxHeaderBytes,
+		MaxBodyBytes: c.HTTPMaxBodyBytes, MaxConns: c.HTTPMaxConns, MaxConnsPerClient: c.HTTPMaxConnsPerClient,
+		TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey, TrustedProxies: c.TrustedProxies, ForwardedHeader: c.ForwardedHeader}
 }
 
 // Run serves until ctx ends. ready, when not nil, receives the bound address
@@ -77,22 +100,32 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 		Views:          cfg.CacheEntries,
 		Version:        version,
 	}, cache, contract, log)
+	// The routes are GETs: every request gets the server-wide body limit.
+	httpCfg := cfg.HTTPServer()
+	srv, err := httpserver.New(httpCfg, httpserver.LimitBodies(e, httpCfg.WithDefaults().MaxBodyBytes))
+	if err != nil {
+		return fmt.Errorf("edge: HTTP server: %w", err)
+	}
+	var profiles *httpserver.Server
+	if cfg.DebugAddr != "" {
+		if profiles, err = profiling.Server(httpCfg); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("edge: listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	var g lifecycle.Group
-	g.Go("http", func(ctx context.Context) error {
-		return lifecycle.ServeHTTP(ctx, &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}, ln)
-	})
-	if cfg.DebugAddr != "" {
+	g.Go("http", func(ctx context.Context) error { return srv.Serve(ctx, ln) })
+	if profiles != nil {
 		debug, err := net.Listen("tcp", cfg.DebugAddr)
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("edge: listen on debug address %s: %w", cfg.DebugAddr, err)
 		}
 		log.Info("debug listener serving /debug/pprof", zap.String("addr", cfg.DebugAddr))
-		g.Go("profiles", func(ctx context.Context) error { return lifecycle.ServeHTTP(ctx, profiling.Server(), debug) })
+		g.Go("profiles", func(ctx context.Context) error { return profiles.Serve(ctx, debug) })
 	}
 	log.Info("edge serving", zap.String("version", version), zap.String("addr", ln.Addr().String()), zap.Strings("validators", pool.URLs()),
 		zap.Duration("cacheTTL", cfg.CacheTTL), zap.Int("perValidator", cfg.PerValidator))

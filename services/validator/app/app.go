@@ -20,6 +20,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/buildinfo"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/lifecycle"
 	"github.com/contentledger/contentledger/pkg/profiling"
 	"github.com/contentledger/contentledger/services/validator/internal/access"
@@ -101,6 +102,8 @@ type validator struct {
 
 	clusterView *cluster.View
 	leadership  *cluster.LeadershipLog
+
+	clients *httpserver.Clients // who a request comes from, behind the trusted proxies
 }
 
 func (v *validator) openStorage(g *lifecycle.Group) error {
@@ -155,7 +158,7 @@ func (v *validator) startRaft(g *lifecycle.Group) error {
 	v.peers = peers
 	initial, _ := ParseCluster(cfg.InitialCluster) // validated
 	if len(initial) == 0 {
-		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: "http://" + v.ln.Addr().String()}}
+		initial = []Member{{ID: cfg.NodeID, PeerAddr: peers.Addr(), APIURL: cfg.apiScheme() + "://" + v.ln.Addr().String()}}
 	}
 	ids := make([]uint64, len(initial))
 	for i, m := range initial {
@@ -278,25 +281,36 @@ func (v *validator) serveAPI(g *lifecycle.Group) error {
 	if err != nil {
 		return err
 	}
-	hub := events.NewHub(v.machine, events.Config{MaxPerIP: v.cfg.EventsStreamPerIP, Rate: v.cfg.EventsStreamRate,
-		Queue: v.cfg.EventsStreamQueue, KeepAlive: v.cfg.EventsKeepAlive}, v.log.Named("events"))
+	// One client resolution for every per-client limit: the proposal rate,
+	// the event streams and (in the server) the connections.
+	if v.clients, err = httpserver.NewClients(v.cfg.HTTPServer()); err != nil {
+		return err
+	}
+	hub := events.NewHub(v.machine, events.Config{MaxPerIP: v.cfg.EventsStreamPerIP, ClientKey: v.clients.Key,
+		Rate: v.cfg.EventsStreamRate, Queue: v.cfg.EventsStreamQueue, KeepAlive: v.cfg.EventsKeepAlive}, v.log.Named("events"))
 	g.Loop("event streams", hub.Run)
 	handler, err := v.apiHandler(hub, gateway)
 	if err != nil {
 		return err
 	}
-	g.Go("http", func(ctx context.Context) error {
-		return lifecycle.ServeHTTP(ctx, &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}, v.ln)
-	})
+	srv, err := httpserver.New(v.cfg.HTTPServer(), handler)
+	if err != nil {
+		return fmt.Errorf("validator: HTTP server: %w", err)
+	}
+	g.Go("http", func(ctx context.Context) error { return srv.Serve(ctx, v.ln) })
 	if v.cfg.DebugAddr == "" {
 		return nil
+	}
+	profiles, err := profiling.Server(v.cfg.HTTPServer())
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", v.cfg.DebugAddr)
 	if err != nil {
 		return fmt.Errorf("validator: listen on debug address %s: %w", v.cfg.DebugAddr, err)
 	}
 	v.log.Info("debug listener serving /debug/pprof", zap.String("addr", v.cfg.DebugAddr))
-	g.Go("profiles", func(ctx context.Context) error { return lifecycle.ServeHTTP(ctx, profiling.Server(), ln) })
+	g.Go("profiles", func(ctx context.Context) error { return profiles.Serve(ctx, ln) })
 	return nil
 }
 

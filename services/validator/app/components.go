@@ -59,7 +59,7 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, Access: v.access, Form: form,
-		Blockchain: blockchainConfig(cfg), Version: v.version}
+		Blockchain: blockchainConfig(cfg), Version: v.version, Clients: v.clients, MaxBodyBytes: cfg.HTTPMaxBodyBytes}
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 )
 
@@ -70,6 +71,21 @@ type Config struct {
 	TokensFile     string  `envconfig:"TOKENS_FILE" desc:"file of lane tokens, one per line: <lane>[,<lane>...] <token> (lane all: every lane); re-read when it changes and on SIGHUP"`
 	OpenOpsRead    bool    `envconfig:"OPEN_OPS_READ" default:"false" desc:"allow the ops-read lane without a token on a listener that is not loopback (TESTNET, MAINNET)"`
 	OperatorRate   float64 `envconfig:"OPERATOR_RATE" default:"5" desc:"operator requests per second one client address may make, in bursts of twice that; 0: no limit"`
+	// The HTTP servers' limits (pkg/httpserver, ADR 0026), on the API and
+	// the debug listener. Zero takes the package's default (the
+	// configuration views show it); negative connection caps: no cap.
+	HTTPReadHeaderTimeout time.Duration `envconfig:"HTTP_READ_HEADER_TIMEOUT" desc:"time to read a request's headers; 0: the default"`
+	HTTPReadTimeout       time.Duration `envconfig:"HTTP_READ_TIMEOUT" desc:"time to read a whole request, body included: a slower body is cut; 0: the default"`
+	HTTPWriteTimeout      time.Duration `envconfig:"HTTP_WRITE_TIMEOUT" desc:"time from a request's headers to the end of its answer (event streams excepted); keep it above the 60s ?wait=; 0: the default"`
+	HTTPIdleTimeout       time.Duration `envconfig:"HTTP_IDLE_TIMEOUT" desc:"time a keep-alive connection waits for its next request; 0: the default"`
+	HTTPMaxHeaderBytes    int           `envconfig:"HTTP_MAX_HEADER_BYTES" desc:"largest request header block; 0: the default"`
+	HTTPMaxBodyBytes      int64         `envconfig:"HTTP_MAX_BODY_BYTES" desc:"body limit of every route but the proposal routes (sized from MAX_MESSAGE_BYTES); larger answers 413; 0: the default"`
+	HTTPMaxConns          int           `envconfig:"HTTP_MAX_CONNS" desc:"open connections in all; one more is closed at once; 0: the default; negative: no cap"`
+	HTTPMaxConnsPerClient int           `envconfig:"HTTP_MAX_CONNS_PER_CLIENT" desc:"open connections of one client (IPv6: one /64; trusted proxies exempt); one more is closed at once; 0: the default; negative: no cap"`
+	HTTPTLSCert           string        `envconfig:"HTTP_TLS_CERT" desc:"PEM certificate of the HTTP API (and debug listener): set with HTTP_TLS_KEY, they serve HTTPS only; re-read when the files change"`
+	HTTPTLSKey            string        `envconfig:"HTTP_TLS_KEY" desc:"PEM private key of HTTP_TLS_CERT (the path is shown, never the key)"`
+	TrustedProxies        []string      `envconfig:"TRUSTED_PROXIES" desc:"comma-separated addresses or CIDRs of proxies whose FORWARDED_HEADER names the client for rate, stream and connection limits; from anyone else it is ignored; unset: none"`
+	ForwardedHeader       string        `envconfig:"FORWARDED_HEADER" desc:"the header trusted proxies name the client in: X-Forwarded-For or Forwarded (RFC 7239); only that one is read; empty: the default"`
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
@@ -116,7 +132,7 @@ type Config struct {
 	// takes the default.
 	EventsRetention      time.Duration `envconfig:"EVENTS_RETENTION" default:"72h" desc:"event history kept, measured on the leader's batch timestamps; the leader's value applies on every validator; 0: 72h"`
 	EventsRetentionCount uint64        `envconfig:"EVENTS_RETENTION_COUNT" default:"1000000" desc:"most events kept; the leader's value applies on every validator; 0: 1000000"`
-	EventsStreamPerIP    int           `envconfig:"EVENTS_STREAM_PER_IP" default:"10" desc:"concurrent event streams one client address may hold on each stream route; 0: 10"`
+	EventsStreamPerIP    int           `envconfig:"EVENTS_STREAM_PER_IP" default:"10" desc:"concurrent event streams one client (by address, IPv6 by /64, behind TRUSTED_PROXIES the forwarded one) may hold across both stream routes; 0: 10"`
 	EventsStreamRate     float64       `envconfig:"EVENTS_STREAM_RATE" default:"1000" desc:"events per second one stream sends at most; faster events wait in its queue; 0: 1000"`
 	EventsStreamQueue    int           `envconfig:"EVENTS_STREAM_QUEUE" default:"4096" desc:"events queued for one stream; on overflow the oldest are dropped and the client gets a dropped event; 0: 4096"`
 	EventsKeepAlive      time.Duration `envconfig:"EVENTS_KEEPALIVE" default:"15s" desc:"interval of the keep-alive comments on an idle event stream; 0: 15s"`
@@ -218,6 +234,9 @@ func (c Config) Validate() error {
 	if err := c.validatePeerTLS(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.HTTPServer().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_HTTP_* or TRUSTED_PROXIES: %w", err))
+	}
 	if c.IPFSGateway != "" {
 		if _, err := blobgateway.ParseBase(c.IPFSGateway); err != nil {
 			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY: %w", err))
@@ -307,3 +326,19 @@ func (c Config) validatePeerTLS() error {
 
 // VerifiesPayments reports whether the mode checks payments.
 func (c Config) VerifiesPayments() bool { return c.Mode != Mock }
+
+// HTTPServer is the configuration of the validator's HTTP servers.
+func (c Config) HTTPServer() httpserver.Config {
+	return httpserver.Config{ReadHeaderTimeout: c.HTTPReadHeaderTimeout, ReadTimeout: c.HTTPReadTimeout,
+		WriteTimeout: c.HTTPWriteTimeout, IdleTimeout: c.HTTPIdleTimeout, MaxHeaderBytes: c.HTTPMaxHeaderBytes,
+		MaxBodyBytes: c.HTTPMaxBodyBytes, MaxConns: c.HTTPMaxConns, MaxConnsPerClient: c.HTTPMaxConnsPerClient,
+		TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey, TrustedProxies: c.TrustedProxies, ForwardedHeader: c.ForwardedHeader}
+}
+
+// apiScheme is the scheme of this validator's API URL.
+func (c Config) apiScheme() string {
+	if c.HTTPTLSCert != "" {
+		return "https"
+	}
+	return "http"
+}

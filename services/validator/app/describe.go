@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -27,8 +28,24 @@ func describeSettings(cfg Config) []settings.Setting {
 		Secrets:  []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS"},
 		URLs:     []string{"IPFS_GATEWAY", "NATS_URL"},
 		Enums:    map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
-		Defaults: map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String()},
+		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String()}),
 	})
+}
+
+// withHTTPDefaults adds the defaults of the HTTP server settings, which are
+// pkg/httpserver's (a zero in the environment takes them).
+func withHTTPDefaults(defaults map[string]string) map[string]string {
+	d := httpserver.Config{}.WithDefaults()
+	defaults["HTTP_READ_HEADER_TIMEOUT"] = d.ReadHeaderTimeout.String()
+	defaults["HTTP_READ_TIMEOUT"] = d.ReadTimeout.String()
+	defaults["HTTP_WRITE_TIMEOUT"] = d.WriteTimeout.String()
+	defaults["HTTP_IDLE_TIMEOUT"] = d.IdleTimeout.String()
+	defaults["HTTP_MAX_HEADER_BYTES"] = strconv.Itoa(d.MaxHeaderBytes)
+	defaults["HTTP_MAX_BODY_BYTES"] = strconv.FormatInt(d.MaxBodyBytes, 10)
+	defaults["HTTP_MAX_CONNS"] = strconv.Itoa(d.MaxConns)
+	defaults["HTTP_MAX_CONNS_PER_CLIENT"] = strconv.Itoa(d.MaxConnsPerClient)
+	defaults["FORWARDED_HEADER"] = d.ForwardedHeader
+	return defaults
 }
 
 // settingClass is the component a setting belongs to and the risk of
@@ -48,6 +65,14 @@ func settingClass(name string) (component, risk string, ok bool) {
 	case "OPERATOR_RATE":
 		return "api", "medium", true
 	case "RATE_PER_IP", "RATE_PER_WALLET":
+		return "api", "medium", true
+	// The HTTP servers (pkg/httpserver): trusting a proxy hands it the
+	// client identity every limit counts by; TLS opens or closes the port
+	// to plain clients.
+	case "TRUSTED_PROXIES", "FORWARDED_HEADER", "HTTP_TLS_CERT", "HTTP_TLS_KEY":
+		return "api", "high", true
+	case "HTTP_READ_HEADER_TIMEOUT", "HTTP_READ_TIMEOUT", "HTTP_WRITE_TIMEOUT", "HTTP_IDLE_TIMEOUT", "HTTP_MAX_HEADER_BYTES",
+		"HTTP_MAX_BODY_BYTES", "HTTP_MAX_CONNS", "HTTP_MAX_CONNS_PER_CLIENT":
 		return "api", "medium", true
 	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA", "PEER_PLAINTEXT":
 		return "raft", "high", true

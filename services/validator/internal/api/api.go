@@ -22,6 +22,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/access"
@@ -86,6 +87,12 @@ type Config struct {
 	// Version is the software version the explorer summary names
 	// (pkg/buildinfo).
 	Version string
+	// Clients tells the client of a request (c.RealIP), behind the trusted
+	// proxies (SVC_VALIDATOR_TRUSTED_PROXIES); nil: the connection's
+	// address. MaxBodyBytes is the body limit of a route that names none
+	// (bodyLimit); 0: httpserver.DefaultMaxBodyBytes.
+	Clients      *httpserver.Clients
+	MaxBodyBytes int64
 }
 
 // Deps are the parts of the validator the routes read and drive, each
@@ -184,12 +191,13 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// The client address is the connection's: headers a client sets
-	// (X-Forwarded-For, X-Real-IP) are not trusted.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// The client address is the connection's unless it is a trusted proxy
+	// (httpserver.Clients); forwarding headers from anyone else are ignored.
+	e.IPExtractor = cfg.Clients.IPExtractor()
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(s.metrics.count)
 	e.Use(s.authenticate)
+	e.Use(s.limitBody)
 	s.permissions = map[string]Permission{}
 	for _, r := range s.routes() {
 		if r.handler == nil {
@@ -245,8 +253,12 @@ func bearerToken(r *http.Request) string {
 // preflight, which the validator never answers), that carries arguments
 // in its query instead of its body, or that goes past the operator rate.
 func (s *Server) operatorRequest(c echo.Context) error {
-	if s.cfg.OperatorLimiter != nil {
-		if ok, err := s.cfg.OperatorLimiter.Allow(c.RealIP()); err != nil || !ok {
+	// Counted by client key (IPv6: its /64), once: on the member a client
+	// reached, not again on the leader it forwards to (as limitIP).
+	ip := c.RealIP()
+	by := c.Request().Header.Get(forwardedHeader)
+	if s.cfg.OperatorLimiter != nil && (by == "" || !s.isMemberAddress(by, ip)) {
+		if ok, err := s.cfg.OperatorLimiter.Allow(httpserver.KeyOfAddr(ip)); err != nil || !ok {
 			c.Response().Header().Set("Retry-After", "1")
 			return apierror.New(apierror.RateLimited, "too many operator requests from this address; retry shortly")
 		}

@@ -20,8 +20,8 @@ import (
 // EventStreams serves the replicated event log as Server-Sent Events
 // (events.Hub).
 type EventStreams interface {
-	// Handler returns a stream route with a per-address connection budget
-	// of its own.
+	// Handler returns a stream route; every route it returns counts
+	// against one budget of streams per client.
 	Handler() http.Handler
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 )
 
 // GC is the GC debt accounts (ADR 0011) as the API sees them. The
@@ -79,19 +80,17 @@ func (s *Server) gcChange(c echo.Context, parse func() error, change func(ctx co
 	return s.answerAccount(c, wallet)
 }
 
-// maxOperatorBody bounds an operator request's JSON body.
-const maxOperatorBody = 64 << 10
-
 // operatorBody decodes the JSON body of an operator request into v: one
-// object, no unknown field; an empty body is an empty object. It keeps the
-// body for forwarding to the leader.
-func operatorBody(c echo.Context, v any) error {
-	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxOperatorBody+1))
-	if err != nil {
+// object, no unknown field; an empty body is an empty object. The body is
+// bounded like every other (limitBody); it is kept for forwarding to the
+// leader.
+func (s *Server) operatorBody(c echo.Context, v any) error {
+	raw, err := io.ReadAll(c.Request().Body)
+	switch {
+	case httpserver.IsTooLarge(err):
+		return httpserver.TooLarge(s.bodyLimit(c.Request().Method, c.Path()))
+	case err != nil:
 		return apierror.New(apierror.InvalidField, "the request body could not be read: %v", err)
-	}
-	if len(raw) > maxOperatorBody {
-		return apierror.New(apierror.InvalidField, "the request body is over %d bytes", maxOperatorBody)
 	}
 	c.Request().Body = io.NopCloser(bytes.NewReader(raw))
 	if len(bytes.TrimSpace(raw)) == 0 {
@@ -117,7 +116,7 @@ func debtField(name, value string, min uint64, what string) (uint64, error) {
 }
 
 func (s *Server) gcExecutePending(c echo.Context) error {
-	return s.gcChange(c, func() error { return operatorBody(c, &struct{}{}) }, s.deps.GC.ExecutePending)
+	return s.gcChange(c, func() error { return s.operatorBody(c, &struct{}{}) }, s.deps.GC.ExecutePending)
 }
 
 // gcSetLimit serves POST /v1/gc/account/{wallet}/set-limit with the body
@@ -128,7 +127,7 @@ func (s *Server) gcSetLimit(c echo.Context) error {
 		var body struct {
 			Limit *string `json:"limit"`
 		}
-		if err := operatorBody(c, &body); err != nil {
+		if err := s.operatorBody(c, &body); err != nil {
 			return err
 		}
 		if body.Limit == nil {
@@ -163,7 +162,7 @@ func (s *Server) gcPay(c echo.Context) error {
 	if s.cfg.Blockchain.PaymentsVerified {
 		var tx common.Hash
 		return s.gcChange(c, func() error {
-			if err := operatorBody(c, &body); err != nil {
+			if err := s.operatorBody(c, &body); err != nil {
 				return err
 			}
 			b, err := hexutil.Decode(body.TxHash)
@@ -176,7 +175,7 @@ func (s *Server) gcPay(c echo.Context) error {
 	}
 	var amount uint64
 	return s.gcChange(c, func() error {
-		if err := operatorBody(c, &body); err != nil {
+		if err := s.operatorBody(c, &body); err != nil {
 			return err
 		}
 		var err error

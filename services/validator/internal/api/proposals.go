@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"errors"
 	"mime"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/proposal"
 )
 
@@ -117,7 +117,8 @@ func (s *Server) limitIP(c echo.Context) error {
 	if by := c.Request().Header.Get(forwardedHeader); by != "" && s.isMemberAddress(by, ip) {
 		return nil
 	}
-	if ok, err := s.cfg.IPLimiter.Allow(ip); err != nil || !ok {
+	// Counted by client key: an IPv6 client has one budget for its /64.
+	if ok, err := s.cfg.IPLimiter.Allow(httpserver.KeyOfAddr(ip)); err != nil || !ok {
 		return apierror.New(apierror.RateLimited, "too many proposals from %s; retry shortly", ip)
 	}
 	return nil
@@ -145,9 +146,8 @@ func (s *Server) isMemberAddress(id, ip string) bool {
 //
 // It does what Request.ParseForm does for this request, and answers the
 // same errors, without the work intake has no use for: parsing the media
-// type when it is exactly the one clients send, growing the body buffer
-// from 512 bytes when the client declared the length, and merging body and
-// query into Request.Form.
+// type when it is exactly the one clients send, and merging body and query
+// into Request.Form.
 func (s *Server) readForm(c echo.Context) (url.Values, error) {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationForm {
@@ -157,16 +157,17 @@ func (s *Server) readForm(c echo.Context) (url.Values, error) {
 				WithDetail("field", "Content-Type")
 		}
 	}
-	limit := int64(s.cfg.Form.MaxMessageBytes)*3 + formOverhead // url-encoding at most triples a byte
-	req.Body = http.MaxBytesReader(c.Response(), req.Body, limit)
-	var body bytes.Buffer
-	if n := req.ContentLength; n > 0 && n <= limit {
-		body.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead spare to see EOF without growing
+	limit := s.formLimit()
+	if e := httpserver.LimitBody(c.Response(), req, limit); e != nil {
+		return nil, e
 	}
+	// The buffer grows with what arrives, never from the declared length:
+	// a client declaring a large body and sending a trickle holds no more
+	// memory than it sent. The server's read timeout cuts a trickle.
+	var body bytes.Buffer
 	if _, err := body.ReadFrom(req.Body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, apierror.New(apierror.ContentTooLarge, "request body exceeds %d bytes", limit)
+		if httpserver.IsTooLarge(err) {
+			return nil, httpserver.TooLarge(limit)
 		}
 		return nil, apierror.New(apierror.InvalidField, "form does not parse: %v", err)
 	}

@@ -8,12 +8,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/proposal"
 )
 
@@ -31,7 +33,7 @@ func parseFormReference(s *Server, c echo.Context) (url.Values, error) {
 	if err := req.ParseForm(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, apierror.New(apierror.ContentTooLarge, "request body exceeds %d bytes", limit)
+			return nil, httpserver.TooLarge(limit)
 		}
 		return nil, apierror.New(apierror.InvalidField, "form does not parse: %v", err)
 	}
@@ -97,6 +99,43 @@ func TestReadFormMatchesParseForm(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestReadFormAllocatesWhatArrives: a request that declares a large body
+// and sends a small one makes readForm allocate about what was sent, not
+// the declared length (which a few thousand trickling requests would turn
+// into gigabytes); one declaring more than the limit is refused before
+// anything is read.
+func TestReadFormAllocatesWhatArrives(t *testing.T) {
+	s := &Server{cfg: Config{Form: proposal.Options{MaxMessageBytes: 1 << 20}}}
+	const body = "proposalId=0x01&message=hi"
+	for _, declared := range []int64{s.formLimit(), 1 << 30} {
+		read := func() error {
+			req := httptest.NewRequest(http.MethodPost, "/v1/propose-write", strings.NewReader(body))
+			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationForm)
+			req.ContentLength = declared
+			_, err := s.readForm(echo.New().NewContext(req, httptest.NewRecorder()))
+			return err
+		}
+		err := read()
+		if declared > s.formLimit() {
+			if apierror.CodeOf(err) != apierror.ContentTooLarge {
+				t.Fatalf("declared %d: %v, want content_too_large", declared, err)
+			}
+		} else if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && apierror.CodeOf(err) != apierror.InvalidField {
+			t.Fatalf("declared %d: %v", declared, err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const runs = 20
+		for range runs {
+			_ = read()
+		}
+		runtime.ReadMemStats(&after)
+		if perRun := (after.TotalAlloc - before.TotalAlloc) / runs; perRun > 64<<10 {
+			t.Fatalf("declared %d bytes, sent %d: %d bytes allocated per request", declared, len(body), perRun)
 		}
 	}
 }

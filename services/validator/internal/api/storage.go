@@ -14,6 +14,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/sysinfo"
@@ -300,7 +301,11 @@ const streamWriteTimeout = 30 * time.Second
 // bytes, to be called before each write; and done, which clears that
 // deadline. A failure from here on cuts the answer short: handleError
 // drops the connection, so the reader never takes a part for the whole.
+//
+// The server's read and write timeouts are lifted first: an archive may
+// take longer than a request may (httpserver.LiftDeadlines).
 func streamOK(c echo.Context) (arm, done func()) {
+	httpserver.LiftDeadlines(c.Response())
 	c.Response().WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(c.Response())
 	arm = func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }

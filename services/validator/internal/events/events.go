@@ -9,6 +9,7 @@
 package events
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -29,9 +30,13 @@ type Log interface {
 
 // Config bounds the streams. Zero fields take the defaults.
 type Config struct {
-	// MaxPerIP is the number of concurrent streams one client address may
-	// hold on one route (contract Limits: 10).
+	// MaxPerIP is the number of concurrent streams one client may hold,
+	// both stream routes together (contract Limits: 10).
 	MaxPerIP int
+	// ClientKey names the client a request comes from, for MaxPerIP.
+	// Default: httpserver.ClientKey of the connection's address (the
+	// validator passes its trusted-proxy resolution, httpserver.Clients.Key).
+	ClientKey func(*http.Request) string
 	// Rate is the most events per second one stream sends (contract
 	// Limits: 1000); above it events wait in the stream's queue.
 	Rate float64
@@ -61,6 +66,9 @@ const (
 )
 
 func (c Config) withDefaults() Config {
+	if c.ClientKey == nil {
+		c.ClientKey = directClientKey
+	}
 	if c.MaxPerIP <= 0 {
 		c.MaxPerIP = DefaultMaxPerIP
 	}

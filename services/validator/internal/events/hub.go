@@ -18,6 +18,7 @@ import (
 type Hub struct {
 	log    Log
 	cfg    Config
+	conns  *connLimit // the streams of each client, all routes together
 	logger *zap.Logger
 	done   chan struct{} // closed when Run returns
 
@@ -33,14 +34,15 @@ func NewHub(log Log, cfg Config, logger *zap.Logger) *Hub {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Hub{log: log, cfg: cfg.withDefaults(), logger: logger, done: make(chan struct{}),
+	cfg = cfg.withDefaults()
+	return &Hub{log: log, cfg: cfg, conns: &connLimit{max: cfg.MaxPerIP, n: map[string]int{}}, logger: logger, done: make(chan struct{}),
 		last: log.LastEventID(), subs: map[*subscriber]struct{}{}}
 }
 
-// Handler returns a stream route. Each handler has its own per-address
-// connection budget (Config.MaxPerIP).
+// Handler returns a stream route. Every route of the hub counts against
+// one budget per client (Config.MaxPerIP).
 func (h *Hub) Handler() http.Handler {
-	return &streamHandler{hub: h, conns: &connLimit{max: h.cfg.MaxPerIP, n: map[string]int{}}}
+	return &streamHandler{hub: h, conns: h.conns}
 }
 
 // Run follows the log until ctx ends; the streams end with it.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 )
 
 // takeBatch is the most queued entries a stream takes at once.
@@ -40,15 +40,18 @@ func (h *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	ip := clientIP(r)
-	if !h.conns.acquire(ip) {
+	client := h.hub.cfg.ClientKey(r)
+	if !h.conns.acquire(client) {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.hub.cfg.Retry/time.Second))))
 		writeError(w, apierror.New(apierror.RateLimited,
-			"at most %d concurrent event streams per client address on this route; close one before opening another", h.conns.max).
+			"at most %d concurrent event streams per client, both stream routes together; close one before opening another", h.conns.max).
 			WithDetail("limit", h.conns.max))
 		return
 	}
-	defer h.conns.release(ip)
+	defer h.conns.release(client)
+	// The server's read and write timeouts are for requests; a stream keeps
+	// its own write deadline per flush (armDeadline).
+	httpserver.LiftDeadlines(w)
 	if !resume {
 		// Without a resumption point the stream starts at new events.
 		after = h.hub.log.LastEventID()
@@ -65,7 +68,7 @@ func (h *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		lim: rate.NewLimiter(rate.Limit(h.hub.cfg.Rate), burst), sub: newSubscriber(filter, h.hub.cfg.Queue),
 	}
 	if err := st.run(r.Context(), after); err != nil && !errors.Is(err, context.Canceled) {
-		h.hub.logger.Debug("event stream ended", zap.String("client", ip), zap.Error(err))
+		h.hub.logger.Debug("event stream ended", zap.String("client", client), zap.Error(err))
 	}
 }
 
@@ -266,14 +269,13 @@ func (l *connLimit) release(ip string) {
 	l.n[ip]--
 }
 
-// clientIP is the connection's address: headers a client sets are not
-// trusted (as the API's rate limits).
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+// directClientKey is the client key of the connection's address: without
+// a trusted-proxy resolution, headers a client sets are not believed.
+func directClientKey(r *http.Request) string {
+	if a := httpserver.RemoteAddr(r); a.IsValid() {
+		return httpserver.ClientKey(a)
 	}
-	return host
+	return r.RemoteAddr
 }
 
 // writeError answers the error body of ADR 0006.

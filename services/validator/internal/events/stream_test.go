@@ -18,6 +18,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
@@ -276,35 +277,73 @@ func TestStreamGap(t *testing.T) {
 	}
 }
 
-func TestStreamPerIPLimit(t *testing.T) {
+// TestStreamPerClientLimit: ten streams per client, the two stream routes
+// together (contract Limits); the 11th, on either route, answers 429.
+func TestStreamPerClientLimit(t *testing.T) {
 	_, srv := startHub(t, newFakeLog(), Config{MaxPerIP: 10})
+	routes := []string{"/v1/events/stream", "/v1/ops/events/stream"}
 	var open10 []*sseClient
-	for range 10 {
-		c := open(t, srv.URL+"/v1/events/stream")
+	for i := range 10 {
+		c := open(t, srv.URL+routes[i%2])
 		c.ready()
 		open10 = append(open10, c)
 	}
-	c := open(t, srv.URL+"/v1/events/stream")
-	body, _ := io.ReadAll(c.resp.Body)
-	var e apierror.Body
-	if c.resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error == nil ||
-		e.Error.Code != apierror.RateLimited || !e.Error.Retryable || e.Error.Details["limit"] != float64(10) ||
-		!strings.Contains(e.Error.Message, "at most 10") {
-		t.Fatalf("11th stream: %d %s, want 429 rate_limited, retryable, limit 10", c.resp.StatusCode, body)
+	for _, route := range routes {
+		c := open(t, srv.URL+route)
+		if c.resp.StatusCode != http.StatusTooManyRequests {
+			c.close()
+			t.Fatalf("11th stream on %s: %d, want 429", route, c.resp.StatusCode)
+		}
+		body, _ := io.ReadAll(c.resp.Body)
+		var e apierror.Body
+		if c.resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error == nil ||
+			e.Error.Code != apierror.RateLimited || !e.Error.Retryable || e.Error.Details["limit"] != float64(10) ||
+			!strings.Contains(e.Error.Message, "at most 10") {
+			t.Fatalf("11th stream on %s: %d %s, want 429 rate_limited, retryable, limit 10", route, c.resp.StatusCode, body)
+		}
+		if c.resp.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
 	}
-	if c.resp.Header.Get("Retry-After") == "" {
-		t.Error("429 without Retry-After")
-	}
-	// The operations stream has a budget of its own.
-	ops := open(t, srv.URL+"/v1/ops/events/stream")
-	ops.ready()
-	// A stream that ends gives its slot back.
+	// A stream that ends gives its slot back, to either route.
 	open10[0].close()
 	waitUntil(t, func() bool {
-		c := open(t, srv.URL+"/v1/events/stream")
+		c := open(t, srv.URL+routes[1])
 		defer c.close()
 		return c.resp.StatusCode == http.StatusOK
 	})
+}
+
+// TestStreamLimitCountsByClientKey: behind a trusted proxy each forwarded
+// client has its own budget; an IPv6 client has one budget for its /64;
+// a forwarding header from an untrusted sender names nobody.
+func TestStreamLimitCountsByClientKey(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		trusted []string
+		clients []string // the X-Forwarded-For of each stream opened
+		refused bool     // whether the last one is refused
+	}{
+		{"distinct clients behind a proxy", []string{"127.0.0.1"}, []string{"203.0.113.1", "203.0.113.2"}, false},
+		{"one /64", []string{"127.0.0.1"}, []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"}, true},
+		{"untrusted sender", nil, []string{"203.0.113.1", "203.0.113.2"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clients, err := httpserver.NewClients(httpserver.Config{TrustedProxies: tc.trusted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, srv := startHub(t, newFakeLog(), Config{MaxPerIP: 1, ClientKey: clients.Key})
+			first := open(t, srv.URL+"/v1/events/stream", "X-Forwarded-For", tc.clients[0])
+			first.ready()
+			defer first.close()
+			second := open(t, srv.URL+"/v1/ops/events/stream", "X-Forwarded-For", tc.clients[1])
+			defer second.close()
+			if refused := second.resp.StatusCode == http.StatusTooManyRequests; refused != tc.refused {
+				t.Fatalf("second stream: %d, refused want %v", second.resp.StatusCode, tc.refused)
+			}
+		})
+	}
 }
 
 func TestStreamRate(t *testing.T) {
