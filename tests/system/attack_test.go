@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +21,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/tests/harness"
 	"github.com/contentledger/contentledger/tools/devchain"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
@@ -275,4 +279,131 @@ func TestAttackOperatorLane(t *testing.T) {
 			a.unharmed(t, members, account)
 		})
 	}
+}
+
+// fromAddress is an HTTP client whose connections come from the loopback
+// address local (127.0.0.0/8 is all this host's), so that an attacker's
+// connections do not share the author's client budget.
+func fromAddress(local string) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+}
+
+// TestAttackHTTPPort: the HTTP port of a TESTNET validator under a
+// slow-body flood and spoofed client addresses. 1,000 connections from one
+// address that each declare a 1 MB proposal and trickle it hold at most the
+// per-client connection cap (the rest are closed at once); event streams
+// are counted per client across both stream routes, and X-Forwarded-For
+// from an address that is not a trusted proxy does not make a client
+// someone else. Without the caps every trickling connection stayed open
+// and grew a buffer to its declared length; without the shared budget the
+// 11th stream, on the other route, was served.
+func TestAttackHTTPPort(t *testing.T) {
+	a := newAttackedCluster(t)
+	members, account := a.members(t), a.account(t)
+	target := a.nodes[0]
+
+	t.Run("1,000 trickling connections", func(t *testing.T) {
+		const flood = 1000
+		rssBefore, err := harness.ProcMemory(target.cmd.Process.Pid, "VmRSS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 5 * time.Second}
+		conns := make([]net.Conn, 0, flood)
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for range flood {
+			c, err := dialer.Dial("tcp", target.httpAddr)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			conns = append(conns, c)
+			// A 1 MB proposal announced (with an author's token, so the
+			// validator reads it), one byte of it sent.
+			_, _ = io.WriteString(c, "POST /v1/propose-write HTTP/1.1\r\nHost: validator\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+				"Authorization: Bearer "+submitToken+"\r\nContent-Length: 1000000\r\n\r\nm")
+		}
+		// A connection over the cap is closed by the validator: its read
+		// ends (EOF or reset). One within it stays open (the read times out).
+		open := 0
+		for _, c := range conns {
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			_, err := c.Read(make([]byte, 1))
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				open++
+			}
+		}
+		if open == 0 || open > 256 {
+			t.Fatalf("%d of %d trickling connections are open, want between 1 and the per-client cap 256", open, flood)
+		}
+		// What is held is what arrived, not what was announced: 256 × 1 MB
+		// would be 256 MB.
+		rss, err := harness.ProcMemory(target.cmd.Process.Pid, "VmRSS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d of %d trickling connections held open; validator RSS %d → %d KiB", open, flood, rssBefore>>10, rss>>10)
+		if rss-rssBefore > 64<<20 {
+			t.Fatalf("the validator's RSS grew by %d MiB during the flood", (rss-rssBefore)>>20)
+		}
+		// Meanwhile the validator answers everyone else.
+		var h map[string]any
+		if err := harness.GetJSON(fromAddress("127.0.0.3"), 5*time.Second, target.url()+"/health", &h); err != nil || h["status"] != "ok" {
+			t.Fatalf("health during the flood: %v %v", err, h)
+		}
+		a.unharmed(t, members, account)
+	})
+
+	t.Run("11 streams across both routes with spoofed addresses", func(t *testing.T) {
+		client := fromAddress("127.0.0.4")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		open := func(route string, i int) (int, apierror.Body) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.url()+route, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each claims to be another client: not believed from an
+			// address that is not a trusted proxy.
+			req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e apierror.Body
+			if resp.StatusCode != http.StatusOK {
+				_ = json.NewDecoder(resp.Body).Decode(&e)
+				resp.Body.Close()
+			}
+			return resp.StatusCode, e // an open stream's body stays open until ctx ends
+		}
+		routes := []string{"/v1/events/stream", "/v1/ops/events/stream"}
+		for i := range 10 {
+			if code, e := open(routes[i%2], i); code != http.StatusOK {
+				t.Fatalf("stream %d on %s: %d %+v", i+1, routes[i%2], code, e.Error)
+			}
+		}
+		for i, route := range routes {
+			if code, e := open(route, 10+i); code != http.StatusTooManyRequests || e.Error == nil || e.Error.Code != apierror.RateLimited {
+				t.Fatalf("an 11th stream on %s: %d %+v, want 429 rate_limited", route, code, e.Error)
+			}
+		}
+		// Another client still gets its streams.
+		if code, e := func() (int, apierror.Body) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target.url()+routes[0], nil)
+			resp, err := fromAddress("127.0.0.5").Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode, apierror.Body{}
+		}(); code != http.StatusOK {
+			t.Fatalf("another client's stream: %d %+v", code, e.Error)
+		}
+		a.unharmed(t, members, account)
+	})
 }
