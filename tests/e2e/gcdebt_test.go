@@ -174,7 +174,8 @@ func TestGcDebtPaidOnChain(t *testing.T) {
 	// and the client pays on chain and through the route as ledgerctl does.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	otherAcc, err := n.Client.PayDebt(ctx, otherWallet, otherTx, 0)
+	operator := &ledgerclient.Client{BaseURL: n.ValidatorURL, Token: harness.OperatorToken} // the pay route is the operator's
+	otherAcc, err := operator.PayDebt(ctx, otherWallet, otherTx, 0)
 	if err != nil || otherAcc.PaidMicros != 3_250_000 || otherAcc.ExecutedDebt != "0.00" {
 		t.Fatalf("the other wallet paying: %+v %v", otherAcc, err)
 	}
@@ -183,7 +184,7 @@ func TestGcDebtPaidOnChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 30*time.Second, func() bool {
-		otherAcc, err = n.Client.PayDebt(ctx, otherWallet, receipt.TxHash, 0)
+		otherAcc, err = operator.PayDebt(ctx, otherWallet, receipt.TxHash, 0)
 		return apierror.CodeOf(err) != apierror.PaymentNotFound
 	})
 	if err != nil || otherAcc.PaidMicros != 3_250_000+6_500_000 {

@@ -297,11 +297,16 @@ func fromAddress(local string) *http.Client {
 // from an address that is not a trusted proxy does not make a client
 // someone else. Without the caps every trickling connection stayed open
 // and grew a buffer to its declared length; without the shared budget the
-// 11th stream, on the other route, was served.
+// 11th stream, on the other route, was served; and a follower that streamed
+// the trickling bodies on to the leader used up its connections there, so
+// that every write forwarded through it failed.
 func TestAttackHTTPPort(t *testing.T) {
 	a := newAttackedCluster(t)
 	members, account := a.members(t), a.account(t)
-	target := a.nodes[0]
+	// A follower: it forwards proposals to the leader, so a flood of it
+	// must not reach the leader's connections.
+	leader := a.waitLeader()
+	target := a.others(leader)[0]
 
 	t.Run("1,000 trickling connections", func(t *testing.T) {
 		const flood = 1000

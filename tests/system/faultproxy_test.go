@@ -315,8 +315,9 @@ type partitionableCluster struct {
 	proxies map[uint64]*faultProxy // by receiving node
 }
 
-// newPartitionableCluster starts size MOCK validators whose initial cluster
-// names, as every member's peer address, that member's proxy. Only raft
+// newPartitionableCluster starts size MOCK validators, speaking raft in
+// plaintext, whose initial cluster names, as every member's peer address,
+// that member's proxy. Only raft
 // traffic goes through the proxies: the HTTP API (follower forwarding
 // included) stays direct.
 func newPartitionableCluster(t testing.TB, size int, extraEnv ...string) *partitionableCluster {
@@ -333,7 +334,11 @@ func newPartitionableCluster(t testing.TB, size int, extraEnv ...string) *partit
 			}
 			initial = strings.Join(members, ",")
 		}
-		return []string{"SVC_VALIDATOR_INITIAL_CLUSTER=" + initial}
+		// The proxies tell links apart by the transport's hello, which
+		// mutual TLS would hide: these MOCK validators speak raft in
+		// plaintext (MOCK may; the peer identity tests are elsewhere).
+		return []string{"SVC_VALIDATOR_INITIAL_CLUSTER=" + initial,
+			"SVC_VALIDATOR_PEER_TLS_CERT=", "SVC_VALIDATOR_PEER_TLS_KEY=", "SVC_VALIDATOR_PEER_TLS_CA="}
 	}
 	pc.cluster = newClusterEnv(t, size, "MOCK", nodeEnv, extraEnv...)
 	return pc

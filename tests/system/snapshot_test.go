@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contentledger/contentledger/pkg/api"
 )
@@ -105,15 +106,22 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 
 	members := append(running, replacement)
 	index, hash := c.converged(members...)
-	var cs api.ClusterState
-	if err := get(replacement.url()+"/v1/msgbus/cluster-state", &cs); err != nil {
-		t.Fatal(err)
-	}
+	// It joined as a learner; the leader promotes it once it has caught up
+	// (ADR 0027).
 	want := []uint64{running[0].id, running[1].id, newID}
 	slices.Sort(want)
-	if !slices.Equal(cs.Voters, want) {
-		t.Fatalf("voters after the replacement: %v, want %v", cs.Voters, want)
+	var cs api.ClusterState
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := get(replacement.url()+"/v1/msgbus/cluster-state", &cs); err == nil && slices.Equal(cs.Voters, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("voters after the replacement: %v, want %v", cs.Voters, want)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the membership
 	}
+	index, hash = c.converged(members...)
 	if sent := snapshotsSentTo(t, running, newID); sent == 0 {
 		t.Fatalf("no validator sent the replacement a snapshot")
 	}

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/access"
 )
 
@@ -74,6 +77,27 @@ func (s *Server) leader() (api.Member, api.ConsensusStatus, bool) {
 	return api.Member{}, st, false
 }
 
+// bufferBody reads the request's whole body (bounded by its route's limit
+// and the server's read timeout) before it is forwarded, so that a client
+// trickling a body holds a connection of this validator only, never one
+// of the leader's: forwarding a stream would let one slow client at every
+// follower take up the followers' connection budget at the leader.
+func (s *Server) bufferBody(c echo.Context) error {
+	req := c.Request()
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	body, err := io.ReadAll(req.Body)
+	switch {
+	case httpserver.IsTooLarge(err):
+		return httpserver.TooLarge(s.bodyLimit(req.Method, c.Path()))
+	case err != nil:
+		return apierror.New(apierror.InvalidField, "the request body could not be read: %v", err)
+	}
+	req.Body, req.ContentLength, req.TransferEncoding = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
+	return nil
+}
+
 // forward proxies the request to the leader. handled is false when this
 // node should answer itself: it is the leader.
 func (s *Server) forward(c echo.Context) (handled bool, err error) {
@@ -91,6 +115,9 @@ func (s *Server) forward(c echo.Context) (handled bool, err error) {
 	target, err := url.Parse(m.APIURL)
 	if err != nil {
 		return true, fmt.Errorf("leader %d has a bad API URL %q: %w", m.ID, m.APIURL, err)
+	}
+	if err := s.bufferBody(c); err != nil {
+		return true, err
 	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
