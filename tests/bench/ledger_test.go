@@ -180,7 +180,9 @@ func startLedger(cleanup func(func()), dir string, extraEnv ...string) (*ledgerC
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.client = &ledgerclient.Client{BaseURL: c.leader.url, HTTP: c.http}
+	// The submit lane's token: required where the lane is guarded
+	// (BenchmarkPipeline), ignored where it is open.
+	c.client = &ledgerclient.Client{BaseURL: c.leader.url, HTTP: c.http, Token: benchSubmitToken}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if c.cfg, err = c.client.BlockchainConfig(ctx); err != nil {

@@ -46,9 +46,14 @@ import (
 // times on the same cluster, so each run starts on the state the earlier
 // ones wrote (a larger database, and a longer chain for the dev chain to
 // extend), which is slower: compare runs with the same position.
-// benchOperatorToken guards the operator lane of the benchmarks' TESTNET
-// validators (outside MOCK mode it must be guarded).
-const benchOperatorToken = "bench-operator-token-0123456789"
+// The benchmark's TESTNET validators run with their lanes guarded, as in
+// production: the operator lane (which outside MOCK mode must be), and the
+// submit lane, whose token every submission carries, so the token check is
+// part of what is measured.
+const (
+	benchOperatorToken = "bench-operator-token-0123456789"
+	benchSubmitToken   = "bench-submit-token-0123456789"
+)
 
 func BenchmarkPipeline(b *testing.B) {
 	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
@@ -56,7 +61,8 @@ func BenchmarkPipeline(b *testing.B) {
 	c, err := startLedger(b.Cleanup, b.TempDir(),
 		"SVC_VALIDATOR_MODE=TESTNET", "SVC_VALIDATOR_NATS_URL="+backing.NATSURL, "SVC_VALIDATOR_PAYMENT_STREAM=CHAIN_EVENTS",
 		"SVC_VALIDATOR_CHAIN_ID="+strconv.FormatUint(chain.ChainID, 10), "SVC_VALIDATOR_CONTRACT_ADDRESS="+chain.PaymentLedger.Hex(),
-		"SVC_VALIDATOR_CONFIRMATIONS=1", "SVC_VALIDATOR_PAYMENT_WAIT=60s", "SVC_VALIDATOR_OPERATOR_TOKENS="+benchOperatorToken)
+		"SVC_VALIDATOR_CONFIRMATIONS=1", "SVC_VALIDATOR_PAYMENT_WAIT=60s", "SVC_VALIDATOR_OPERATOR_TOKENS="+benchOperatorToken,
+		"SVC_VALIDATOR_SUBMIT_TOKENS="+benchSubmitToken)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -300,7 +306,7 @@ func (s *submitConn) submit(route, form string) (string, error) {
 	s.req = append(s.req, route...)
 	s.req = append(s.req, " HTTP/1.1\r\nHost: "...)
 	s.req = append(s.req, s.addr...)
-	s.req = append(s.req, "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: "...)
+	s.req = append(s.req, "\r\nAuthorization: Bearer "+benchSubmitToken+"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: "...)
 	s.req = strconv.AppendInt(s.req, int64(len(form)), 10)
 	s.req = append(s.req, "\r\n\r\n"...)
 	s.req = append(s.req, form...)
