@@ -105,7 +105,6 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 	c.start(replacement)
 
 	members := append(running, replacement)
-	index, hash := c.converged(members...)
 	// It joined as a learner; the leader promotes it once it has caught up
 	// (ADR 0027).
 	want := []uint64{running[0].id, running[1].id, newID}
@@ -121,7 +120,7 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling the membership
 	}
-	index, hash = c.converged(members...)
+	index, hash := c.converged(members...)
 	if sent := snapshotsSentTo(t, running, newID); sent == 0 {
 		t.Fatalf("no validator sent the replacement a snapshot")
 	}
