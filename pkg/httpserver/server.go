@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/contentledger/contentledger/pkg/lifecycle"
@@ -19,6 +20,8 @@ type Server struct {
 	certs   *certificateFiles // nil without TLS
 
 	ln atomic.Pointer[limitListener] // set by Serve
+	// peers, when set, are exempt from the per-client cap (ExemptPeers).
+	peers func(netip.Addr) bool
 }
 
 // Stats are a server's connection figures.
@@ -55,6 +58,13 @@ func New(cfg Config, handler http.Handler) (*Server, error) {
 	return s, nil
 }
 
+// ExemptPeers exempts the addresses peer reports from the per-client
+// connection cap, as trusted proxies are: a service's own peers (the other
+// validators, which forward many clients' requests from one address).
+// They still count in MaxConns. peer is asked on accept, so it must answer
+// from memory. Call it before Serve.
+func (s *Server) ExemptPeers(peer func(netip.Addr) bool) { s.peers = peer }
+
 // Clients is the server's client resolution (its TrustedProxies).
 func (s *Server) Clients() *Clients { return s.clients }
 
@@ -64,7 +74,11 @@ func (s *Server) TLS() bool { return s.certs != nil }
 // Serve serves ln until ctx ends, then shuts down as lifecycle.ServeHTTP
 // does. ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	limited := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerClient, s.clients.Trusted)
+	exempt := s.clients.Trusted
+	if peers := s.peers; peers != nil {
+		exempt = func(a netip.Addr) bool { return s.clients.Trusted(a) || peers(a) }
+	}
+	limited := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerClient, exempt)
 	s.ln.Store(limited)
 	var served net.Listener = limited
 	srv := &http.Server{

@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,12 @@ func serve(t *testing.T, cfg Config, h http.Handler) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, start(t, s)
+}
+
+// start serves s on a loopback port until the test ends.
+func start(t *testing.T, s *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +51,7 @@ func serve(t *testing.T, cfg Config, h http.Handler) (*Server, string) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // poll waits up to 10 s for cond.
@@ -152,6 +159,35 @@ func TestTrustedProxyIsExemptFromPerClientCap(t *testing.T) {
 	if s.Stats().RefusedPerClient != 0 {
 		t.Fatal("a trusted proxy was refused")
 	}
+}
+
+// TestPeersAreExemptFromPerClientCap: a peer (ExemptPeers) holds more
+// connections than one client may; anyone else is held to the cap.
+func TestPeersAreExemptFromPerClientCap(t *testing.T) {
+	s, err := New(Config{MaxConnsPerClient: 1}, http.NotFoundHandler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := netip.MustParseAddr("127.0.0.1")
+	s.ExemptPeers(func(a netip.Addr) bool { return a == peer })
+	addr := start(t, s)
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	poll(t, "3 open", func() bool { return s.Stats().Open == 3 })
+	dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	for range 2 {
+		c, err := dialer.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	poll(t, "the other client's second connection refused", func() bool { return s.Stats().RefusedPerClient == 1 })
 }
 
 // TestTricklingBodyIsCut: a body slower than ReadTimeout fails its read

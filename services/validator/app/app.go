@@ -297,6 +297,11 @@ func (v *validator) serveAPI(g *lifecycle.Group) error {
 	if err != nil {
 		return fmt.Errorf("validator: HTTP server: %w", err)
 	}
+	// The other validators forward many clients' requests each: their
+	// connections are not held to one client's cap.
+	peers := cluster.NewMemberAddresses(v.clusterView.Members)
+	g.Loop("member addresses", peers.Run)
+	srv.ExemptPeers(peers.Contains)
 	g.Go("http", func(ctx context.Context) error { return srv.Serve(ctx, v.ln) })
 	if v.cfg.DebugAddr == "" {
 		return nil
