@@ -281,6 +281,14 @@ func TestAuthToken(t *testing.T) {
 			t.Errorf("%s with the token: %d %v", path, code, body)
 		}
 	}
+	// /health/cluster: the quorum's figures without a token, the members with it.
+	if code, body := call("/health/cluster", ""); code != http.StatusOK || body["status"] != "ok" || body["leader"] != float64(0) ||
+		len(body["nodes"].([]any)) != 0 {
+		t.Errorf("/health/cluster without a token: %d %v", code, body)
+	}
+	if code, body := call("/health/cluster", "s3cret"); code != http.StatusOK || body["leader"] != float64(1) || len(body["nodes"].([]any)) != 1 {
+		t.Errorf("/health/cluster with the token: %d %v", code, body)
+	}
 	code, body := call("/v1/blockchain/config", "")
 	if code != http.StatusUnauthorized || body["error"].(map[string]any)["code"] != string(apierror.Unauthorized) {
 		t.Errorf("no token: %d %v", code, body)

@@ -168,7 +168,9 @@ type Server struct {
 	peerHTTP   *http.Client // forwarding and peer status calls
 	resolver   resolver     // member host names, for forwarded requests
 	deepHealth deepHealth
-	metrics    *httpMetrics
+	// publicCluster is /health/cluster's last answer to anyone.
+	publicCluster publicClusterView
+	metrics       *httpMetrics
 	// served are the routes of the table this server serves, and
 	// permissions what each needs, by routeKey.
 	served      []Route

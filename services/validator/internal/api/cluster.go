@@ -173,11 +173,32 @@ func (s *Server) peers(c echo.Context) error {
 // their (appliedIndex, stateHash) side by side; then it asks each for its
 // hash at the lowest applied index among them and compares those.
 func (s *Server) clusterHealth(c echo.Context) error {
-	out := s.clusterHealthOf(c.Request().Context())
 	if !s.opsReader(c) {
-		out = publicClusterHealth(out)
+		return c.JSON(http.StatusOK, s.publicClusterHealth(c.Request().Context()))
 	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, s.clusterHealthOf(c.Request().Context()))
+}
+
+// publicClusterHealth is /health/cluster's answer to anyone: the quorum's
+// figures, asked of the peers at most once per deepHealthReuse, so that
+// anonymous requests cannot turn into a request to every peer each.
+func (s *Server) publicClusterHealth(ctx context.Context) api.ClusterHealth {
+	h := &s.publicCluster
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil || s.now().Sub(h.at) >= deepHealthReuse {
+		full := s.clusterHealthOf(ctx)
+		h.last, h.at = &api.ClusterHealth{ContractVersion: full.ContractVersion, Status: full.Status, Quorum: full.Quorum,
+			Reachable: full.Reachable, StateHashAgreement: full.StateHashAgreement, Nodes: []api.NodeHealth{}}, s.now()
+	}
+	return *h.last
+}
+
+// publicClusterView is the last public answer of /health/cluster.
+type publicClusterView struct {
+	mu   sync.Mutex
+	last *api.ClusterHealth
+	at   time.Time
 }
 
 // clusterHealthOf asks every member for its status, then for its state

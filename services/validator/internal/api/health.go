@@ -236,10 +236,3 @@ func publicDeepHealth(full api.DeepHealth) api.DeepHealth {
 	}
 	return out
 }
-
-// publicClusterHealth reduces /health/cluster's body to the quorum's
-// figures: no member's id, address, role or hash.
-func publicClusterHealth(full api.ClusterHealth) api.ClusterHealth {
-	return api.ClusterHealth{ContractVersion: full.ContractVersion, Status: full.Status, Quorum: full.Quorum, Reachable: full.Reachable,
-		StateHashAgreement: full.StateHashAgreement, Nodes: []api.NodeHealth{}}
-}
