@@ -29,9 +29,13 @@ const (
 	PaymentInsufficient Code = "payment_insufficient"
 	PaymentTierMismatch Code = "payment_tier_mismatch"
 	PaymentTxMismatch   Code = "payment_tx_mismatch"
-	PaymentOrphaned     Code = "payment_orphaned" // a reorg took the payment back (see the package doc)
-	PaymentSpent        Code = "payment_spent"
-	ProposalIDConflict  Code = "proposal_id_conflict"
+	// PaymentPayerMismatch: the payment was made by another wallet than
+	// the one that signed the proposal; a payment pays only for its
+	// payer's own proposals (ADR 0028).
+	PaymentPayerMismatch Code = "payment_payer_mismatch"
+	PaymentOrphaned      Code = "payment_orphaned" // a reorg took the payment back (see the package doc)
+	PaymentSpent         Code = "payment_spent"
+	ProposalIDConflict   Code = "proposal_id_conflict"
 	// MembershipRefused: a cluster membership change that the rules of
 	// ADR 0027 refuse; details.reason says which. Retryable only for the
 	// reasons that pass by themselves (a pending change, a learner still
@@ -54,28 +58,29 @@ const (
 // status maps each code to its HTTP status. Payment codes answer 402 when a
 // request fails on them synchronously; as REJECTED reasons they are data.
 var status = map[Code]int{
-	InvalidField:        http.StatusBadRequest,
-	InvalidSignature:    http.StatusUnauthorized,
-	PaymentNotFound:     http.StatusPaymentRequired,
-	PaymentInsufficient: http.StatusPaymentRequired,
-	PaymentTierMismatch: http.StatusPaymentRequired,
-	PaymentTxMismatch:   http.StatusPaymentRequired,
-	PaymentOrphaned:     http.StatusPaymentRequired,
-	PaymentSpent:        http.StatusConflict,
-	ProposalIDConflict:  http.StatusConflict,
-	MembershipRefused:   http.StatusConflict,
-	WriteBlockedGCDebt:  http.StatusPaymentRequired,
-	PathForbidden:       http.StatusForbidden,
-	ContentTooLarge:     http.StatusRequestEntityTooLarge,
-	LeaderUnknown:       http.StatusServiceUnavailable,
-	Overloaded:          http.StatusTooManyRequests,
-	RateLimited:         http.StatusTooManyRequests,
-	Unauthorized:        http.StatusUnauthorized,
-	Forbidden:           http.StatusForbidden,
-	NotFound:            http.StatusNotFound,
-	MethodNotAllowed:    http.StatusMethodNotAllowed,
-	Timeout:             http.StatusGatewayTimeout,
-	Internal:            http.StatusInternalServerError,
+	InvalidField:         http.StatusBadRequest,
+	InvalidSignature:     http.StatusUnauthorized,
+	PaymentNotFound:      http.StatusPaymentRequired,
+	PaymentInsufficient:  http.StatusPaymentRequired,
+	PaymentTierMismatch:  http.StatusPaymentRequired,
+	PaymentTxMismatch:    http.StatusPaymentRequired,
+	PaymentPayerMismatch: http.StatusPaymentRequired,
+	PaymentOrphaned:      http.StatusPaymentRequired,
+	PaymentSpent:         http.StatusConflict,
+	ProposalIDConflict:   http.StatusConflict,
+	MembershipRefused:    http.StatusConflict,
+	WriteBlockedGCDebt:   http.StatusPaymentRequired,
+	PathForbidden:        http.StatusForbidden,
+	ContentTooLarge:      http.StatusRequestEntityTooLarge,
+	LeaderUnknown:        http.StatusServiceUnavailable,
+	Overloaded:           http.StatusTooManyRequests,
+	RateLimited:          http.StatusTooManyRequests,
+	Unauthorized:         http.StatusUnauthorized,
+	Forbidden:            http.StatusForbidden,
+	NotFound:             http.StatusNotFound,
+	MethodNotAllowed:     http.StatusMethodNotAllowed,
+	Timeout:              http.StatusGatewayTimeout,
+	Internal:             http.StatusInternalServerError,
 }
 
 // retryable lists the codes whose request can succeed when sent again as is.

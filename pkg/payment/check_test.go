@@ -13,8 +13,9 @@ func TestCheck(t *testing.T) {
 	contract := common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
 	id := common.HexToHash("0x01")
 	tx := common.HexToHash("0xaa")
-	valid := ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: Express, Token: ETH, Amount: Express.Price(ETH)}
-	want := Expectation{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: Express}
+	wallet := common.HexToAddress("0x0a")
+	valid := ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: Express, Token: ETH, Amount: Express.Price(ETH), Payer: wallet}
+	want := Expectation{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: Express, Wallet: wallet}
 
 	cases := []struct {
 		name   string
@@ -28,6 +29,7 @@ func TestCheck(t *testing.T) {
 		{"stablecoin at the wei price is short", func(p *ProposalPaid) { p.Token, p.Amount = USDC, big.NewInt(6_499_999) }, apierror.PaymentInsufficient},
 		{"nil amount", func(p *ProposalPaid) { p.Amount = nil }, apierror.PaymentInsufficient},
 		{"other class", func(p *ProposalPaid) { p.Class = Standard }, apierror.PaymentTierMismatch},
+		{"paid by another wallet", func(p *ProposalPaid) { p.Payer = common.HexToAddress("0x0b") }, apierror.PaymentPayerMismatch},
 		{"other transaction", func(p *ProposalPaid) { p.TxHash = common.HexToHash("0xbb") }, apierror.PaymentTxMismatch},
 		{"other contract", func(p *ProposalPaid) { p.Contract = common.HexToAddress("0x01") }, apierror.PaymentNotFound},
 		{"other chain", func(p *ProposalPaid) { p.ChainID = 1 }, apierror.PaymentNotFound},

@@ -55,7 +55,7 @@ func FuzzFromProto(f *testing.F) {
 		if back != p {
 			t.Fatalf("round trip\n got %+v\nwant %+v", back, p)
 		}
-		want := Expectation{ChainID: p.ChainID, Contract: p.Contract, ProposalID: p.ProposalID, TxHash: p.TxHash, Class: p.Class}
+		want := Expectation{ChainID: p.ChainID, Contract: p.Contract, ProposalID: p.ProposalID, TxHash: p.TxHash, Class: p.Class, Wallet: p.Payer}
 		rejected := Check(p, want)
 		paidEnough := p.Amount.Cmp(p.Class.Price(p.Token)) >= 0
 		if (rejected == nil) != (!p.Removed && paidEnough) {

@@ -197,18 +197,22 @@ func TestPaymentRejections(t *testing.T) {
 		p.ID = ledgerclient.NewProposalID()
 		assertRejected(t, n, key, p, common.HexToHash("0xabcdef"), apierror.PaymentNotFound)
 	})
+	// A payment observed that does not match is refused at intake and
+	// spends nothing (ADR 0028; binding_test.go has the attacks).
 	t.Run("paid for another class", func(t *testing.T) {
 		p := &ledgerclient.Proposal{Message: []byte("cheap"), Class: payment.Standard}
 		tx := pay(t, n, key, p)
+		paymentObserved(t, n, tx)
 		p.Class = payment.Priority
-		assertRejected(t, n, key, p, tx, apierror.PaymentTierMismatch)
+		assertRefused(t, n, key, p, tx, apierror.PaymentTierMismatch)
 	})
 	t.Run("another transaction's hash", func(t *testing.T) {
 		p := &ledgerclient.Proposal{Message: []byte("wrong tx")}
-		pay(t, n, key, p)
+		tx := pay(t, n, key, p)
+		paymentObserved(t, n, tx)
 		other := &ledgerclient.Proposal{Message: []byte("x")}
 		otherTx := pay(t, n, key, other)
-		assertRejected(t, n, key, p, otherTx, apierror.PaymentTxMismatch)
+		assertRefused(t, n, key, p, otherTx, apierror.PaymentTxMismatch)
 	})
 	t.Run("wrong amount reverts, so nothing pays", func(t *testing.T) {
 		p := &ledgerclient.Proposal{Message: []byte("underpaid"), ID: ledgerclient.NewProposalID()}

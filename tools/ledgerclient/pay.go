@@ -29,6 +29,8 @@ var ErrPaymentFailed = errors.New("payment transaction failed")
 
 // Pay calls payForProposal on the payment contract at the class's exact ETH
 // price and waits until the transaction is mined. It returns the receipt.
+// The payment pays only for a proposal signed with the same key: its payer
+// must be the proposal's wallet (ADR 0028).
 func Pay(ctx context.Context, chain Chain, key *ecdsa.PrivateKey, chainID uint64, contract common.Address, id common.Hash, class payment.Class) (*types.Receipt, error) {
 	opts := bind.NewKeyedTransactor(key, new(big.Int).SetUint64(chainID))
 	opts.Context = ctx

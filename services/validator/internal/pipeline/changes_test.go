@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/crypto"
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
@@ -58,7 +57,7 @@ func TestChangeWaitsAtTheCeiling(t *testing.T) {
 		c.Events = events
 		quietLoops(c)
 	})
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	submit := func(i int) {
 		id := common.BigToHash(big.NewInt(int64(6000 + i)))
 		sub := submission(t, key, id, id, payment.Standard)

@@ -23,6 +23,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -358,20 +359,24 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	// Replicate before promising anything: the decision itself when it is
 	// known now (MOCK mode, or the payment already observed), one entry;
 	// otherwise the acceptance, and the decision follows.
-	item, decided := p.decideNow(rec.GetProposal())
+	item, decided, refused := p.decideNow(rec.GetProposal())
+	if refused != nil {
+		p.forget(sub.ProposalID, digest)
+		return status, false, refused
+	}
 	if !decided {
 		item = &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Accept: true}
 	}
 	select {
 	case p.decided <- item:
 	case <-ctx.Done():
-		p.forget(sub.ProposalID)
+		p.forget(sub.ProposalID, digest)
 		return status, false, apierror.New(apierror.Timeout, "the request ended before the proposal was accepted; resubmit it")
 	}
-	applied, ok := p.awaitAccepted(ctx, sub.ProposalID)
+	applied, ok := p.awaitAccepted(ctx, sub.ProposalID, digest)
 	if !ok {
 		// If it commits after all, a leader adopts it (or it is decided).
-		p.forget(sub.ProposalID)
+		p.forget(sub.ProposalID, digest)
 		return status, false, apierror.New(apierror.LeaderUnknown,
 			"the proposal was not replicated in time and may still be accepted; resubmit the same proposal to learn its status")
 	}
@@ -410,15 +415,22 @@ func (p *Pipeline) checkDebt(wallet common.Address) error {
 }
 
 // decideNow decides a proposal at intake when nothing needs waiting for.
-func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (*ledgerpb.BatchItem, bool) {
+// A payment observed that does not pay for the proposal (another payer,
+// transaction, class, too little) is refused with its 402 code and nothing
+// is replicated (ADR 0028): the id and its payment stay free for the
+// proposal the payer meant.
+func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (item *ledgerpb.BatchItem, decided bool, refused error) {
 	var paid payment.ProposalPaid
 	if p.cfg.VerifyPayments {
 		var ok bool
 		if paid, ok = p.payments.Lookup(common.BytesToHash(prop.GetId())); !ok {
-			return nil, false
+			return nil, false, nil
+		}
+		if bad := payment.Check(paid, p.expectation(prop)); bad != nil {
+			return nil, false, bad
 		}
 	}
-	return p.decide(prop, paid, true), true
+	return p.decide(prop, paid, true), true, nil
 }
 
 // admit runs the guards that need the pending set. done is true when the
@@ -435,7 +447,9 @@ func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *led
 	if pp, ok := p.pending[sub.ProposalID]; ok {
 		pending = pp.record
 	}
-	if known := current(applied, pending); known != nil {
+	// A REJECTED proposal did not spend its id (ADR 0028): another
+	// proposal may take it, and its decision replaces the record.
+	if known := current(applied, pending); known != nil && !reusable(known, digest) {
 		status, _, err = p.existing(known, common.BytesToHash(known.GetProposal().GetDigest()), digest)
 		return nil, status, true, err
 	}
@@ -451,26 +465,31 @@ func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *led
 }
 
 // awaitAccepted waits up to CommitTimeout for id to have an applied record
-// (its acceptance, or its decision) and returns it.
+// of the proposal of digest (its acceptance, or its decision) and returns
+// it. The id may hold the record of a different, REJECTED proposal, which
+// this one's entry replaces (ADR 0028).
 //
 // The proposal was sent a moment ago, so its record is not in state yet:
 // the first look is at the records recent applies wrote (where its apply
 // puts it), not a Pebble read of a key that is almost always absent. Later
 // looks, after a wake-up (its apply, or state replaced by a snapshot), and
 // the last one at the deadline read state too.
-func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb.ProposalRecord, bool) {
+func (p *Pipeline) awaitAccepted(ctx context.Context, id, digest common.Hash) (*ledgerpb.ProposalRecord, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CommitTimeout)
 	defer cancel()
+	ours := func(rec *ledgerpb.ProposalRecord, ok bool) (*ledgerpb.ProposalRecord, bool) {
+		return rec, ok && common.BytesToHash(rec.GetProposal().GetDigest()) == digest
+	}
 	lookup := func() (*ledgerpb.ProposalRecord, bool) {
 		rec, ok, err := p.record(id)
-		return rec, err == nil && ok
+		return ours(rec, err == nil && ok)
 	}
 	for first := true; ; first = false {
 		changed, release := p.outcomes.watch(id)
 		var rec *ledgerpb.ProposalRecord
 		var ok bool
 		if first {
-			rec, ok = p.outcomes.record(id)
+			rec, ok = ours(p.outcomes.record(id))
 		} else {
 			rec, ok = lookup()
 		}
@@ -488,11 +507,20 @@ func (p *Pipeline) awaitAccepted(ctx context.Context, id common.Hash) (*ledgerpb
 	}
 }
 
-// forget drops id from the pending set.
-func (p *Pipeline) forget(id common.Hash) {
+// forget drops id from the pending set if the proposal pending under it
+// is the one of digest: a REJECTED proposal does not spend its id (ADR
+// 0028), so another proposal may be pending under the same id by now.
+func (p *Pipeline) forget(id, digest common.Hash) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.pending, id)
+	p.dropPending(id, digest)
+}
+
+// dropPending is forget with p.mu held.
+func (p *Pipeline) dropPending(id, digest common.Hash) {
+	if pp, ok := p.pending[id]; ok && common.BytesToHash(pp.record.GetProposal().GetDigest()) == digest {
+		delete(p.pending, id)
+	}
 }
 
 // adopt runs on every validator; while it leads, it takes over accepted
@@ -558,10 +586,21 @@ func (p *Pipeline) decidedSince(id common.Hash) bool {
 	return ok && rec.GetStatus() != ledgerpb.Status_STATUS_PENDING
 }
 
+// reusable reports whether a different proposal (of digest) may be
+// submitted under the id of rec: only a committed proposal spends an id
+// (ADR 0028), so a REJECTED one leaves it free.
+func reusable(rec *ledgerpb.ProposalRecord, digest common.Hash) bool {
+	return rec.GetStatus() == ledgerpb.Status_STATUS_REJECTED && common.BytesToHash(rec.GetProposal().GetDigest()) != digest
+}
+
 func (p *Pipeline) existing(rec *ledgerpb.ProposalRecord, have, got common.Hash) (api.ProposalStatus, bool, error) {
 	if have != got {
-		return api.ProposalStatus{}, false, apierror.New(apierror.ProposalIDConflict,
-			"proposal id %s was already used for a different proposal", common.BytesToHash(rec.GetProposal().GetId()).Hex())
+		id := common.BytesToHash(rec.GetProposal().GetId()).Hex()
+		if rec.GetStatus() == ledgerpb.Status_STATUS_PENDING {
+			return api.ProposalStatus{}, false, apierror.New(apierror.ProposalIDConflict,
+				"proposal id %s is held by a different proposal awaiting its decision; should that one be rejected, the id is free again", id)
+		}
+		return api.ProposalStatus{}, false, apierror.New(apierror.ProposalIDConflict, "proposal id %s was already used for a different proposal", id)
 	}
 	return api.StatusFromRecord(rec), false, nil
 }
@@ -600,11 +639,7 @@ func (p *Pipeline) decide(prop *ledgerpb.Proposal, paid payment.ProposalPaid, fo
 	case !found:
 		item.Rejection = string(apierror.PaymentNotFound)
 	default:
-		id := common.BytesToHash(prop.GetId())
-		if bad := payment.Check(paid, payment.Expectation{
-			ChainID: p.cfg.ChainID, Contract: p.cfg.Contract, ProposalID: id,
-			TxHash: common.BytesToHash(prop.GetEthereumTxHash()), Class: payment.ClassFromProto(prop.GetTier()),
-		}); bad != nil {
+		if bad := payment.Check(paid, p.expectation(prop)); bad != nil {
 			item.Rejection = string(bad.Code)
 		} else {
 			item.Payment = paid.Proto()
@@ -684,6 +719,11 @@ func (p *Pipeline) status(id common.Hash) (api.ProposalStatus, <-chan struct{}, 
 // applied. Only while both are PENDING does the pending record know more
 // (a leader deciding the proposal may know it is VERIFIED).
 func current(applied, pending *ledgerpb.ProposalRecord) *ledgerpb.ProposalRecord {
+	if applied != nil && pending != nil && !bytes.Equal(applied.GetProposal().GetDigest(), pending.GetProposal().GetDigest()) {
+		// The applied record is a REJECTED proposal's, which left the id
+		// free (ADR 0028); the pending one took it and knows more.
+		return pending
+	}
 	if applied != nil && (applied.GetStatus() != ledgerpb.Status_STATUS_PENDING || pending == nil) {
 		return applied
 	}

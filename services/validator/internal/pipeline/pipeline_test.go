@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"errors"
 	"math/big"
+	"net/http"
 	"net/url"
 	"runtime"
 	"slices"
@@ -27,6 +29,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/pkg/signing"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // ledger stands in for raft and the state machine: a proposed entry is
@@ -195,6 +198,9 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 	for _, it := range e.GetBatch().GetItems() {
 		id := common.BytesToHash(it.GetProposal().GetId())
 		prev, ok := l.records[id]
+		if ok && state.Replaces(prev, it.GetProposal()) { // as apply does (ADR 0028)
+			prev, ok = nil, false
+		}
 		if it.GetAccept() {
 			if !ok {
 				l.records[id] = &ledgerpb.ProposalRecord{Proposal: it.GetProposal(), Status: ledgerpb.Status_STATUS_PENDING}
@@ -202,7 +208,7 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 			}
 			continue
 		}
-		if ok && prev.GetStatus() != ledgerpb.Status_STATUS_PENDING {
+		if ok && (prev.GetStatus() != ledgerpb.Status_STATUS_PENDING || !bytes.Equal(prev.GetProposal().GetDigest(), it.GetProposal().GetDigest())) {
 			continue
 		}
 		rec := &ledgerpb.ProposalRecord{Proposal: it.GetProposal(), Payment: it.GetPayment(), Status: ledgerpb.Status_STATUS_COMMITTED, CommitIndex: l.index}
@@ -338,46 +344,105 @@ func final(t *testing.T, p *Pipeline, id common.Hash) api.ProposalStatus {
 }
 
 func TestPaymentOutcomes(t *testing.T) {
-	key, _ := crypto.GenerateKey()
-	paidID, tierID, txID, unpaidID := common.HexToHash("0x01"), common.HexToHash("0x02"), common.HexToHash("0x03"), common.HexToHash("0x04")
+	key := payerKey()
+	thief, _ := crypto.GenerateKey()
+	paidID, tierID, txID, payerID, unpaidID := common.HexToHash("0x01"), common.HexToHash("0x02"), common.HexToHash("0x03"),
+		common.HexToHash("0x05"), common.HexToHash("0x04")
 	tx := common.HexToHash("0xaa")
 	pay := func(id common.Hash, class payment.Class) payment.ProposalPaid {
-		return payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: class, Token: payment.ETH, Amount: class.Price(payment.ETH)}
+		return payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: class, Token: payment.ETH, Amount: class.Price(payment.ETH)}
 	}
-	p, _ := start(t, paymentsByID{paidID: pay(paidID, payment.Express), tierID: pay(tierID, payment.Standard), txID: pay(txID, payment.Standard)})
+	p, _ := start(t, paymentsByID{paidID: pay(paidID, payment.Express), tierID: pay(tierID, payment.Standard),
+		txID: pay(txID, payment.Standard), payerID: pay(payerID, payment.Standard)})
 
-	cases := []struct {
-		id     common.Hash
-		tx     common.Hash
-		class  payment.Class
-		status string
-		reason apierror.Code
+	// A payment observed that does not pay for the proposal is refused at
+	// intake with its code, and nothing is replicated (ADR 0028).
+	refused := []struct {
+		id    common.Hash
+		key   *ecdsa.PrivateKey
+		tx    common.Hash
+		class payment.Class
+		code  apierror.Code
 	}{
-		{paidID, tx, payment.Express, api.StatusCommitted, ""},
-		{tierID, tx, payment.Priority, api.StatusRejected, apierror.PaymentTierMismatch},
-		{txID, common.HexToHash("0xbb"), payment.Standard, api.StatusRejected, apierror.PaymentTxMismatch},
-		{unpaidID, tx, payment.Standard, api.StatusRejected, apierror.PaymentNotFound},
+		{tierID, key, tx, payment.Priority, apierror.PaymentTierMismatch},
+		{txID, key, common.HexToHash("0xbb"), payment.Standard, apierror.PaymentTxMismatch},
+		{payerID, thief, tx, payment.Standard, apierror.PaymentPayerMismatch},
 	}
-	for _, c := range cases {
-		// Paid proposals are decided at intake, the unpaid one is accepted
-		// PENDING: either way the answer is the status that was replicated.
-		s, created, err := p.Submit(context.Background(), submission(t, key, c.id, c.tx, c.class))
-		if err != nil || !created || (c.id == unpaidID) != (s.Status == api.StatusPending) {
-			t.Fatalf("%s: %+v %v %v", c.id.Hex(), s, created, err)
+	for _, c := range refused {
+		_, _, err := p.Submit(context.Background(), submission(t, c.key, c.id, c.tx, c.class))
+		if e := apierror.As(err); e == nil || e.Code != c.code || e.Status() != http.StatusPaymentRequired {
+			t.Fatalf("%s: %v, want 402 %s", c.id.Hex(), err, c.code)
+		}
+		if _, err := p.Status(c.id); apierror.CodeOf(err) != apierror.NotFound {
+			t.Fatalf("%s: a refused proposal left a status (%v)", c.id.Hex(), err)
 		}
 	}
-	for _, c := range cases {
-		s := final(t, p, c.id)
-		if s.Status != c.status || s.Reason != string(c.reason) {
-			t.Errorf("%s: %s %q, want %s %q", c.id.Hex(), s.Status, s.Reason, c.status, c.reason)
+
+	// The id and its payment stay free: the proposals the payments are
+	// for commit. The unpaid one is accepted PENDING and rejected at the
+	// end of its wait.
+	for _, id := range []common.Hash{paidID, tierID, txID, payerID, unpaidID} {
+		class := payment.Standard
+		if id == paidID {
+			class = payment.Express
 		}
+		s, created, err := p.Submit(context.Background(), submission(t, key, id, tx, class))
+		if err != nil || !created || (id == unpaidID) != (s.Status == api.StatusPending) {
+			t.Fatalf("%s: %+v %v %v", id.Hex(), s, created, err)
+		}
+	}
+	for _, id := range []common.Hash{paidID, tierID, txID, payerID} {
+		if s := final(t, p, id); s.Status != api.StatusCommitted {
+			t.Errorf("%s: %s %q, want COMMITTED", id.Hex(), s.Status, s.Reason)
+		}
+	}
+	if s := final(t, p, unpaidID); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentNotFound) {
+		t.Errorf("unpaid: %s %q", s.Status, s.Reason)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for p.Stats().Pending != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // the sender drops applied proposals right after apply
 	}
-	if st := p.Stats(); st.Pending != 0 || st.Accepted != 4 || st.Verified != 1 || st.Rejected != 3 || st.Applied != 4 {
+	if st := p.Stats(); st.Pending != 0 || st.Accepted != 5 || st.Verified != 4 || st.Rejected != 1 || st.Applied != 5 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestMismatchAfterAcceptanceLeavesTheIDFree: a proposal accepted before
+// its id's payment was observed, then decided on a payment its signer did
+// not make, is REJECTED payment_payer_mismatch; the rejection does not
+// spend the id, and the payer's own proposal then commits on the payment.
+// A repeat of the rejected proposal answers its own record.
+func TestMismatchAfterAcceptanceLeavesTheIDFree(t *testing.T) {
+	pays := payments.NewIndex()
+	p, _ := startWith(t, pays, nil, nil, func(c *Config) { c.PaymentWait = 10 * time.Second })
+	owner := payerKey()
+	thief, _ := crypto.GenerateKey()
+	id, tx := common.HexToHash("0x0301"), common.HexToHash("0xcc")
+
+	stolen := submission(t, thief, id, tx, payment.Standard)
+	if s, created, err := p.Submit(context.Background(), stolen); err != nil || !created || s.Status != api.StatusPending {
+		t.Fatalf("thief's submission: %+v %v %v", s, created, err)
+	}
+	// The id is held while the thief's proposal waits for its payment.
+	if _, _, err := p.Submit(context.Background(), submission(t, owner, id, tx, payment.Standard)); apierror.CodeOf(err) != apierror.ProposalIDConflict {
+		t.Fatalf("owner's submission while the thief's is pending: %v", err)
+	}
+	pays.Observe(payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx,
+		Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)})
+	if s := final(t, p, id); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentPayerMismatch) {
+		t.Fatalf("thief's proposal: %s %q", s.Status, s.Reason)
+	}
+	s, created, err := p.Submit(context.Background(), submission(t, owner, id, tx, payment.Standard))
+	if err != nil || !created {
+		t.Fatalf("owner's submission after the rejection: %+v %v %v", s, created, err)
+	}
+	if s := final(t, p, id); s.Status != api.StatusCommitted || !strings.EqualFold(s.Wallet, payerWallet().Hex()) || s.Payment == nil {
+		t.Fatalf("owner's proposal: %+v", s)
+	}
+	// The id is spent now: the thief's repeat is a conflict.
+	if _, _, err := p.Submit(context.Background(), stolen); apierror.CodeOf(err) != apierror.ProposalIDConflict {
+		t.Fatalf("thief's repeat after the commit: %v", err)
 	}
 }
 
@@ -386,9 +451,9 @@ func TestPaymentOutcomes(t *testing.T) {
 // TestBatchesCarryEventRetention: the leader writes its event retention
 // into every batch, so that every validator prunes by the same settings.
 func TestBatchesCarryEventRetention(t *testing.T) {
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id, tx := common.HexToHash("0x01"), common.HexToHash("0xaa")
-	paid := paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
+	paid := paymentsByID{id: {Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
 		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
 	p, l := startWith(t, paid, nil, nil, func(c *Config) { c.EventWindow, c.EventMax = time.Hour, 7 })
 	if _, _, err := p.Submit(context.Background(), submission(t, key, id, tx, payment.Standard)); err != nil {
@@ -405,12 +470,12 @@ func TestBatchesCarryEventRetention(t *testing.T) {
 }
 
 func TestConcurrentStatusReads(t *testing.T) {
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	paid := paymentsByID{}
 	var ids []common.Hash
 	for i := range 50 {
 		id := common.BigToHash(big.NewInt(int64(i + 100)))
-		paid[id] = payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}
+		paid[id] = payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}
 		ids = append(ids, id)
 	}
 	p, _ := start(t, paid)
@@ -468,9 +533,9 @@ func TestIntakeGuards(t *testing.T) {
 // and the end of the proposal's batch, the proposal is both applied and in
 // the pending set; an identical resubmission then answers what was applied.
 func TestResubmissionAnswersTheAppliedRecord(t *testing.T) {
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id := common.HexToHash("0x0b")
-	paid := paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
+	paid := paymentsByID{id: {Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
 	p, l := start(t, paid)
 	// The apply of a batch holds until the test is done: the sender, which
 	// drops the batch's proposals from the pending set after it, waits.
@@ -494,9 +559,9 @@ func TestResubmissionAnswersTheAppliedRecord(t *testing.T) {
 // TestAdoptsUndecided: an accepted proposal that this process is not deciding
 // (a previous leader accepted it) is taken over and decided.
 func TestAdoptsUndecided(t *testing.T) {
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id := common.HexToHash("0x42")
-	paid := paymentsByID{id: {ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
+	paid := paymentsByID{id: {Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
 	p, l := start(t, paid)
 	sub := submission(t, key, id, id, payment.Standard)
 	accepted, _ := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{Items: []*ledgerpb.BatchItem{
@@ -526,7 +591,7 @@ func TestSenderBackpressure(t *testing.T) {
 		c.CommitTimeout = time.Minute // no re-proposals while the gate is shut
 		c.Events = events
 	})
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	const n = 10
 	ids := make([]common.Hash, n)
 	errs := make(chan error, n)
@@ -592,7 +657,7 @@ func TestSenderBackpressure(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	gate := make(chan struct{})
 	p, l := startWith(t, paymentsByID{}, gate, nil, func(c *Config) { c.VerifyPayments = false })
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	submit := func(i int) {
 		id := common.BigToHash(big.NewInt(int64(2000 + i)))
 		sub := submission(t, key, id, id, payment.Standard)
@@ -636,7 +701,7 @@ func TestOverloadAnswersFastAndDrains(t *testing.T) {
 		c.MaxPending, c.MaxBatch, c.MaxPendingMessages = 8, 4, 4
 		c.CommitTimeout = time.Minute
 	})
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	const n = 60
 	type result struct {
 		id  common.Hash
@@ -693,7 +758,7 @@ func TestFinalizesWhenEpochIsFinal(t *testing.T) {
 		c.VerifyPayments = false
 		c.FinalizeInterval = 10 * time.Millisecond
 	})
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id := common.HexToHash("0x77")
 	if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
 		t.Fatal(err)
@@ -721,7 +786,7 @@ func TestFinalizesWhenEpochIsFinal(t *testing.T) {
 // even checked; its deletes still go through; other wallets are not affected.
 func TestWriteBlockedByDebt(t *testing.T) {
 	p, l := startWith(t, paymentsByID{}, nil, nil, func(c *Config) { c.VerifyPayments = false })
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	wallet := crypto.PubkeyToAddress(key.PublicKey)
 	l.mu.Lock()
 	l.accounts = map[[20]byte]*ledgerpb.GcAccount{wallet: {Wallet: wallet[:], ExecutedDebtMicros: 100_000_000, PendingDebtMicros: 500_000}}
@@ -806,7 +871,7 @@ func TestVerifiersParkUnpaidProposals(t *testing.T) {
 	pays := payments.NewIndex()
 	p, _ := startWith(t, pays, nil, nil, func(c *Config) { c.PaymentWait, c.Verifiers = 3*time.Second, 2 })
 
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	const n = 200
 	ids := make([]common.Hash, n)
 	goroutines := runtime.NumGoroutine()
@@ -824,7 +889,7 @@ func TestVerifiersParkUnpaidProposals(t *testing.T) {
 		t.Fatalf("%d goroutines more for %d parked proposals", extra, n)
 	}
 	for _, id := range ids[:n/2] {
-		pays.Observe(payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard,
+		pays.Observe(payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id, Class: payment.Standard,
 			Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)})
 	}
 	for _, id := range ids[:n/2] {
@@ -849,7 +914,7 @@ func TestVerifiersParkUnpaidProposals(t *testing.T) {
 func TestRefusedBatchHoldsTheGovernor(t *testing.T) {
 	p, l := startWith(t, paymentsByID{}, nil, nil, func(c *Config) { c.VerifyPayments = false })
 	l.refuse.Store(true)
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id := common.HexToHash("0x99")
 	done := make(chan error, 1)
 	go func() {
@@ -874,14 +939,14 @@ func TestRefusedBatchHoldsTheGovernor(t *testing.T) {
 // submitted until a sample sees the counters move: one submitted before
 // the first sample would leave every sample equal.
 func TestQueueRates(t *testing.T) {
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	tx := common.HexToHash("0xaa")
 	paid := paymentsByID{}
 	var ids []common.Hash
 	for i := range 200 {
 		id := common.BigToHash(big.NewInt(int64(i + 1)))
 		ids = append(ids, id)
-		paid[id] = payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
+		paid[id] = payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
 			Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}
 	}
 	p, _ := start(t, paid)
@@ -935,3 +1000,15 @@ func TestAdoptSkipsDecidedSinceListed(t *testing.T) {
 		t.Fatalf("the undecided proposal: %v", err)
 	}
 }
+
+// payerKey is the key these tests sign with; payerWallet, its wallet, pays
+// for their proposals (ADR 0028: a payment pays only for its payer's own).
+func payerKey() *ecdsa.PrivateKey {
+	key, err := crypto.HexToECDSA("4c0883a69102937d6231471b5dbb6204fe512961708279f2e3e8a5d4b8e3e9a1")
+	if err != nil {
+		panic(err)
+	}
+	return key
+}
+
+func payerWallet() common.Address { return crypto.PubkeyToAddress(payerKey().PublicKey) }

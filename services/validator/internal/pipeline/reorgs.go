@@ -258,5 +258,6 @@ func (p *Pipeline) expectation(prop *ledgerpb.Proposal) payment.Expectation {
 	return payment.Expectation{
 		ChainID: p.cfg.ChainID, Contract: p.cfg.Contract, ProposalID: common.BytesToHash(prop.GetId()),
 		TxHash: common.BytesToHash(prop.GetEthereumTxHash()), Class: payment.ClassFromProto(prop.GetTier()),
+		Wallet: common.BytesToAddress(prop.GetWallet()),
 	}
 }

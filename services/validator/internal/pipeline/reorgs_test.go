@@ -147,7 +147,7 @@ func startOnMachine(t *testing.T, index *payments.Index, edit func(*Config)) (*P
 // paidIn is a valid payment of proposal id in transaction tx, mined in the
 // block with hash block.
 func paidIn(id, tx common.Hash, block byte) payment.ProposalPaid {
-	return payment.ProposalPaid{ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
+	return payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx, Class: payment.Standard,
 		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH), BlockHash: common.BytesToHash([]byte{block, 0xbb}),
 		BlockNumber: uint64(block), LogIndex: 2}
 }
@@ -184,7 +184,7 @@ func TestParkedProposalWithRetractedPayment(t *testing.T) {
 	index := payments.NewIndex()
 	events := newEventLog()
 	p, _ := startOnMachine(t, index, func(c *Config) { c.Events = events })
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	gone, back := common.HexToHash("0x0a"), common.HexToHash("0x0b")
 	for _, id := range []common.Hash{gone, back} {
 		index.Observe(paidIn(id, id, 0x10))
@@ -221,7 +221,7 @@ func TestRetractionBeforeCommitStopsDecision(t *testing.T) {
 	index := payments.NewIndex()
 	events := newEventLog()
 	p, l := startOnMachine(t, index, func(c *Config) { c.PaymentWait, c.Events = 5*time.Second, events })
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id := common.HexToHash("0x0c")
 	if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestRetractionAfterCommitIsRecorded(t *testing.T) {
 	index := payments.NewIndex()
 	events := newEventLog()
 	p, l := startOnMachine(t, index, func(c *Config) { c.Events = events })
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 	id := common.HexToHash("0x0d")
 	orig := paidIn(id, id, 0x30)
 	index.Observe(orig)
@@ -319,7 +319,7 @@ func TestRetractionAfterCommitIsRecorded(t *testing.T) {
 func TestReadoptedPaymentIsRestored(t *testing.T) {
 	index := payments.NewIndex()
 	p, l := startOnMachine(t, index, func(c *Config) { c.PaymentWait = 10 * time.Second })
-	key, _ := crypto.GenerateKey()
+	key := payerKey()
 
 	t.Run("committed", func(t *testing.T) {
 		id := common.HexToHash("0x1a")

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -181,13 +182,13 @@ func (p *Pipeline) send(ctx context.Context, batch *ledgerpb.ProposalBatch) {
 	}
 	accept := func(i int) bool { return batch.Items[i].GetAccept() }
 	p.stats.batches.Add(1)
-	if !p.deliver(ctx, data, nil, func() bool { return p.awaitApplied(ctx, ids, accept) }) {
+	if !p.deliver(ctx, data, nil, func() bool { return p.awaitApplied(ctx, batch.Items) }) {
 		return // shutting down: the batch stays pending in memory (durable intake: see DESIGN.md)
 	}
 	p.mu.Lock()
 	for i, id := range ids {
 		if !accept(i) {
-			delete(p.pending, id)
+			p.dropPending(id, common.BytesToHash(batch.Items[i].GetProposal().GetDigest()))
 		}
 	}
 	p.mu.Unlock()
@@ -248,17 +249,18 @@ func (p *Pipeline) deliver(ctx context.Context, data []byte, c *change, await fu
 
 // awaitApplied waits up to CommitTimeout for every id to have a record, and
 // a decided one unless accept(i).
-func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept func(int) bool) bool {
+func (p *Pipeline) awaitApplied(ctx context.Context, items []*ledgerpb.BatchItem) bool {
 	deadline := time.NewTimer(p.cfg.CommitTimeout)
 	defer deadline.Stop()
-	for i, id := range ids {
+	for _, item := range items {
+		id := common.BytesToHash(item.GetProposal().GetId())
 		for {
 			changed, release := p.outcomes.watch(id)
 			rec, ok, err := p.record(id)
 			if err != nil {
 				p.log.Error("reading proposal record", zap.Error(err))
 			}
-			if ok && (accept(i) || rec.GetStatus() != ledgerpb.Status_STATUS_PENDING) {
+			if ok && itemApplied(rec, item) {
 				release()
 				break
 			}
@@ -275,6 +277,19 @@ func (p *Pipeline) awaitApplied(ctx context.Context, ids []common.Hash, accept f
 		}
 	}
 	return true
+}
+
+// itemApplied reports whether the entry of item is applied, from the
+// record under its id: an acceptance once the record is its proposal's, a
+// decision once that record is decided. A REJECTED record of another
+// proposal is replaced by this one's entry (ADR 0028), so it is waited
+// past; any other record of another proposal holds the id, and apply skips
+// the item: nothing more will come of it.
+func itemApplied(rec *ledgerpb.ProposalRecord, item *ledgerpb.BatchItem) bool {
+	if !bytes.Equal(rec.GetProposal().GetDigest(), item.GetProposal().GetDigest()) {
+		return rec.GetStatus() != ledgerpb.Status_STATUS_REJECTED
+	}
+	return item.GetAccept() || rec.GetStatus() != ledgerpb.Status_STATUS_PENDING
 }
 
 // finalize runs on every validator; while it leads, it hands the sender the

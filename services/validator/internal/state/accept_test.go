@@ -62,3 +62,65 @@ func TestAcceptThenDecide(t *testing.T) {
 		t.Fatal("the state hash did not move with the decision")
 	}
 }
+
+// TestRejectionLeavesTheIDFree: a REJECTED proposal does not spend its id
+// (ADR 0028). A repeat of its own entries changes nothing; a different
+// proposal's acceptance and decision take the id and commit; once
+// committed, nothing replaces it.
+func TestRejectionLeavesTheIDFree(t *testing.T) {
+	m := newMachine(t)
+	log := newLog(t)
+	thief := common.HexToAddress("0x2222222222222222222222222222222222222222")
+	owner := common.HexToAddress("0x1111111111111111111111111111111111111111")
+	stolen := writeItem(1, thief, "page/a", `{"title":"stolen"}`)
+	stolen.Proposal.Digest = []byte("digest-thief")
+	mustApply(t, m, log.batch(1000, acceptItem(stolen)))
+	rejected := proto.Clone(stolen).(*ledgerpb.BatchItem)
+	rejected.Rejection = "payment_payer_mismatch"
+	mustApply(t, m, log.batch(1001, rejected))
+	if rec := mustRecord(t, m, 1); rec.GetStatus() != ledgerpb.Status_STATUS_REJECTED {
+		t.Fatalf("thief's proposal: %v", rec.GetStatus())
+	}
+	// Repeats of the rejected proposal's entries are no-ops.
+	mustApply(t, m, log.batch(1002, acceptItem(stolen)))
+	mustApply(t, m, log.batch(1003, stolen))
+	if rec := mustRecord(t, m, 1); rec.GetStatus() != ledgerpb.Status_STATUS_REJECTED || rec.GetReason() != "payment_payer_mismatch" {
+		t.Fatalf("a repeat of the rejected proposal changed its record: %v %s", rec.GetStatus(), rec.GetReason())
+	}
+
+	own := writeItem(1, owner, "page/a", `{"title":"mine"}`)
+	own.Proposal.Digest = []byte("digest-owner")
+	mustApply(t, m, log.batch(1004, acceptItem(own)))
+	if rec := mustRecord(t, m, 1); rec.GetStatus() != ledgerpb.Status_STATUS_PENDING || string(rec.GetProposal().GetDigest()) != "digest-owner" {
+		t.Fatalf("owner's acceptance: %v", rec)
+	}
+	if undecided, _ := m.Undecided(10); len(undecided) != 1 {
+		t.Fatalf("owner's proposal is not undecided: %v", undecided)
+	}
+	mustApply(t, m, log.batch(1005, own))
+	if rec := mustRecord(t, m, 1); rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED || string(rec.GetProposal().GetDigest()) != "digest-owner" {
+		t.Fatalf("owner's decision: %v", rec)
+	}
+	mustNode(t, m, path(owner, "page/a"))
+	if undecided, _ := m.Undecided(10); len(undecided) != 0 {
+		t.Fatalf("decided proposal still undecided: %v", undecided)
+	}
+	// Committed: the id is spent, the thief's entries change nothing.
+	mustApply(t, m, log.batch(1006, acceptItem(stolen)))
+	mustApply(t, m, log.batch(1007, stolen))
+	if rec := mustRecord(t, m, 1); rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED || string(rec.GetProposal().GetDigest()) != "digest-owner" {
+		t.Fatalf("after the commit: %v", rec)
+	}
+
+	// A decision made at intake (no acceptance) replaces a REJECTED record too.
+	late := writeItem(2, thief, "page/b", `{"title":"x"}`)
+	late.Proposal.Digest = []byte("digest-late")
+	late.Rejection = "payment_tx_mismatch"
+	mustApply(t, m, log.batch(1008, late))
+	direct := writeItem(2, owner, "page/b", `{"title":"b"}`)
+	direct.Proposal.Digest = []byte("digest-direct")
+	mustApply(t, m, log.batch(1009, direct))
+	if rec := mustRecord(t, m, 2); rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED || string(rec.GetProposal().GetDigest()) != "digest-direct" {
+		t.Fatalf("intake decision over a rejection: %v", rec)
+	}
+}

@@ -5,7 +5,9 @@ package state
 // For each BatchItem, in order:
 //   - a proposal id that already has a record is a no-op (an id is spent
 //     once, ADR 0003), as is an item without a 32-byte id (there is no
-//     id to record it under);
+//     id to record it under); except that a REJECTED record does not spend
+//     its id (ADR 0028): a different proposal's acceptance or decision
+//     replaces it;
 //   - an item with a rejection is recorded REJECTED with that reason;
 //   - a decision whose payment a PaymentReorg marked on the PENDING record
 //     is recorded REJECTED payment_orphaned, or committed with the mark's
@@ -157,7 +159,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 		if item.GetAccept() {
 			// Intake is replicated: the proposal is PENDING on every
 			// validator, so its acceptance survives the leader.
-			if prev != nil {
+			if prev != nil && !Replaces(prev, p) {
 				continue
 			}
 			rec := &ledgerpb.ProposalRecord{Proposal: p, Status: ledgerpb.Status_STATUS_PENDING}
@@ -170,7 +172,11 @@ func (a *applier) applyBatch(ec entryContext) error {
 			continue
 		}
 		// A proposal id is decided once; only the proposal that was
-		// accepted under the id can be decided.
+		// accepted under the id can be decided. A REJECTED proposal did
+		// not spend the id: another proposal's decision replaces it.
+		if Replaces(prev, p) {
+			prev = nil
+		}
 		if prev != nil && (prev.GetStatus() != ledgerpb.Status_STATUS_PENDING || !bytes.Equal(prev.GetProposal().GetDigest(), p.GetDigest())) {
 			continue
 		}
@@ -250,6 +256,15 @@ func (a *applier) applyBatch(ec entryContext) error {
 	}
 	a.meta.segmentHash = segmentHash(raw)
 	return nil
+}
+
+// Replaces reports whether p may take the id of prev: prev is REJECTED
+// and p is a different proposal (ADR 0028: only a commit spends an id, so
+// a proposal refused for a payment that was not its own, or for any other
+// reason, leaves the id to the proposal its payer meant). A repeat of the
+// rejected proposal's own entries stays a no-op.
+func Replaces(prev *ledgerpb.ProposalRecord, p *ledgerpb.Proposal) bool {
+	return prev != nil && prev.GetStatus() == ledgerpb.Status_STATUS_REJECTED && !bytes.Equal(prev.GetProposal().GetDigest(), p.GetDigest())
 }
 
 func segmentHash(raw []byte) [32]byte { return segarchive.Hash(raw) }
