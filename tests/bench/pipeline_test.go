@@ -58,11 +58,11 @@ const (
 func BenchmarkPipeline(b *testing.B) {
 	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
 	chain := backing.Chain
-	c, err := startLedger(b.Cleanup, b.TempDir(),
-		"SVC_VALIDATOR_MODE=TESTNET", "SVC_VALIDATOR_NATS_URL="+backing.NATSURL, "SVC_VALIDATOR_PAYMENT_STREAM=CHAIN_EVENTS",
+	c, err := startLedger(b.Cleanup, b.TempDir(), append(backing.ValidatorNATSEnv(),
+		"SVC_VALIDATOR_MODE=TESTNET", "SVC_VALIDATOR_PAYMENT_STREAM=CHAIN_EVENTS",
 		"SVC_VALIDATOR_CHAIN_ID="+strconv.FormatUint(chain.ChainID, 10), "SVC_VALIDATOR_CONTRACT_ADDRESS="+chain.PaymentLedger.Hex(),
 		"SVC_VALIDATOR_CONFIRMATIONS=1", "SVC_VALIDATOR_PAYMENT_WAIT=60s", "SVC_VALIDATOR_OPERATOR_TOKENS="+benchOperatorToken,
-		"SVC_VALIDATOR_SUBMIT_TOKENS="+benchSubmitToken)
+		"SVC_VALIDATOR_SUBMIT_TOKENS="+benchSubmitToken)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -41,11 +42,35 @@ type Options struct {
 }
 
 // Backing is the part of a network validators depend on: the chain with
-// the payment contract, NATS with JetStream, and the chain-watcher.
+// the payment contract, NATS with JetStream, and the chain-watcher. NATS
+// runs with users and permissions (devnats.Auth): each service connects as
+// its role.
 type Backing struct {
 	Chain   *devchain.Chain
 	NATSURL string
+	NATS    *devnats.Server
 }
+
+// NATSCredentials are the NATS user and password of role.
+func (b *Backing) NATSCredentials(role devnats.Role) devnats.Credentials {
+	c, _ := b.NATS.Credentials(role)
+	return c
+}
+
+// ValidatorNATSEnv is the environment that makes a validator process
+// connect to NATS as a validator.
+func (b *Backing) ValidatorNATSEnv() []string {
+	c := b.NATSCredentials(devnats.Validator)
+	return []string{"SVC_VALIDATOR_NATS_URL=" + b.NATSURL, "SVC_VALIDATOR_NATS_USER=" + c.User,
+		"SVC_VALIDATOR_NATS_PASSWORD=" + c.Password, "SVC_VALIDATOR_EPOCH_MAX_AHEAD=" + strconv.Itoa(EpochMaxAhead)}
+}
+
+// EpochMaxAhead is the validators' EPOCH_MAX_AHEAD in test networks: the
+// dev chain seals blocks faster than one a second, each a second after
+// its parent at least, so its timestamps (and the watcher's epochs) run
+// ahead of the wall clock, about 9 s per second at 100 ms blocks. A
+// hundred epochs of 384 s cover an hour of such a test.
+const EpochMaxAhead = 100
 
 // Network is a running network.
 type Network struct {
@@ -88,17 +113,20 @@ func StartBacking(t testing.TB, o Options) *Backing {
 	if err != nil {
 		t.Fatalf("dev chain: %v", err)
 	}
-	nats, err := devnats.Start(devnats.Config{Port: -1, StoreDir: filepath.Join(t.TempDir(), "nats")})
+	nats, err := devnats.Start(devnats.Config{Port: -1, StoreDir: filepath.Join(t.TempDir(), "nats"), Auth: &devnats.Auth{}})
 	if err != nil {
 		_ = chain.Close()
 		t.Fatalf("nats: %v", err)
 	}
-	b := &Backing{Chain: chain, NATSURL: nats.ClientURL()}
+	b := &Backing{Chain: chain, NATSURL: nats.ClientURL(), NATS: nats}
+	wcfg := WatcherConfig(chain, b.NATSURL, o.Confirmations)
+	wnats := b.NATSCredentials(devnats.Watcher)
+	wcfg.NATSUser, wcfg.NATSPassword = wnats.User, wnats.Password
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := watcher.Run(ctx, WatcherConfig(chain, b.NATSURL, o.Confirmations), log.Named("watcher"))
+		err := watcher.Run(ctx, wcfg, log.Named("watcher"))
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("chain-watcher stopped: %v", err)
 		}
@@ -156,6 +184,7 @@ func Start(t testing.TB, o Options) *Network {
 		t.Fatal(err)
 	}
 	vready := make(chan string, 1)
+	vnats := n.NATSCredentials(devnats.Validator)
 	run("validator", func() error {
 		return validator.Run(ctx, validator.Config{
 			PeerTLSCert: certs[1].Cert, PeerTLSKey: certs[1].Key, PeerTLSCA: certs[1].CA,
@@ -164,7 +193,7 @@ func Start(t testing.TB, o Options) *Network {
 			Confirmations: o.Confirmations, NATSURL: n.NATSURL, PaymentStream: "CHAIN_EVENTS", PaymentWait: o.PaymentWait,
 			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
 			MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
-			OperatorTokens: OperatorToken,
+			OperatorTokens: OperatorToken, NATSUser: vnats.User, NATSPassword: vnats.Password, EpochMaxAhead: EpochMaxAhead,
 		}, log.Named("validator"), vready)
 	})
 	n.ValidatorURL = "http://" + receive(t, vready, failed)

@@ -153,9 +153,9 @@ func newClusterEnv(t testing.TB, size int, mode string, nodeEnv func(n *node, no
 			n.env = append(n.env,
 				"SVC_VALIDATOR_CHAIN_ID=1337",
 				"SVC_VALIDATOR_CONTRACT_ADDRESS="+c.net.Chain.PaymentLedger.Hex(),
-				"SVC_VALIDATOR_NATS_URL="+c.net.NATSURL,
 				"SVC_VALIDATOR_CONFIRMATIONS=1",
 			)
+			n.env = append(n.env, c.net.ValidatorNATSEnv()...)
 		}
 		if nodeEnv != nil {
 			n.env = append(n.env, nodeEnv(n, c.nodes)...)

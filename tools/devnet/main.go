@@ -129,12 +129,17 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 	}
 	defer chain.Close()
 
-	nats, err := devnats.Start(devnats.Config{Port: devnats.DefaultPort, StoreDir: filepath.Join(o.dataDir, "nats")})
+	// NATS runs with a user per role and their permissions, as a real
+	// deployment must (deployments/README.md): only the watcher may publish
+	// the chain feed.
+	nats, err := devnats.Start(devnats.Config{Port: devnats.DefaultPort, StoreDir: filepath.Join(o.dataDir, "nats"), Auth: &devnats.Auth{}})
 	if err != nil {
 		return err
 	}
 	defer nats.Stop()
 	natsURL := nats.ClientURL()
+	watcherNATS, _ := nats.Credentials(devnats.Watcher)
+	validatorNATS, _ := nats.Credentials(devnats.Validator)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -153,7 +158,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			RPCURL: chain.URL, ContractAddress: chain.PaymentLedger.Hex(), NATSURL: natsURL,
 			Confirmations: o.confirmations, PollInterval: 250 * time.Millisecond, StartBlock: chain.DeployBlock,
 			MaxBlockRange: 2000, Stream: "CHAIN_EVENTS", DuplicateWindow: 24 * time.Hour, Bucket: "CHAIN_WATCHER",
-			Replicas: 1, HTTPAddr: watcherAddr,
+			Replicas: 1, HTTPAddr: watcherAddr, NATSUser: watcherNATS.User, NATSPassword: watcherNATS.Password,
 			RangeGrowAfter: 4, RPCTimeout: 30 * time.Second, RPCAttempts: 3, RPCBackoff: 250 * time.Millisecond,
 			RPCBackoffMax: 5 * time.Second, RPCCooldown: 5 * time.Second, RPCCooldownMax: 2 * time.Minute,
 		}, log.Named("watcher"))
@@ -173,7 +178,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			USDCAddress: chain.DevUSDC.Hex(), Confirmations: o.confirmations, NATSURL: natsURL, PaymentStream: "CHAIN_EVENTS",
 			PaymentWait: 2 * time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
 			TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
-			OperatorTokens: o.operatorToken,
+			OperatorTokens: o.operatorToken, NATSUser: validatorNATS.User, NATSPassword: validatorNATS.Password,
 		}
 		start(name, func(ctx context.Context) error { return validator.Run(ctx, vcfg, log.Named(name), nil) })
 	}
@@ -202,7 +207,8 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 		}
 		return err
 	}
-	printTour(chain, natsURL, o)
+	indexer, _ := nats.Credentials(devnats.Indexer)
+	printTour(chain, natsURL, indexer, o)
 
 	select {
 	case <-ctx.Done():
@@ -242,21 +248,23 @@ func waitHealthy(ctx context.Context, urls ...string) error {
 // pkiDir holds the validators' throwaway peer certificates.
 func pkiDir(o options) string { return filepath.Join(o.dataDir, "pki") }
 
-func printTour(chain *devchain.Chain, natsURL string, o options) {
+func printTour(chain *devchain.Chain, natsURL string, indexer devnats.Credentials, o options) {
 	fmt.Printf(`
 Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each start)
 
   dev chain      %s   chain id %d, a block every %s
   payment ledger %s
   dev USDC       %s
-  NATS           %s   JetStream, stream CHAIN_EVENTS
+  NATS           %s   JetStream, streams CHAIN_EVENTS and LEDGER_EVENTS; users watcher,
+                 validator and indexer with their permissions (indexer reads LEDGER_EVENTS:
+                 nats --user %s --password %s sub --stream LEDGER_EVENTS 'ledger.events.>')
   chain-watcher  http://%s/health   %d confirmation(s)
   validators     %s   mode %s, raft peers on 7090, 7190, 7290
   peer mTLS      %s   throwaway CA and node certificates (ledgerctl certs makes real ones)
   edge           http://%s/ops/v1/health
 
 Well-known dev accounts (10,000 ETH each; never use these keys on a real network):
-`, o.dataDir, chain.URL, chain.ChainID, o.block, chain.PaymentLedger.Hex(), chain.DevUSDC.Hex(), natsURL,
+`, o.dataDir, chain.URL, chain.ChainID, o.block, chain.PaymentLedger.Hex(), chain.DevUSDC.Hex(), natsURL, indexer.User, indexer.Password,
 		watcherAddr, o.confirmations, strings.Join(validatorURLs(), " "), o.mode, pkiDir(o), edgeAddr)
 	for i, a := range devchain.DevAccounts {
 		fmt.Printf("  %-2s %s  %s\n", strconv.Itoa(i), a.Address.Hex(), "0x"+a.PrivateKeyHex)

@@ -168,7 +168,13 @@ func rpcEndpoints(g *lifecycle.Group, cfg Config, log *zap.Logger) (*rpcpool.Poo
 // chain, not in memory, so an outage of NATS delays publication and loses
 // nothing.
 func connectNATS(g *lifecycle.Group, cfg Config, log *zap.Logger) (jetstream.JetStream, error) {
-	nc, err := nats.Connect(cfg.NATSURL,
+	auth := cfg.NATS()
+	opts, err := auth.Options()
+	if err != nil {
+		return nil, fmt.Errorf("NATS_*: %w", err)
+	}
+	log.Info("nats connection", zap.String("auth", auth.Method()), zap.Bool("tls", auth.TLS()))
+	nc, err := nats.Connect(cfg.NATSURL, append(opts,
 		nats.Name("chain-watcher"),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -178,7 +184,7 @@ func connectNATS(g *lifecycle.Group, cfg Config, log *zap.Logger) (jetstream.Jet
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", zap.String("url", c.ConnectedUrlRedacted()))
 		}),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", cfg.NATSURL, err)
 	}

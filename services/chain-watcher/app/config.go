@@ -13,6 +13,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/natsconn"
 
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
@@ -83,10 +84,21 @@ func (c *Config) applyPreset(p Preset, set func(name string) bool) {
 // from the Mode's Preset, which only LoadConfig applies: a Config built in
 // code carries its own values.
 type Config struct {
-	Mode            Mode          `envconfig:"MODE" desc:"MOCK (local dev chain; empty means MOCK), TESTNET or MAINNET: picks the defaults of CONFIRMATIONS, POLL_INTERVAL and REORG_DEPTH"`
-	RPCURL          string        `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoints (HTTP or WebSocket), comma separated, preferred first: calls go to the healthiest and fail over to the others"`
-	ContractAddress string        `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid and DebtPaid logs are published"`
-	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
+	Mode            Mode   `envconfig:"MODE" desc:"MOCK (local dev chain; empty means MOCK), TESTNET or MAINNET: picks the defaults of CONFIRMATIONS, POLL_INTERVAL and REORG_DEPTH"`
+	RPCURL          string `envconfig:"RPC_URL" default:"http://127.0.0.1:8545" desc:"Ethereum JSON-RPC endpoints (HTTP or WebSocket), comma separated, preferred first: calls go to the healthiest and fail over to the others"`
+	ContractAddress string `envconfig:"CONTRACT_ADDRESS" required:"true" desc:"address of the PaymentLedger contract whose ProposalPaid and DebtPaid logs are published"`
+	NATSURL         string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
+	// Credentials and TLS of the NATS connection (pkg/natsconn, ADR 0029):
+	// one kind of credential at most. The watcher is the one client the
+	// server lets publish on chain.> .
+	NATSCreds       string        `envconfig:"NATS_CREDS" default:"" desc:"NATS .creds file (user JWT and nkey seed); unset: none"`
+	NATSNKey        string        `envconfig:"NATS_NKEY" default:"" desc:"file holding the NATS user's nkey seed (SU...); unset: none"`
+	NATSUser        string        `envconfig:"NATS_USER" default:"" desc:"NATS user name, with NATS_PASSWORD; unset: none"`
+	NATSPassword    string        `envconfig:"NATS_PASSWORD" default:"" desc:"password of NATS_USER"`
+	NATSToken       string        `envconfig:"NATS_TOKEN" default:"" desc:"NATS authorization token; unset: none"`
+	NATSTLSCA       string        `envconfig:"NATS_TLS_CA" default:"" desc:"PEM CA that signs the NATS server's certificate; set (or NATS_TLS_CERT set), the connection requires TLS"`
+	NATSTLSCert     string        `envconfig:"NATS_TLS_CERT" default:"" desc:"PEM client certificate presented to NATS, with NATS_TLS_KEY; re-read at every reconnect"`
+	NATSTLSKey      string        `envconfig:"NATS_TLS_KEY" default:"" desc:"PEM private key of NATS_TLS_CERT"`
 	Confirmations   uint64        `envconfig:"CONFIRMATIONS" desc:"a block is read once head - block >= this many blocks; default by MODE: MOCK 2, TESTNET 3, MAINNET 12"`
 	Finalized       bool          `envconfig:"FINALIZED" default:"false" desc:"also read every block at or below the chain's finalized block whatever its confirmations (falls back to CONFIRMATIONS where the endpoint has no finalized tag); it only matters with CONFIRMATIONS above the finality lag (64 to 96 blocks on Ethereum)"`
 	ReorgDepth      uint64        `envconfig:"REORG_DEPTH" desc:"deepest reorg handled, in blocks below the last handled block: recent block hashes and what was published from them are kept this deep (0: 128); default by MODE: MOCK 128, TESTNET and MAINNET 256"`
@@ -227,6 +239,9 @@ func (c Config) Validate() error {
 	if c.NATSURL == "" {
 		bad("NATS_URL is empty")
 	}
+	if err := c.NATS().Validate(); err != nil {
+		bad("NATS_*: %v", err)
+	}
 	if c.PollInterval <= 0 {
 		bad("POLL_INTERVAL %s must be positive", c.PollInterval)
 	}
@@ -327,6 +342,12 @@ func (c Config) epochLength() time.Duration {
 
 // contract returns the parsed contract address; Validate has checked it.
 func (c Config) contract() common.Address { return common.HexToAddress(c.ContractAddress) }
+
+// NATS is the credentials and TLS settings of the NATS connection.
+func (c Config) NATS() natsconn.Config {
+	return natsconn.Config{CredsFile: c.NATSCreds, NKeyFile: c.NATSNKey, User: c.NATSUser, Password: c.NATSPassword,
+		Token: c.NATSToken, TLSCA: c.NATSTLSCA, TLSCert: c.NATSTLSCert, TLSKey: c.NATSTLSKey}
+}
 
 // HTTPServer is the configuration of the /health and /metrics server.
 func (c Config) HTTPServer() httpserver.Config {

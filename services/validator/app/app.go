@@ -200,10 +200,9 @@ func (v *validator) followChain(g *lifecycle.Group) error {
 		return nil
 	}
 	cfg := v.cfg
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name(fmt.Sprintf("validator-%d", cfg.NodeID)),
-		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	nc, err := connectNATS(cfg, fmt.Sprintf("validator-%d", cfg.NodeID), v.log)
 	if err != nil {
-		return fmt.Errorf("validator: NATS at %s: %w", cfg.NATSURL, err)
+		return err
 	}
 	g.Add("nats", func() error { nc.Close(); return nil })
 	js, err := jetstream.New(nc)
@@ -222,7 +221,7 @@ func (v *validator) followChain(g *lifecycle.Group) error {
 // pipeline and its operational events, and the event publication.
 func (v *validator) startLedger(g *lifecycle.Group) error {
 	cfg := v.cfg
-	v.clock = epoch.NewChain(cfg.EpochLength, v.now)
+	v.clock = epoch.NewChain(cfg.EpochLength, cfg.EpochMaxAhead, v.now)
 	if cfg.Mode == Mock {
 		v.clock = epoch.NewMock(cfg.EpochLength, v.now)
 	}

@@ -79,6 +79,7 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 	deps.Probes = map[string]httpapi.Probe{"wal": v.db.ProbeWAL, "state": v.machine.Probe, "raft": v.node.Probe, "peers": v.peers.ProbeQuorum}
 	if v.index != nil {
 		debts, deps.PaymentIndex, collect.Payments = v.index, v.index, v.index
+		collect.Epochs = v.clock
 		deps.ChainStatus = v.chainStatus
 		deps.Probes["nats"], deps.Probes["chain"] = v.follower.Probe, v.chainStatus.Probe
 	}

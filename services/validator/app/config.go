@@ -106,6 +106,21 @@ type Config struct {
 	NATSEventsMaxMsgs    int64         `envconfig:"NATS_EVENTS_MAX_MSGS" default:"1000000" desc:"events the stream keeps, oldest dropped first"`
 	NATSEventsMaxBytes   int64         `envconfig:"NATS_EVENTS_MAX_BYTES" default:"1073741824" desc:"bytes the stream keeps, oldest events dropped first"`
 	NATSEventsDuplicates time.Duration `envconfig:"NATS_EVENTS_DUPLICATES" default:"2m" desc:"duplicate window of the stream: an event published again within it is not stored twice"`
+	// Credentials and TLS of every NATS connection (pkg/natsconn,
+	// ADR 0029): one kind of credential at most. The server's permissions
+	// are what keep anyone but the chain-watcher off chain.> .
+	NATSCreds    string `envconfig:"NATS_CREDS" desc:"NATS .creds file (user JWT and nkey seed) of every NATS connection; unset: none"`
+	NATSNKey     string `envconfig:"NATS_NKEY" desc:"file holding the NATS user's nkey seed (SU...); unset: none"`
+	NATSUser     string `envconfig:"NATS_USER" desc:"NATS user name, with NATS_PASSWORD; unset: none"`
+	NATSPassword string `envconfig:"NATS_PASSWORD" desc:"password of NATS_USER (never shown)"`
+	NATSToken    string `envconfig:"NATS_TOKEN" desc:"NATS authorization token (never shown); unset: none"`
+	NATSTLSCA    string `envconfig:"NATS_TLS_CA" desc:"PEM CA that signs the NATS server's certificate; set (or NATS_TLS_CERT set), NATS connections require TLS"`
+	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate presented to NATS, with NATS_TLS_KEY; re-read at every reconnect"`
+	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"PEM private key of NATS_TLS_CERT (the path is shown, never the key)"`
+	// EpochMaxAhead bounds the chain-watcher's epoch updates by the wall
+	// clock (ADR 0029): figures never go back, so one forged update far
+	// ahead would finalize every proposal for good.
+	EpochMaxAhead uint64 `envconfig:"EPOCH_MAX_AHEAD" desc:"epochs an epoch update may run ahead of unix time / EPOCH_LENGTH; one further ahead is refused, logged and counted (validator_epoch_updates_ahead_total); 0: 1"`
 
 	ContentRoot      string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
 	MaxMessageBytes  int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
@@ -248,6 +263,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateEventPublishing(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.NATS().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_NATS_*: %w", err))
 	}
 	if members, err := ParseCluster(c.InitialCluster); err != nil {
 		errs = append(errs, err)

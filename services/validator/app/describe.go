@@ -5,6 +5,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -25,10 +26,12 @@ func describeSettings(cfg Config) []settings.Setting {
 	return settings.Describe(cfg, settings.Options{
 		Prefix:   configPrefix,
 		Classify: settingClass,
-		Secrets:  []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS"},
-		URLs:     []string{"IPFS_GATEWAY", "NATS_URL"},
-		Enums:    map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
-		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String()}),
+		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
+			"NATS_PASSWORD", "NATS_TOKEN"},
+		URLs:  []string{"IPFS_GATEWAY", "NATS_URL"},
+		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
+		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
+			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead)}),
 	})
 }
 
@@ -83,6 +86,11 @@ func settingClass(name string) (component, risk string, ok bool) {
 	case "USDC_ADDRESS":
 		return "chain", "medium", true
 	case "NATS_URL", "PAYMENT_STREAM", "WATCHER_BUCKET":
+		return "chain", "high", true
+	// Who this validator is to NATS, and how it checks the server
+	// (ADR 0029): a wrong value cuts the payment feed.
+	case "NATS_CREDS", "NATS_NKEY", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_TLS_CA", "NATS_TLS_CERT", "NATS_TLS_KEY",
+		"EPOCH_MAX_AHEAD":
 		return "chain", "high", true
 	case "PAYMENT_WAIT":
 		return "chain", "medium", true

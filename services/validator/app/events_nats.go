@@ -74,10 +74,9 @@ func newEventPublishing(cfg Config, nc *nats.Conn, machine *state.Machine, node 
 	}
 	if nc == nil {
 		var err error
-		nc, err = nats.Connect(cfg.NATSURL, nats.Name(fmt.Sprintf("validator-%d-events", cfg.NodeID)),
-			nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+		nc, err = connectNATS(cfg, fmt.Sprintf("validator-%d-events", cfg.NodeID), log)
 		if err != nil {
-			return nil, fmt.Errorf("validator: NATS at %s: %w", cfg.NATSURL, err)
+			return nil, err
 		}
 		ep.own = true
 	}

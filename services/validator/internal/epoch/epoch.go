@@ -15,9 +15,17 @@
 // ChainState.Regressions). Between updates the figures stay where the last
 // one left them, also when updates stop: the clock does not guess past the
 // chain.
+//
+// Because figures never go back, one update far in the future would hold
+// for good (every epoch final at once). An update is therefore bounded by
+// the wall clock: its current epoch may run at most maxAhead epochs past
+// unix time / length (ADR 0029). One beyond is refused whole, counted in
+// ChainState.Ahead, and changes nothing.
 package epoch
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -27,6 +35,20 @@ const DefaultLength = 384 * time.Second
 
 // MockStart is the first epoch of a MOCK-mode clock.
 const MockStart = 1000
+
+// DefaultMaxAhead is how many epochs an update's current epoch may run
+// ahead of the wall-clock estimate: one covers clock skew and block
+// timestamps slightly in the future, with a margin of a whole epoch.
+const DefaultMaxAhead = 1
+
+// Why Observe did not adopt an update (or part of it).
+var (
+	// ErrBehind: a figure was below the adopted one and was kept.
+	ErrBehind = errors.New("epoch update behind the adopted epochs; its lower figure is kept")
+	// ErrAhead: the current epoch is further ahead of the wall clock than
+	// allowed; nothing of the update was taken.
+	ErrAhead = errors.New("epoch update ahead of the wall clock; refused")
+)
 
 // FinalityLag is how many epochs behind the current one finality trails in
 // the wall-clock estimate.
@@ -38,6 +60,9 @@ type Clock struct {
 	length time.Duration
 	now    func() time.Time
 	mock   bool // keeps its own time: Observe changes nothing
+	// maxAhead bounds an update's current epoch: the wall-clock estimate
+	// plus this many epochs.
+	maxAhead uint64
 
 	mu     sync.Mutex
 	start  uint64    // epoch at origin before any shift
@@ -53,8 +78,9 @@ type ChainState struct {
 	Adopted            bool
 	Current, Finalized uint64
 	// Updates counts the updates observed, Regressions those with a figure
-	// below the adopted one (that figure was kept).
-	Updates, Regressions uint64
+	// below the adopted one (that figure was kept), Ahead those refused as
+	// further ahead of the wall clock than allowed.
+	Updates, Regressions, Ahead uint64
 	// At is when the last update was observed.
 	At time.Time
 }
@@ -65,9 +91,13 @@ func NewMock(length time.Duration, now func() time.Time) *Clock {
 }
 
 // NewChain returns a clock that follows the chain's updates (Observe),
-// estimating unix time / length until the first.
-func NewChain(length time.Duration, now func() time.Time) *Clock {
-	return &Clock{length: length, now: now, origin: time.Unix(0, 0)}
+// estimating unix time / length until the first, and refusing updates more
+// than maxAhead epochs past that estimate (0: DefaultMaxAhead).
+func NewChain(length time.Duration, maxAhead uint64, now func() time.Time) *Clock {
+	if maxAhead == 0 {
+		maxAhead = DefaultMaxAhead
+	}
+	return &Clock{length: length, now: now, origin: time.Unix(0, 0), maxAhead: maxAhead}
 }
 
 // Current returns the current epoch.
@@ -81,6 +111,11 @@ func (c *Clock) current() uint64 {
 	if c.chain.Adopted {
 		return c.chain.Current
 	}
+	return c.estimate()
+}
+
+// estimate is the epoch by wall time alone.
+func (c *Clock) estimate() uint64 {
 	elapsed := c.now().Sub(c.origin)
 	if elapsed < 0 {
 		elapsed = 0
@@ -103,14 +138,16 @@ func (c *Clock) Finalized() uint64 {
 }
 
 // Observe adopts the chain's current and finalized epoch, as the
-// chain-watcher published them. Each figure is taken only when it is not
-// below the adopted one; ok is false when one was below (a watcher reading
-// a lagging endpoint, a replayed message) and so kept, and the regression
-// is counted. A finalized epoch after the current one is taken as the
-// current one. A MOCK clock ignores updates and reports ok.
-func (c *Clock) Observe(current, finalized uint64) (ok bool) {
+// chain-watcher published them. An update whose current epoch is more than
+// maxAhead epochs past the wall-clock estimate is refused whole (ErrAhead):
+// a forged or broken feed must not finalize everything for good. Otherwise
+// each figure is taken only when it is not below the adopted one; a figure
+// below (a watcher reading a lagging endpoint, a replayed message) is kept
+// and counted (ErrBehind). A finalized epoch after the current one is taken
+// as the current one. A MOCK clock ignores updates and reports nil.
+func (c *Clock) Observe(current, finalized uint64) error {
 	if c.mock {
-		return true
+		return nil
 	}
 	finalized = min(finalized, current)
 	c.mu.Lock()
@@ -118,16 +155,21 @@ func (c *Clock) Observe(current, finalized uint64) (ok bool) {
 	s := &c.chain
 	s.Updates++
 	s.At = c.now()
+	if limit := c.estimate() + c.maxAhead; current > limit {
+		s.Ahead++
+		return fmt.Errorf("%w: current epoch %d, at most %d now", ErrAhead, current, limit)
+	}
 	if !s.Adopted {
 		s.Adopted, s.Current, s.Finalized = true, current, finalized
-		return true
+		return nil
 	}
-	ok = current >= s.Current && finalized >= s.Finalized
-	if !ok {
-		s.Regressions++
-	}
+	behind := current < s.Current || finalized < s.Finalized
 	s.Current, s.Finalized = max(s.Current, current), max(s.Finalized, finalized)
-	return ok
+	if behind {
+		s.Regressions++
+		return ErrBehind
+	}
+	return nil
 }
 
 // Chain returns what the clock has adopted from the chain.

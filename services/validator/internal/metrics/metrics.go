@@ -17,6 +17,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -36,6 +37,13 @@ type Sources struct {
 	Peers      Peers
 	DB         DB
 	Payments   Payments
+	// Epochs is the chain-backed epoch clock; nil in MOCK.
+	Epochs Epochs
+}
+
+// Epochs is what the epoch clock adopted from the chain's updates.
+type Epochs interface {
+	Chain() epoch.ChainState
 }
 
 // Raft is the raft node (consensus.Node).
@@ -95,6 +103,7 @@ type Collector struct {
 	flushes, walWritten, stalls, stallSeconds           *prometheus.Desc
 	cacheHits, cacheMisses, fsync                       *prometheus.Desc
 	payIndexed, payMessages, payRetracted, debtsIndexed *prometheus.Desc
+	epochUpdates, epochBehind, epochAhead               *prometheus.Desc
 }
 
 // NewCollector returns the collector of src.
@@ -163,6 +172,10 @@ func NewCollector(src Sources) *Collector {
 		payMessages:  d("validator_payment_messages_total", "Payment messages read from the stream, retractions included."),
 		payRetracted: d("validator_payments_retracted", "Proposal ids whose payment a retraction named."),
 		debtsIndexed: d("validator_debt_payments_indexed", "Debt payments in the payment index."),
+
+		epochUpdates: d("validator_epoch_updates_total", "Epoch updates read from the chain-watcher's feed."),
+		epochBehind:  d("validator_epoch_updates_behind_total", "Epoch updates with a figure below the adopted one (that figure was kept)."),
+		epochAhead:   d("validator_epoch_updates_ahead_total", "Epoch updates refused as further ahead of the wall clock than EPOCH_MAX_AHEAD allows (a forged or broken feed)."),
 	}
 }
 
@@ -268,6 +281,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.payMessages, float64(is.Observed))
 		gauge(c.payRetracted, float64(is.Retracted))
 		gauge(c.debtsIndexed, float64(is.Debts))
+	}
+	if s.Epochs != nil {
+		es := s.Epochs.Chain()
+		counter(c.epochUpdates, float64(es.Updates))
+		counter(c.epochBehind, float64(es.Regressions))
+		counter(c.epochAhead, float64(es.Ahead))
 	}
 }
 

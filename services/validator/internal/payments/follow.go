@@ -16,9 +16,10 @@ import (
 )
 
 // EpochSink takes the chain's epochs; *epoch.Clock satisfies it. Observe
-// reports false when a figure was below the one it has (and was ignored).
+// reports why an update was not adopted whole: a figure below the one it
+// has, or an epoch further ahead of the wall clock than it allows.
 type EpochSink interface {
-	Observe(current, finalized uint64) (ok bool)
+	Observe(current, finalized uint64) error
 }
 
 // Follower feeds an Index from the payments and debts subjects of one chain,
@@ -199,8 +200,8 @@ func (f *Follower) observeEpoch(data []byte, seq uint64) {
 	if f.Epochs == nil {
 		return
 	}
-	if !f.Epochs.Observe(u.Current, u.Finalized) {
-		f.Log.Warn("epoch update behind the adopted epochs; its lower figure is ignored", zap.Uint64("seq", seq),
+	if err := f.Epochs.Observe(u.Current, u.Finalized); err != nil {
+		f.Log.Warn("epoch update not adopted whole", zap.Error(err), zap.Uint64("seq", seq),
 			zap.Uint64("current", u.Current), zap.Uint64("finalized", u.Finalized), zap.String("source", u.Source))
 	}
 }

@@ -186,7 +186,7 @@ func TestIndexRemembersRetractions(t *testing.T) {
 // themselves or name another chain change nothing.
 func TestFollowerDispatchesEpochs(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	clock := epoch.NewChain(epoch.DefaultLength, func() time.Time { return now })
+	clock := epoch.NewChain(epoch.DefaultLength, 0, func() time.Time { return now })
 	f := &Follower{ChainID: 1337, Index: NewIndex(), Epochs: clock, Log: zap.NewNop()}
 	update := func(current, finalized uint64) []byte {
 		b, err := payment.EpochUpdate{ChainID: 1337, Current: current, Finalized: finalized, Source: payment.EpochSourceBlockTime}.Encode()
