@@ -242,6 +242,11 @@ func (c Config) Validate() error {
 	if err := c.NATS().Validate(); err != nil {
 		bad("NATS_*: %v", err)
 	}
+	if c.Mode == ModeMainnet && c.NATS().Method() == "none" {
+		// Without credentials the server cannot tell the watcher's
+		// publications from anyone's (ADR 0029).
+		bad("NATS_CREDS (or _NKEY, _USER with _PASSWORD, _TOKEN) is required in MAINNET mode")
+	}
 	if c.PollInterval <= 0 {
 		bad("POLL_INTERVAL %s must be positive", c.PollInterval)
 	}

@@ -56,6 +56,7 @@ func TestModePresets(t *testing.T) {
 			if mode != "" {
 				t.Setenv("WATCHER_MODE", mode)
 			}
+			t.Setenv("WATCHER_NATS_TOKEN", "nats-token") // required in MAINNET
 			cfg, err := loadWithContract(t)
 			if err != nil {
 				t.Fatal(err)
@@ -80,6 +81,7 @@ func TestModePresets(t *testing.T) {
 // name too; the settings left unset still come from the preset.
 func TestExplicitSettingsBeatThePreset(t *testing.T) {
 	t.Setenv("WATCHER_MODE", "MAINNET")
+	t.Setenv("WATCHER_NATS_TOKEN", "nats-token") // required in MAINNET
 	t.Setenv("WATCHER_CONFIRMATIONS", "0")
 	t.Setenv("WATCHER_POLL_INTERVAL", "250ms")
 	cfg, err := loadWithContract(t)

@@ -267,6 +267,11 @@ func (c Config) Validate() error {
 	if err := c.NATS().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_NATS_*: %w", err))
 	}
+	if c.Mode == Mainnet && c.NATS().Method() == "none" {
+		// Without credentials the server cannot keep others off chain.>:
+		// anyone who may publish there forges payments (ADR 0029).
+		errs = append(errs, errors.New("SVC_VALIDATOR_NATS_CREDS (or _NKEY, _USER with _PASSWORD, _TOKEN) is required in MAINNET mode"))
+	}
 	if members, err := ParseCluster(c.InitialCluster); err != nil {
 		errs = append(errs, err)
 	} else if len(members) > 0 && !slices.ContainsFunc(members, func(m Member) bool { return m.ID == c.NodeID }) {

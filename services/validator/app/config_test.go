@@ -70,6 +70,7 @@ func TestModeDefaults(t *testing.T) {
 	for _, name := range []string{"CERT", "KEY", "CA"} { // required outside MOCK; Validate does not read them
 		t.Setenv("SVC_VALIDATOR_PEER_TLS_"+name, "peer."+name)
 	}
+	t.Setenv("SVC_VALIDATOR_NATS_TOKEN", "nats-token") // required in MAINNET
 	for mode, want := range map[Mode]struct {
 		confirmations uint64
 		wait          time.Duration
@@ -151,12 +152,34 @@ func TestValidateIPFSGateway(t *testing.T) {
 	}
 }
 
+// TestMainnetNeedsNATSCredentials: in MAINNET a validator without NATS
+// credentials refuses to start (anyone could publish its chain feed);
+// elsewhere it only warns.
+func TestMainnetNeedsNATSCredentials(t *testing.T) {
+	base := Config{NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1,
+		ContractAddress: "0x00000000000000000000000000000000000000c1", NATSURL: "nats://127.0.0.1:4222",
+		PeerTLSCert: "c", PeerTLSKey: "k", PeerTLSCA: "ca"}
+	for _, tc := range []struct {
+		mode   Mode
+		token  string
+		refuse bool
+	}{{Mainnet, "", true}, {Mainnet, "nats-token", false}, {Testnet, "", false}, {Mock, "", false}} {
+		c := base
+		c.Mode, c.NATSToken = tc.mode, tc.token
+		err := c.Validate()
+		if refused := err != nil && strings.Contains(err.Error(), "required in MAINNET"); refused != tc.refuse {
+			t.Errorf("%s with token %q: %v", tc.mode, tc.token, err)
+		}
+	}
+}
+
 // TestValidatePeerTLS: outside MOCK the raft peer port requires mutual TLS;
 // TESTNET may opt out explicitly, MAINNET may not.
 func TestValidatePeerTLS(t *testing.T) {
 	base := Config{NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
 		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1,
-		ContractAddress: "0x00000000000000000000000000000000000000c1", NATSURL: "nats://127.0.0.1:4222"}
+		ContractAddress: "0x00000000000000000000000000000000000000c1", NATSURL: "nats://127.0.0.1:4222", NATSToken: "nats-token"}
 	withTLS := func(c Config) Config { c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA = "c", "k", "ca"; return c }
 	plaintext := func(c Config) Config { c.PeerPlaintext = true; return c }
 	for _, tc := range []struct {
