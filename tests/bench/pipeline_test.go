@@ -109,14 +109,16 @@ func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []st
 		proposals[i] = &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: c.message, ContentType: "bench", Class: payment.Standard}
 		ids[i] = proposals[i].ID
 	}
-	txs := payProposals(ctx, b, chain, ids)
+	txs, payers := payProposals(ctx, b, chain, ids)
 	forms := make([]string, n)
 	var wg sync.WaitGroup
 	workers := runtime.GOMAXPROCS(0)
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				form, _, err := ledgerclient.Form(c.cfg, c.key, proposals[i], txs[i])
+				// Signed by the wallet that paid: a payment pays only for
+				// its payer's proposals (ADR 0028).
+				form, _, err := ledgerclient.Form(c.cfg, payers[i], proposals[i], txs[i])
 				if err != nil {
 					b.Error(err)
 					return
@@ -139,15 +141,17 @@ func (c *ledgerCluster) prepaid(b *testing.B, chain *devchain.Chain, n int) []st
 }
 
 // payProposals pays for every proposal id at the standard class from the
-// dev accounts and returns the transactions, once all are mined. The pool
+// dev accounts and returns the transactions, once all are mined, and the
+// key of each payer (the wallet that must sign the proposal). The pool
 // holds a few thousand pending transactions: it pays in rounds, each mined
 // before the next.
-func payProposals(ctx context.Context, b *testing.B, chain *devchain.Chain, ids []common.Hash) []common.Hash {
+func payProposals(ctx context.Context, b *testing.B, chain *devchain.Chain, ids []common.Hash) ([]common.Hash, []*ecdsa.PrivateKey) {
 	payers := make([]*ecdsa.PrivateKey, len(devchain.DevAccounts))
 	for i, a := range devchain.DevAccounts {
 		payers[i] = a.MustKey()
 	}
 	txs := make([]common.Hash, len(ids))
+	paidBy := make([]*ecdsa.PrivateKey, len(ids))
 	const round = 2000
 	for lo := 0; lo < len(ids); lo += round {
 		hi := min(len(ids), lo+round)
@@ -160,7 +164,7 @@ func payProposals(ctx context.Context, b *testing.B, chain *devchain.Chain, ids 
 						b.Error(err)
 						return
 					}
-					txs[i] = tx
+					txs[i], paidBy[i] = tx, payer
 				}
 			})
 		}
@@ -174,7 +178,7 @@ func payProposals(ctx context.Context, b *testing.B, chain *devchain.Chain, ids 
 			}
 		}
 	}
-	return txs
+	return txs, paidBy
 }
 
 // paymentsIndexed reads how many payments the leader's index holds.
