@@ -17,14 +17,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Code is a stable, lowercase error code.
 type Code string
 
 const (
-	InvalidField        Code = "invalid_field"
-	InvalidSignature    Code = "invalid_signature"
+	InvalidField     Code = "invalid_field"
+	InvalidSignature Code = "invalid_signature"
+	// PaymentNotFound: no payment for the proposal id has been observed.
+	// At intake it is retryable (the chain-watcher may publish it yet) and
+	// nothing is kept; as a REJECTED reason it is final.
 	PaymentNotFound     Code = "payment_not_found"
 	PaymentInsufficient Code = "payment_insufficient"
 	PaymentTierMismatch Code = "payment_tier_mismatch"
@@ -45,14 +49,19 @@ const (
 	PathForbidden      Code = "path_forbidden"
 	ContentTooLarge    Code = "content_too_large"
 	LeaderUnknown      Code = "leader_unknown"
-	Overloaded         Code = "overloaded"
-	RateLimited        Code = "rate_limited"
-	Unauthorized       Code = "unauthorized"
-	Forbidden          Code = "forbidden"
-	NotFound           Code = "not_found"
-	MethodNotAllowed   Code = "method_not_allowed"
-	Timeout            Code = "timeout"
-	Internal           Code = "internal"
+	// PaymentFeedStale: this validator cannot tell whether a payment
+	// exists, because the chain feed is behind (no recent status from the
+	// chain-watcher, or the payment index behind the stream); details.cause
+	// names which. Retryable: nothing is decided on a stale feed.
+	PaymentFeedStale Code = "payment_feed_stale"
+	Overloaded       Code = "overloaded"
+	RateLimited      Code = "rate_limited"
+	Unauthorized     Code = "unauthorized"
+	Forbidden        Code = "forbidden"
+	NotFound         Code = "not_found"
+	MethodNotAllowed Code = "method_not_allowed"
+	Timeout          Code = "timeout"
+	Internal         Code = "internal"
 )
 
 // status maps each code to its HTTP status. Payment codes answer 402 when a
@@ -73,6 +82,7 @@ var status = map[Code]int{
 	PathForbidden:        http.StatusForbidden,
 	ContentTooLarge:      http.StatusRequestEntityTooLarge,
 	LeaderUnknown:        http.StatusServiceUnavailable,
+	PaymentFeedStale:     http.StatusServiceUnavailable,
 	Overloaded:           http.StatusTooManyRequests,
 	RateLimited:          http.StatusTooManyRequests,
 	Unauthorized:         http.StatusUnauthorized,
@@ -85,11 +95,13 @@ var status = map[Code]int{
 
 // retryable lists the codes whose request can succeed when sent again as is.
 var retryable = map[Code]bool{
-	LeaderUnknown: true,
-	Overloaded:    true,
-	RateLimited:   true,
-	Timeout:       true,
-	Internal:      true,
+	PaymentNotFound:  true,
+	PaymentFeedStale: true,
+	LeaderUnknown:    true,
+	Overloaded:       true,
+	RateLimited:      true,
+	Timeout:          true,
+	Internal:         true,
 }
 
 // Status is the HTTP status of the code; unknown codes are 500.
@@ -110,6 +122,9 @@ type Error struct {
 	Message   string         `json:"message"`
 	Retryable bool           `json:"retryable"`
 	Details   map[string]any `json:"details,omitempty"`
+	// RetryAfter, when positive, is sent as the Retry-After header: when
+	// a retry may succeed.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Body is the JSON body of an error answer.

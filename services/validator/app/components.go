@@ -44,6 +44,13 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	p.PaymentWait, p.MaxPending, p.MaxBatch, p.MaxPendingMessages = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages
 	p.EventWindow, p.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
 	p.ClassAging, p.MicroBatch, p.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
+	p.HoldPerWallet = cmp.Or(cfg.HoldPerWallet, p.HoldPerWallet)
+	p.HoldPerClient = cmp.Or(cfg.HoldPerClient, p.HoldPerClient)
+	p.HoldBytes = cmp.Or(cfg.HoldBytes, p.HoldBytes)
+	p.Confirmations = cfg.Confirmations
+	if v.chainStatus != nil {
+		p.Feed = &chainFeed{status: v.chainStatus, follower: v.follower, now: v.now}
+	}
 	if cfg.Verifiers > 0 {
 		p.Verifiers = cfg.Verifiers
 	}

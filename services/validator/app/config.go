@@ -98,7 +98,7 @@ type Config struct {
 	NATSURL       string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server with JetStream"`
 	PaymentStream string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
 	WatcherBucket string        `envconfig:"WATCHER_BUCKET" default:"CHAIN_WATCHER" desc:"the chain-watcher's key-value bucket (its BUCKET), where it keeps the chain status shown on /v1/chain/status"`
-	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a proposal waits for its payment before payment_not_found; default by MODE: MOCK and TESTNET 2m, MAINNET 5m (12 confirmations of 12 s blocks and a poll take about 2.6 min)"`
+	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a submission whose payment is not observed yet is held (nothing unpaid is replicated) before it is refused, retryable: 402 payment_not_found, or 503 payment_feed_stale while the chain feed is behind; keep it below HTTP_WRITE_TIMEOUT; default by MODE: MOCK 15s, TESTNET and MAINNET 60s"`
 	// The leader publishes the replicated events to NATS JetStream
 	// (internal/eventpub, ADR 0023). Zero values take the defaults.
 	NATSEvents           string        `envconfig:"NATS_EVENTS" default:"auto" desc:"leader publishes the replicated events to NATS_EVENTS_STREAM: auto (in TESTNET and MAINNET, which use NATS_URL anyway), on (in MOCK too), off"`
@@ -133,6 +133,9 @@ type Config struct {
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
 	MicroBatch       int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`
 	MicroBatchBytes  int           `envconfig:"MICRO_BATCH_BYTES" default:"262144" desc:"message bytes of one micro-batch of the packing buffer"`
+	HoldPerWallet    int           `envconfig:"HOLD_PER_WALLET" desc:"submissions of one wallet held for their payment at once; past it they are refused at once, 402 payment_not_found, retryable; 0: the default"`
+	HoldPerClient    int           `envconfig:"HOLD_PER_CLIENT" desc:"submissions of one client address (IPv6: its /64) held for their payment at once; 0: the default"`
+	HoldBytes        int           `envconfig:"HOLD_BYTES" desc:"message bytes of all submissions held for their payment on this validator; 0: the default"`
 	Verifiers        int           `envconfig:"VERIFIERS" default:"0" desc:"workers matching payments to accepted proposals; 0: one per core"`
 	RatePerIP        float64       `envconfig:"RATE_PER_IP" default:"2000" desc:"proposals per second one client address may submit, in bursts of twice that; 0: no limit"`
 	RatePerWallet    float64       `envconfig:"RATE_PER_WALLET" default:"500" desc:"proposals per second one wallet may submit, in bursts of twice that; 0: no limit"`
@@ -201,11 +204,11 @@ func (c *Config) applyModeDefaults(set func(name string) bool) {
 func modeDefaults(m Mode) (confirmations uint64, paymentWait time.Duration) {
 	switch m {
 	case Testnet:
-		return 3, 2 * time.Minute
+		return 3, time.Minute
 	case Mainnet:
-		return 12, 5 * time.Minute
+		return 12, time.Minute
 	}
-	return 2, 2 * time.Minute
+	return 2, 15 * time.Second
 }
 
 // Validate reports a configuration that cannot run.
@@ -242,6 +245,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
+	}
+	if c.HoldPerWallet < 0 || c.HoldPerClient < 0 || c.HoldBytes < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_HOLD_PER_WALLET, HOLD_PER_CLIENT and HOLD_BYTES must not be negative"))
+	}
+	if write := c.HTTPServer().WithDefaults().WriteTimeout; c.VerifiesPayments() && c.PaymentWait >= write {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_PAYMENT_WAIT %s must be below HTTP_WRITE_TIMEOUT %s: a held submission is answered within its request", c.PaymentWait, write))
 	}
 	if tlsFiles := []string{c.PeerTLSCert, c.PeerTLSKey, c.PeerTLSCA}; slices.Contains(tlsFiles, "") && slices.ContainsFunc(tlsFiles, func(f string) bool { return f != "" }) {
 		errs = append(errs, errors.New("SVC_VALIDATOR_PEER_TLS_CERT, _KEY and _CA must be set together"))

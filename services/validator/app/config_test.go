@@ -74,7 +74,7 @@ func TestModeDefaults(t *testing.T) {
 	for mode, want := range map[Mode]struct {
 		confirmations uint64
 		wait          time.Duration
-	}{Mock: {2, 2 * time.Minute}, Testnet: {3, 2 * time.Minute}, Mainnet: {12, 5 * time.Minute}} {
+	}{Mock: {2, 15 * time.Second}, Testnet: {3, time.Minute}, Mainnet: {12, time.Minute}} {
 		t.Setenv("SVC_VALIDATOR_MODE", string(mode))
 		cfg, err := LoadConfig()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -23,6 +24,7 @@ const configPrefix = EnvPrefix + "_"
 // on the mode are cfg.Mode's.
 func describeSettings(cfg Config) []settings.Setting {
 	confirmations, wait := modeDefaults(cfg.Mode)
+	pipe := pipeline.DefaultConfig()
 	return settings.Describe(cfg, settings.Options{
 		Prefix:   configPrefix,
 		Classify: settingClass,
@@ -31,7 +33,8 @@ func describeSettings(cfg Config) []settings.Setting {
 		URLs:  []string{"IPFS_GATEWAY", "NATS_URL"},
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
-			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead)}),
+			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
+			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes)}),
 	})
 }
 
@@ -104,7 +107,8 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "content", "medium", true
 	case "EPOCH_LENGTH":
 		return "pipeline", "high", true
-	case "MAX_PENDING", "MAX_BATCH", "MICRO_BATCH", "MICRO_BATCH_BYTES", "VERIFIERS", "CLASS_AGING", "MAX_PENDING_MESSAGES":
+	case "MAX_PENDING", "MAX_BATCH", "MICRO_BATCH", "MICRO_BATCH_BYTES", "VERIFIERS", "CLASS_AGING", "MAX_PENDING_MESSAGES",
+		"HOLD_PER_WALLET", "HOLD_PER_CLIENT", "HOLD_BYTES":
 		return "pipeline", "medium", true
 	case "EVENTS_RETENTION", "EVENTS_RETENTION_COUNT": // the leader's values apply to every validator
 		return "events", "high", true

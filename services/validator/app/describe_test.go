@@ -78,7 +78,7 @@ func TestConfigRoutes(t *testing.T) {
 	if e := entries[configPrefix+"MODE"]; len(e.Enum) != 3 || e.Risk != "high" || e.ReloadMode != "restart" || e.Default != "" {
 		t.Fatalf("MODE %+v", e)
 	}
-	if e := entries[configPrefix+"PAYMENT_WAIT"]; e.Type != "duration" || e.Default != "2m0s" || e.Description == "" || e.Component != "chain" {
+	if e := entries[configPrefix+"PAYMENT_WAIT"]; e.Type != "duration" || e.Default != "15s" || e.Description == "" || e.Component != "chain" {
 		t.Fatalf("PAYMENT_WAIT %+v", e)
 	}
 	if e := entries[configPrefix+"AUTH_TOKEN"]; e.Type != "secret" || !e.Secret {
@@ -114,7 +114,7 @@ func TestConfigRoutes(t *testing.T) {
 	if c := changed[configPrefix+"CLUSTER_ID"]; c.Current != "test" || c.Default != "contentledger-local" || c.Source != "caller" {
 		t.Fatalf("CLUSTER_ID %+v", c)
 	}
-	if c := changed[configPrefix+"PAYMENT_WAIT"]; c.Current != "1s" || c.Default != "2m0s" {
+	if c := changed[configPrefix+"PAYMENT_WAIT"]; c.Current != "1s" || c.Default != "15s" {
 		t.Fatalf("PAYMENT_WAIT %+v", c)
 	}
 	if c, ok := changed[configPrefix+"AUTH_TOKEN"]; !ok || c.Current != settings.Redacted {

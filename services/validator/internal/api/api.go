@@ -10,8 +10,10 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -308,7 +310,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error("request failed", zap.String("path", c.Path()), zap.Error(err))
 		apiErr = apierror.New(apierror.Internal, "internal error")
 	}
-	if apiErr.Code == apierror.LeaderUnknown || apiErr.Code == apierror.Overloaded || apiErr.Code == apierror.RateLimited {
+	switch {
+	case apiErr.RetryAfter > 0:
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(apiErr.RetryAfter.Seconds()))))
+	case apiErr.Code == apierror.LeaderUnknown || apiErr.Code == apierror.Overloaded || apiErr.Code == apierror.RateLimited:
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	if err := c.JSON(apiErr.Status(), apierror.Body{Error: apiErr}); err != nil {

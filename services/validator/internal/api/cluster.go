@@ -62,6 +62,12 @@ type Cluster interface {
 // cannot bounce a request between nodes.
 const forwardedHeader = "X-Ledger-Forwarded-By"
 
+// forwardedClientHeader carries, on a forwarded request, the client the
+// follower took it from (its key: an address, an IPv6 /64), so that the
+// leader bounds what each client has waiting (clientKey). It is believed
+// only from a member's own address, like forwardedHeader.
+const forwardedClientHeader = "X-Ledger-Forwarded-For"
+
 // leader returns the leader member, and whether it is known and not this
 // node.
 func (s *Server) leader() (api.Member, api.ConsensusStatus, bool) {
@@ -119,6 +125,7 @@ func (s *Server) forward(c echo.Context) (handled bool, err error) {
 	if err := s.bufferBody(c); err != nil {
 		return true, err
 	}
+	client := s.clientKey(c)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -126,6 +133,7 @@ func (s *Server) forward(c echo.Context) (handled bool, err error) {
 			// The caller's own token goes along (ProxyRequest.Out keeps its
 			// headers): the leader admits exactly whom this validator does.
 			r.Out.Header.Set(forwardedHeader, strconv.FormatUint(st.NodeID, 10))
+			r.Out.Header.Set(forwardedClientHeader, client)
 		},
 		Transport: s.peerHTTP.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

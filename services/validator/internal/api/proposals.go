@@ -15,6 +15,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 )
 
 // formOverhead is what a form may carry beyond its message: every other
@@ -44,7 +45,7 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	if err != nil {
 		return err
 	}
-	status, created, err := s.deps.Proposals.Submit(c.Request().Context(), sub)
+	status, created, err := s.deps.Proposals.Submit(pipeline.WithClient(c.Request().Context(), s.clientKey(c)), sub)
 	if err != nil {
 		return err
 	}
@@ -122,6 +123,19 @@ func (s *Server) limitIP(c echo.Context) error {
 		return apierror.New(apierror.RateLimited, "too many proposals from %s; retry shortly", ip)
 	}
 	return nil
+}
+
+// clientKey names the client of a request for the bounds kept per client:
+// its address's key (IPv6: the /64), or, on a request a member forwarded,
+// the key that member sent along.
+func (s *Server) clientKey(c echo.Context) string {
+	ip := c.RealIP()
+	if by := c.Request().Header.Get(forwardedHeader); by != "" && s.isMemberAddress(by, ip) {
+		if client := c.Request().Header.Get(forwardedClientHeader); client != "" {
+			return client
+		}
+	}
+	return httpserver.KeyOfAddr(ip)
 }
 
 // isMemberAddress reports whether ip is an address of the member whose id

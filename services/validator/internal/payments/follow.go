@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,7 +37,16 @@ type Follower struct {
 	// Retry is the pause before re-subscribing after the stream was missing
 	// or the subscription failed.
 	Retry time.Duration
+
+	// behind is how many payment messages the stream held beyond the last
+	// one the index read, as the server counted when it delivered that
+	// one (or created the consumer); -1 while not subscribed.
+	behind atomic.Int64
 }
+
+// Behind reports whether the index may lack payments the stream holds:
+// not subscribed, or messages were still waiting at the last delivery.
+func (f *Follower) Behind() bool { return f.behind.Load() != 0 }
 
 // Run reads the subjects until ctx ends. The index is rebuilt from the
 // stream on every start, from its first message; the stream is the durable
@@ -50,7 +61,11 @@ func (f *Follower) Run(ctx context.Context) error {
 		wg.Go(func() { f.resubscribe(ctx, "epoch", f.followEpochs) })
 	}
 	var lastSeq uint64
-	f.resubscribe(ctx, "payment", func(ctx context.Context) error { return f.follow(ctx, &lastSeq) })
+	f.behind.Store(-1)
+	f.resubscribe(ctx, "payment", func(ctx context.Context) error {
+		defer f.behind.Store(-1)
+		return f.follow(ctx, &lastSeq)
+	})
 	wg.Wait()
 	return nil
 }
@@ -92,11 +107,17 @@ func (f *Follower) follow(ctx context.Context, lastSeq *uint64) error {
 	if *lastSeq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *lastSeq+1
 	}
-	return f.consume(ctx, cfg, func(msg jetstream.Msg) {
-		if meta, err := msg.Metadata(); err == nil {
+	return f.consume(ctx, cfg, func(info *jetstream.ConsumerInfo) {
+		f.behind.Store(int64(min(info.NumPending, math.MaxInt64)))
+	}, func(msg jetstream.Msg) {
+		meta, err := msg.Metadata()
+		if err == nil {
 			*lastSeq = meta.Sequence.Stream
 		}
 		f.dispatch(msg.Subject(), msg.Data(), *lastSeq)
+		if err == nil {
+			f.behind.Store(int64(min(meta.NumPending, math.MaxInt64)))
+		}
 	})
 }
 
@@ -108,7 +129,7 @@ func (f *Follower) followEpochs(ctx context.Context) error {
 		FilterSubjects: []string{payment.EpochSubject(f.ChainID)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 	}
-	return f.consume(ctx, cfg, func(msg jetstream.Msg) {
+	return f.consume(ctx, cfg, nil, func(msg jetstream.Msg) {
 		var seq uint64
 		if meta, err := msg.Metadata(); err == nil {
 			seq = meta.Sequence.Stream
@@ -118,8 +139,9 @@ func (f *Follower) followEpochs(ctx context.Context) error {
 }
 
 // consume hands every message of an ordered consumer to handle until ctx
-// ends (nil) or the subscription fails.
-func (f *Follower) consume(ctx context.Context, cfg jetstream.OrderedConsumerConfig, handle func(jetstream.Msg)) error {
+// ends (nil) or the subscription fails; started, when set, is given the
+// consumer's info as created.
+func (f *Follower) consume(ctx context.Context, cfg jetstream.OrderedConsumerConfig, started func(*jetstream.ConsumerInfo), handle func(jetstream.Msg)) error {
 	cons, err := f.JS.OrderedConsumer(ctx, f.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("ordered consumer on %s: %w", f.Stream, err)
@@ -127,6 +149,10 @@ func (f *Follower) consume(ctx context.Context, cfg jetstream.OrderedConsumerCon
 	it, err := cons.Messages()
 	if err != nil {
 		return fmt.Errorf("messages of %s: %w", f.Stream, err)
+	}
+	// The consumer exists once its messages are asked for.
+	if info := cons.CachedInfo(); started != nil && info != nil {
+		started(info)
 	}
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// statusStale is the age past which the chain-watcher's status counts as
+// StatusStale is the age past which the chain-watcher's status counts as
 // stopped: it publishes at least every 30 s while it runs (chain-watcher
 // DESIGN, status).
-const statusStale = 90 * time.Second
+const StatusStale = 90 * time.Second
 
 // Probe asks the NATS server for the payment stream: the deep health check
 // of the stream the index follows.
@@ -36,8 +36,8 @@ func (c *ChainStatus) Probe(context.Context) (string, error) {
 		cursor = fmt.Sprint(s.Cursor.Number)
 	}
 	detail := fmt.Sprintf("chain-watcher status received %s ago: head %d, cursor %s", age, s.Head.Number, cursor)
-	if age > statusStale {
-		return "", fmt.Errorf("the chain-watcher's status is older than %s: %s", statusStale, detail)
+	if age > StatusStale {
+		return "", fmt.Errorf("the chain-watcher's status is older than %s: %s", StatusStale, detail)
 	}
 	return detail, nil
 }

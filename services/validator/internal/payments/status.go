@@ -40,6 +40,25 @@ type ChainStatus struct {
 	byTx       map[common.Hash][]payment.PendingPayment
 	rejected   uint64
 	lastErr    string
+	changed    chan struct{} // closed and replaced at every status taken or forgotten
+}
+
+// Changed is closed at the next status taken (or forgotten).
+func (c *ChainStatus) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
+}
+
+// signal wakes the Changed waiters; c.mu is held.
+func (c *ChainStatus) signal() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 }
 
 // Latest returns the last status received and when; ok is false before
@@ -87,6 +106,7 @@ func (c *ChainStatus) Observe(value []byte) error {
 	defer c.mu.Unlock()
 	if value == nil {
 		c.status, c.byTx = nil, nil
+		c.signal()
 		return nil
 	}
 	s, err := payment.DecodeWatcherStatus(value)
@@ -103,6 +123,7 @@ func (c *ChainStatus) Observe(value []byte) error {
 		byTx[p.TxHash] = append(byTx[p.TxHash], p)
 	}
 	c.status, c.receivedAt, c.byTx = &s, c.now(), byTx
+	c.signal()
 	return nil
 }
 

@@ -144,6 +144,7 @@ func startDebts(t *testing.T, src Payments, leader bool, drop int32, edit func(*
 	cfg := DefaultConfig()
 	cfg.Contract, cfg.ChainID = contract, 1337
 	cfg.FinalizeInterval = 5 * time.Millisecond
+	cfg.Feed = openFeed{}
 	edit(&cfg)
 	d := &debtLedger{ledger: newLedger(), spent: map[debtLog]bool{}, paid: map[common.Address]uint64{}, checked: map[debtLog]bool{}}
 	d.leader.Store(leader)

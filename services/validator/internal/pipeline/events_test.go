@@ -101,8 +101,11 @@ func TestRefusalsAndRejectionsAreEvents(t *testing.T) {
 	events := newEventLog()
 	tierID, unpaidID, forgedID := common.HexToHash("0x21"), common.HexToHash("0x22"), common.HexToHash("0x23")
 	tx := common.HexToHash("0xaa")
+	blockedID := common.HexToHash("0x24")
 	paid := paymentsByID{tierID: {Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: tierID, TxHash: tx, Class: payment.Standard,
-		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
+		Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)},
+		blockedID: {Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: blockedID, TxHash: blockedID, Class: payment.Standard,
+			Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}}
 	p, l := startWith(t, paid, nil, nil, func(c *Config) { c.Events = events })
 	author := payerKey()
 	forger, _ := crypto.GenerateKey()
@@ -125,15 +128,16 @@ func TestRefusalsAndRejectionsAreEvents(t *testing.T) {
 		t.Fatalf("the matching proposal after a refused one: %v", err)
 	}
 
-	if _, _, err := p.Submit(context.Background(), submission(t, author, unpaidID, unpaidID, payment.Standard)); err != nil {
-		t.Fatal(err)
+	// Nothing unpaid is replicated: after its wait, an unpaid proposal is
+	// refused at intake (hold.go).
+	if _, _, err := p.Submit(context.Background(), submission(t, author, unpaidID, unpaidID, payment.Standard)); apierror.CodeOf(err) != apierror.PaymentNotFound {
+		t.Fatalf("unpaid: %v", err)
 	}
-	events.wait(t, fmt.Sprintf("rejected payment_not_found %s %s", wallet.Hex(), unpaidID.Hex()))
+	events.wait(t, fmt.Sprintf("refused payment_not_found %s %s", wallet.Hex(), unpaidID.Hex()))
 
 	l.mu.Lock()
 	l.accounts = map[[20]byte]*ledgerpb.GcAccount{wallet: {Wallet: wallet[:], ExecutedDebtMicros: 120_000_000}}
 	l.mu.Unlock()
-	blockedID := common.HexToHash("0x24")
 	if _, _, err := p.Submit(context.Background(), submission(t, author, blockedID, blockedID, payment.Standard)); apierror.CodeOf(err) != apierror.WriteBlockedGCDebt {
 		t.Fatalf("blocked: %v", err)
 	}

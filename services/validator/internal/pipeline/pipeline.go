@@ -119,9 +119,23 @@ type Config struct {
 	// Contract and ChainID are where valid payments come from.
 	Contract common.Address
 	ChainID  uint64
-	// PaymentWait is how long a proposal waits for its payment to be
-	// observed before it is rejected with payment_not_found.
+	// PaymentWait is how long a submission whose payment is not observed
+	// yet is held before it is refused, retryable, with nothing kept
+	// (hold.go); and how long a proposal an earlier version accepted
+	// unpaid waits before it is REJECTED payment_not_found.
 	PaymentWait time.Duration
+	// Feed is how far the chain feed has come on this node; required
+	// when VerifyPayments is set. Confirmations are the blocks a
+	// payment's block must be below the head the chain-watcher reports
+	// before the payment counts (ADR 0029: one bad publisher cannot mint).
+	Feed          Feed
+	Confirmations uint64
+	// HoldPerWallet, HoldPerClient and HoldBytes bound the submissions
+	// held for their payment (hold.go): per signing wallet, per client
+	// (WithClient), and the bytes of their messages on this node.
+	HoldPerWallet int
+	HoldPerClient int
+	HoldBytes     int
 	// MaxPending bounds proposals accepted but not yet applied; beyond it
 	// intake answers 429 overloaded.
 	MaxPending int
@@ -181,7 +195,10 @@ const recentOutcomes = 1 << 16
 func DefaultConfig() Config {
 	return Config{
 		VerifyPayments:     true,
-		PaymentWait:        2 * time.Minute,
+		PaymentWait:        15 * time.Second,
+		HoldPerWallet:      16,
+		HoldPerClient:      256,
+		HoldBytes:          64 << 20,
 		MaxPending:         10_000,
 		MaxBatch:           512,
 		MaxBatchBytes:      4 << 20,
@@ -211,6 +228,10 @@ func (c Config) validate() error {
 		return errors.New("pipeline: MicroBatch and MicroBatchBytes must be positive")
 	case c.CommitTimeout <= 0, c.AdoptInterval <= 0:
 		return errors.New("pipeline: CommitTimeout and AdoptInterval must be positive")
+	case c.HoldPerWallet <= 0, c.HoldPerClient <= 0, c.HoldBytes <= 0:
+		return errors.New("pipeline: HoldPerWallet, HoldPerClient and HoldBytes must be positive")
+	case c.VerifyPayments && c.Feed == nil:
+		return errors.New("pipeline: payments are verified but no chain feed is given")
 	case c.Now == nil:
 		return errors.New("pipeline: Now is nil")
 	}
@@ -239,6 +260,7 @@ type Pipeline struct {
 	keys    map[any]struct{}
 
 	stats    counters
+	held     holds
 	sender   senderState
 	verifier verifyState
 	// ingress and commits are the rates of proposals accepted and applied,
@@ -351,21 +373,24 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 		}
 	}
 	digest := sub.Digest()
+	// Nothing unpaid is replicated: wait for the payment here, unless the
+	// id's answer is known already (the same proposal, or a conflict).
+	if p.cfg.VerifyPayments && !p.answered(sub.ProposalID, digest) {
+		if err := p.awaitPayment(ctx, sub.ProposalID, sub.Wallet, len(sub.Message)); err != nil {
+			return status, false, err
+		}
+	}
 
 	rec, status, done, err := p.admit(sub, digest)
 	if done || err != nil {
 		return status, false, err
 	}
-	// Replicate before promising anything: the decision itself when it is
-	// known now (MOCK mode, or the payment already observed), one entry;
-	// otherwise the acceptance, and the decision follows.
-	item, decided, refused := p.decideNow(rec.GetProposal())
+	// Replicate the decision before promising anything: one entry, and a
+	// 202 then means the proposal is in the log.
+	item, refused := p.decideNow(rec.GetProposal())
 	if refused != nil {
 		p.forget(sub.ProposalID, digest)
 		return status, false, refused
-	}
-	if !decided {
-		item = &ledgerpb.BatchItem{Proposal: rec.GetProposal(), Accept: true}
 	}
 	select {
 	case p.decided <- item:
@@ -381,9 +406,6 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 			"the proposal was not replicated in time and may still be accepted; resubmit the same proposal to learn its status")
 	}
 	p.stats.accepted.Add(1)
-	if !decided {
-		p.enqueueVerify(rec)
-	}
 	return api.StatusFromRecord(applied), true, nil
 }
 
@@ -414,23 +436,52 @@ func (p *Pipeline) checkDebt(wallet common.Address) error {
 	return e
 }
 
-// decideNow decides a proposal at intake when nothing needs waiting for.
-// A payment observed that does not pay for the proposal (another payer,
-// transaction, class, too little) is refused with its 402 code and nothing
-// is replicated (ADR 0028): the id and its payment stay free for the
-// proposal the payer meant.
-func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (item *ledgerpb.BatchItem, decided bool, refused error) {
+// decideNow decides a proposal at intake: its payment was observed (the
+// hold) or is not verified (MOCK mode). A payment observed that does not
+// pay for the proposal (another payer, transaction, class, too little) is
+// refused with its 402 code and nothing is replicated (ADR 0028): the id
+// and its payment stay free for the proposal the payer meant. A payment a
+// reorg took back since the hold saw it is refused retryable, like one not
+// observed yet.
+func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (item *ledgerpb.BatchItem, refused error) {
 	var paid payment.ProposalPaid
 	if p.cfg.VerifyPayments {
 		var ok bool
-		if paid, ok = p.payments.Lookup(common.BytesToHash(prop.GetId())); !ok {
-			return nil, false, nil
+		id := common.BytesToHash(prop.GetId())
+		if paid, ok = p.observed(id); !ok {
+			e := apierror.New(apierror.PaymentNotFound, "the payment for proposal %s was taken back by a chain reorganization; nothing was kept, retry shortly", id.Hex())
+			e.RetryAfter = holdRetryAfter
+			return nil, e
 		}
 		if bad := payment.Check(paid, p.expectation(prop)); bad != nil {
-			return nil, false, bad
+			return nil, bad
 		}
 	}
-	return p.decide(prop, paid, true), true, nil
+	return p.decide(prop, paid, true), nil
+}
+
+// answered reports whether a submission of digest under id has its answer
+// in the records already (the same proposal's status, or a conflict) and
+// needs no payment looked for.
+func (p *Pipeline) answered(id, digest common.Hash) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	known, err := p.known(id)
+	return err != nil || (known != nil && !reusable(known, digest))
+}
+
+// known is the record that answers for id now (current), nil when there
+// is none. p.mu must be held.
+func (p *Pipeline) known(id common.Hash) (*ledgerpb.ProposalRecord, error) {
+	applied, _, err := p.record(id) // nil when absent
+	if err != nil {
+		return nil, fmt.Errorf("reading proposal record: %w", err)
+	}
+	var pending *ledgerpb.ProposalRecord
+	if pp, ok := p.pending[id]; ok {
+		pending = pp.record
+	}
+	return current(applied, pending), nil
 }
 
 // admit runs the guards that need the pending set. done is true when the
@@ -439,17 +490,13 @@ func (p *Pipeline) decideNow(prop *ledgerpb.Proposal) (item *ledgerpb.BatchItem,
 func (p *Pipeline) admit(sub *proposal.Submission, digest common.Hash) (rec *ledgerpb.ProposalRecord, status api.ProposalStatus, done bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	applied, _, err := p.record(sub.ProposalID) // nil when absent
+	known, err := p.known(sub.ProposalID)
 	if err != nil {
-		return nil, status, true, fmt.Errorf("reading proposal record: %w", err)
-	}
-	var pending *ledgerpb.ProposalRecord
-	if pp, ok := p.pending[sub.ProposalID]; ok {
-		pending = pp.record
+		return nil, status, true, err
 	}
 	// A REJECTED proposal did not spend its id (ADR 0028): another
 	// proposal may take it, and its decision replaces the record.
-	if known := current(applied, pending); known != nil && !reusable(known, digest) {
+	if known != nil && !reusable(known, digest) {
 		status, _, err = p.existing(known, common.BytesToHash(known.GetProposal().GetDigest()), digest)
 		return nil, status, true, err
 	}
@@ -775,8 +822,10 @@ type Stats struct {
 	// proposed again (refused, or not applied within CommitTimeout).
 	Changes    uint64 `json:"changes"`
 	Reproposed uint64 `json:"reproposed"`
-	// Verifiers are the payment matchers' counters.
+	// Verifiers are the payment matchers' counters; Holds the submissions
+	// waiting for their payment at intake (hold.go).
 	Verifiers VerifierStats `json:"verifiers"`
+	Holds     HoldStats     `json:"holds"`
 	// Queued are decided proposals waiting for the sender (in the decided
 	// channel or in its packing buffer, where MicroBatches in Buckets hold
 	// them); InFlight are proposed and not yet applied.
@@ -806,6 +855,7 @@ func (p *Pipeline) Stats() Stats {
 		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(), Finalized: p.stats.finalized.Load(),
 		Batches: p.stats.batches.Load(), Changes: p.stats.changes.Load(), Reproposed: p.stats.reproposed.Load(), Verifiers: p.verifierStats(),
+		Holds:              p.held.stats(),
 		Queued:             int(p.sender.queued.Load()) + len(p.decided),
 		MicroBatches:       int(p.sender.microBatches.Load()),
 		Buckets:            int(p.sender.buckets.Load()),
@@ -843,7 +893,7 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 		ProcessedCount:              st.Applied,
 		RejectedCount:               st.Rejected,
 		RejectedByReason:            st.Verifiers.Rejected,
-		AwaitingPayment:             st.Verifiers.Parked + st.Verifiers.Queued,
+		AwaitingPayment:             st.Verifiers.Parked + st.Verifiers.Queued + st.Holds.Waiting,
 		Verifiers:                   st.Verifiers.Workers,
 		BackpressureEvents:          st.BackpressureEvents,
 		IngressPerSec:               p.ingress.PerSecond(),

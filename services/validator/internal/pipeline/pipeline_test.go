@@ -256,6 +256,16 @@ func (p paymentsByID) Lookup(id common.Hash) (payment.ProposalPaid, bool) {
 // Changed never fires: the map does not change once the test built it.
 func (p paymentsByID) Changed() <-chan struct{} { return nil }
 
+// openFeed is a chain feed that vouches for every payment: its head is far
+// above any block of the tests, and it is never stale.
+type openFeed struct{}
+
+func (openFeed) Position() FeedPosition {
+	return FeedPosition{Known: true, Head: 1 << 40, Cursor: 1 << 40}
+}
+func (openFeed) Seen(common.Hash) (uint64, bool) { return 0, false }
+func (openFeed) Changed() <-chan struct{}        { return nil }
+
 type fixedEpoch uint64
 
 func (e fixedEpoch) Current() uint64 { return uint64(e) }
@@ -285,6 +295,7 @@ func startWith(t *testing.T, paid Payments, gate chan struct{}, epochs Epochs, e
 	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
 	cfg.Contract, cfg.ChainID = contract, 1337
 	cfg.PaymentWait = 200 * time.Millisecond
+	cfg.Feed = openFeed{}
 	cfg.AdoptInterval = 20 * time.Millisecond
 	edit(&cfg)
 	l := newLedger()
@@ -324,6 +335,23 @@ func submission(t *testing.T, key *ecdsa.PrivateKey, id, tx common.Hash, class p
 		t.Fatal(err)
 	}
 	return s
+}
+
+// acceptEarlier replicates the acceptance of sub, a PENDING record without
+// a decision, as versions before the hold did for a proposal whose payment
+// was not observed yet (ADR 0030): a leader adopts it and its verifiers
+// decide it (verifier.go).
+func acceptEarlier(t *testing.T, p *Pipeline, raft Proposer, sub *proposal.Submission) {
+	t.Helper()
+	prop := wireProposal(sub, sub.Digest(), p.cfg.Now(), p.epochs.Current())
+	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{
+		SealedAtMs: prop.GetAcceptedAtMs(), Epoch: prop.GetEpoch(), Items: []*ledgerpb.BatchItem{{Proposal: prop, Accept: true}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raft.Propose(context.Background(), data); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func final(t *testing.T, p *Pipeline, id common.Hash) api.ProposalStatus {
@@ -379,15 +407,13 @@ func TestPaymentOutcomes(t *testing.T) {
 	}
 
 	// The id and its payment stay free: the proposals the payments are
-	// for commit. The unpaid one is accepted PENDING and rejected at the
-	// end of its wait.
-	for _, id := range []common.Hash{paidID, tierID, txID, payerID, unpaidID} {
+	// for commit.
+	for _, id := range []common.Hash{paidID, tierID, txID, payerID} {
 		class := payment.Standard
 		if id == paidID {
 			class = payment.Express
 		}
-		s, created, err := p.Submit(context.Background(), submission(t, key, id, tx, class))
-		if err != nil || !created || (id == unpaidID) != (s.Status == api.StatusPending) {
+		if s, created, err := p.Submit(context.Background(), submission(t, key, id, tx, class)); err != nil || !created {
 			t.Fatalf("%s: %+v %v %v", id.Hex(), s, created, err)
 		}
 	}
@@ -396,24 +422,29 @@ func TestPaymentOutcomes(t *testing.T) {
 			t.Errorf("%s: %s %q, want COMMITTED", id.Hex(), s.Status, s.Reason)
 		}
 	}
-	if s := final(t, p, unpaidID); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentNotFound) {
-		t.Errorf("unpaid: %s %q", s.Status, s.Reason)
+	// Nothing unpaid is replicated: the unpaid one waits PaymentWait at
+	// intake, then is refused, retryable, and leaves no status.
+	_, _, err := p.Submit(context.Background(), submission(t, key, unpaidID, tx, payment.Standard))
+	if e := apierror.As(err); e == nil || e.Code != apierror.PaymentNotFound || !e.Retryable || e.RetryAfter <= 0 {
+		t.Fatalf("unpaid: %v", err)
+	}
+	if _, err := p.Status(unpaidID); apierror.CodeOf(err) != apierror.NotFound {
+		t.Fatalf("the unpaid proposal left a status (%v)", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for p.Stats().Pending != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // the sender drops applied proposals right after apply
 	}
-	if st := p.Stats(); st.Pending != 0 || st.Accepted != 5 || st.Verified != 4 || st.Rejected != 1 || st.Applied != 5 {
+	if st := p.Stats(); st.Pending != 0 || st.Accepted != 4 || st.Verified != 4 || st.Rejected != 0 || st.Applied != 4 || st.Holds.Waiting != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
 
-// TestMismatchAfterAcceptanceLeavesTheIDFree: a proposal accepted before
-// its id's payment was observed, then decided on a payment its signer did
-// not make, is REJECTED payment_payer_mismatch; the rejection does not
-// spend the id, and the payer's own proposal then commits on the payment.
-// A repeat of the rejected proposal answers its own record.
-func TestMismatchAfterAcceptanceLeavesTheIDFree(t *testing.T) {
+// TestHeldSubmissionRefusedOnMismatch: a thief's proposal submitted under
+// an id before its payment is observed waits at intake without taking the
+// id; when the owner's payment arrives it is refused 402
+// payment_payer_mismatch, and the owner's own proposal commits on it.
+func TestHeldSubmissionRefusedOnMismatch(t *testing.T) {
 	pays := payments.NewIndex()
 	p, _ := startWith(t, pays, nil, nil, func(c *Config) { c.PaymentWait = 10 * time.Second })
 	owner := payerKey()
@@ -421,21 +452,23 @@ func TestMismatchAfterAcceptanceLeavesTheIDFree(t *testing.T) {
 	id, tx := common.HexToHash("0x0301"), common.HexToHash("0xcc")
 
 	stolen := submission(t, thief, id, tx, payment.Standard)
-	if s, created, err := p.Submit(context.Background(), stolen); err != nil || !created || s.Status != api.StatusPending {
-		t.Fatalf("thief's submission: %+v %v %v", s, created, err)
-	}
-	// The id is held while the thief's proposal waits for its payment.
-	if _, _, err := p.Submit(context.Background(), submission(t, owner, id, tx, payment.Standard)); apierror.CodeOf(err) != apierror.ProposalIDConflict {
-		t.Fatalf("owner's submission while the thief's is pending: %v", err)
+	thiefDone := make(chan error, 1)
+	go func() {
+		_, _, err := p.Submit(context.Background(), stolen)
+		thiefDone <- err
+	}()
+	waitStats(t, p, "the thief's submission held", func(s Stats) bool { return s.Holds.Waiting == 1 })
+	if _, err := p.Status(id); apierror.CodeOf(err) != apierror.NotFound {
+		t.Fatalf("a held submission has a status (%v)", err)
 	}
 	pays.Observe(payment.ProposalPaid{Payer: payerWallet(), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: tx,
 		Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)})
-	if s := final(t, p, id); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentPayerMismatch) {
-		t.Fatalf("thief's proposal: %s %q", s.Status, s.Reason)
+	if err := <-thiefDone; apierror.CodeOf(err) != apierror.PaymentPayerMismatch {
+		t.Fatalf("thief's submission: %v", err)
 	}
 	s, created, err := p.Submit(context.Background(), submission(t, owner, id, tx, payment.Standard))
 	if err != nil || !created {
-		t.Fatalf("owner's submission after the rejection: %+v %v %v", s, created, err)
+		t.Fatalf("owner's submission: %+v %v %v", s, created, err)
 	}
 	if s := final(t, p, id); s.Status != api.StatusCommitted || !strings.EqualFold(s.Wallet, payerWallet().Hex()) || s.Payment == nil {
 		t.Fatalf("owner's proposal: %+v", s)
@@ -510,7 +543,8 @@ func TestIntakeGuards(t *testing.T) {
 		return a, b
 	}()
 	id := common.HexToHash("0x09")
-	p, _ := start(t, paymentsByID{})
+	p, _ := start(t, paymentsByID{id: {Payer: crypto.PubkeyToAddress(key.PublicKey), ChainID: 1337, Contract: contract, ProposalID: id, TxHash: id,
+		Class: payment.Standard, Token: payment.ETH, Amount: payment.Standard.Price(payment.ETH)}})
 	forged := submission(t, other, id, id, payment.Standard)
 	forged.Wallet = crypto.PubkeyToAddress(key.PublicKey)
 	if _, _, err := p.Submit(context.Background(), forged); apierror.CodeOf(err) != apierror.InvalidSignature {
@@ -863,13 +897,14 @@ func TestWalletLimit(t *testing.T) {
 	}
 }
 
-// TestVerifiersParkUnpaidProposals accepts many proposals whose payments
-// have not been observed: they wait parked, without a goroutine each; as
-// payments arrive they are decided; the rest are REJECTED payment_not_found
-// when their wait is over, counted by reason.
+// TestVerifiersParkUnpaidProposals: many proposals accepted before their
+// payments were observed (by an earlier version) are adopted and wait
+// parked, without a goroutine each; as payments arrive they are decided;
+// the rest are REJECTED payment_not_found when their wait is over, counted
+// by reason.
 func TestVerifiersParkUnpaidProposals(t *testing.T) {
 	pays := payments.NewIndex()
-	p, _ := startWith(t, pays, nil, nil, func(c *Config) { c.PaymentWait, c.Verifiers = 3*time.Second, 2 })
+	p, l := startWith(t, pays, nil, nil, func(c *Config) { c.PaymentWait, c.Verifiers = 3*time.Second, 2 })
 
 	key := payerKey()
 	const n = 200
@@ -877,9 +912,7 @@ func TestVerifiersParkUnpaidProposals(t *testing.T) {
 	goroutines := runtime.NumGoroutine()
 	for i := range ids {
 		ids[i] = common.BigToHash(big.NewInt(int64(5000 + i)))
-		if s, _, err := p.Submit(context.Background(), submission(t, key, ids[i], ids[i], payment.Standard)); err != nil || s.Status != api.StatusPending {
-			t.Fatalf("submit %d: %+v %v", i, s, err)
-		}
+		acceptEarlier(t, p, l, submission(t, key, ids[i], ids[i], payment.Standard))
 	}
 	waitStats(t, p, "all parked", func(s Stats) bool { return s.Verifiers.Parked == n })
 	if q := p.QueueStats(); q.AwaitingPayment != n || q.Verifiers != 2 {

@@ -130,6 +130,7 @@ func startOnMachine(t *testing.T, index *payments.Index, edit func(*Config)) (*P
 	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
 	cfg.Contract, cfg.ChainID = contract, 1337
 	cfg.PaymentWait, cfg.AdoptInterval, cfg.FinalizeInterval = 300*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
+	cfg.Feed = openFeed{}
 	edit(&cfg)
 	l := newMachineLedger(t)
 	p, err := New(cfg, zap.NewNop(), l, l, index, fixedEpoch(7))
@@ -183,7 +184,7 @@ func waitRecord(t *testing.T, l *machineLedger, id common.Hash, what string, ok 
 func TestParkedProposalWithRetractedPayment(t *testing.T) {
 	index := payments.NewIndex()
 	events := newEventLog()
-	p, _ := startOnMachine(t, index, func(c *Config) { c.Events = events })
+	p, l := startOnMachine(t, index, func(c *Config) { c.Events = events })
 	key := payerKey()
 	gone, back := common.HexToHash("0x0a"), common.HexToHash("0x0b")
 	for _, id := range []common.Hash{gone, back} {
@@ -191,9 +192,7 @@ func TestParkedProposalWithRetractedPayment(t *testing.T) {
 		index.Observe(retraction(paidIn(id, id, 0x10)))
 	}
 	for _, id := range []common.Hash{gone, back} {
-		if s, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil || s.Status != api.StatusPending {
-			t.Fatalf("submit %s: %+v %v", id.Hex(), s, err)
-		}
+		acceptEarlier(t, p, l, submission(t, key, id, id, payment.Standard))
 	}
 	waitStats(t, p, "both parked", func(s Stats) bool { return s.Verifiers.Parked == 2 })
 	index.Observe(paidIn(back, back, 0x11)) // re-mined in another block
@@ -223,9 +222,8 @@ func TestRetractionBeforeCommitStopsDecision(t *testing.T) {
 	p, l := startOnMachine(t, index, func(c *Config) { c.PaymentWait, c.Events = 5*time.Second, events })
 	key := payerKey()
 	id := common.HexToHash("0x0c")
-	if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
-		t.Fatal(err)
-	}
+	acceptEarlier(t, p, l, submission(t, key, id, id, payment.Standard))
+	waitStats(t, p, "adopted and parked", func(s Stats) bool { return s.Verifiers.Parked == 1 })
 	hold := make(chan struct{})
 	l.hold.Store(&hold)
 	index.Observe(paidIn(id, id, 0x20)) // decided VERIFIED; the decision waits at raft
@@ -346,9 +344,8 @@ func TestReadoptedPaymentIsRestored(t *testing.T) {
 	t.Run("decision on its way", func(t *testing.T) {
 		id := common.HexToHash("0x1b")
 		paid := paidIn(id, id, 0x41)
-		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
-			t.Fatal(err)
-		}
+		acceptEarlier(t, p, l, submission(t, key, id, id, payment.Standard))
+		waitStats(t, p, "adopted and parked", func(s Stats) bool { return s.Verifiers.Parked == 1 })
 		hold := make(chan struct{})
 		l.hold.Store(&hold)
 		defer l.hold.Store(nil)
@@ -371,9 +368,7 @@ func TestReadoptedPaymentIsRestored(t *testing.T) {
 		paid := paidIn(id, id, 0x42)
 		index.Observe(paid)
 		index.Observe(retraction(paid))
-		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
-			t.Fatal(err)
-		}
+		acceptEarlier(t, p, l, submission(t, key, id, id, payment.Standard))
 		waitRecord(t, l, id, "marked while parked", func(r *ledgerpb.ProposalRecord) bool {
 			return r.GetStatus() == ledgerpb.Status_STATUS_PENDING && r.GetPaymentOrphaned() != nil
 		})

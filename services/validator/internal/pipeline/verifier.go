@@ -15,14 +15,18 @@ import (
 )
 
 // Verifiers decide the accepted proposals whose payment intake did not find
-// (ADR 0007). A pool of Config.Verifiers workers, sized to the cores,
+// (ADR 0007). Intake no longer accepts a proposal unpaid (hold.go, ADR
+// 0030): what they decide are the proposals earlier versions accepted, and
+// a new leader adopts. A pool of Config.Verifiers workers, sized to the cores,
 // checks each proposal against the payment index; a proposal whose payment
 // is not observed yet is parked, not given a goroutine of its own. One
 // parker holds the parked proposals: when the index changes it looks them
 // up again (at most every parkScanInterval, so a busy chain does not turn
 // into a busy loop) and hands back those now paid; when a proposal's wait
 // (PaymentWait since its acceptance) is over it is REJECTED
-// payment_not_found, or payment_orphaned when a payment was observed and a
+// payment_not_found, if the chain feed is not stale (a missing payment is
+// never declared on a stale feed: the proposal waits another PaymentWait),
+// or payment_orphaned when a payment was observed and a
 // chain reorganization took it back (reorgs.go): the proposal was paid, on
 // a branch the chain abandoned, and the new branch did not mine the payment
 // again within the wait.
@@ -94,7 +98,7 @@ func (p *Pipeline) verifyWorker(ctx context.Context) {
 				continue
 			}
 			id := common.BytesToHash(rec.GetProposal().GetId())
-			if paid, ok := p.payments.Lookup(id); ok && !p.awaitsRestore(id, paid) {
+			if paid, ok := p.observed(id); ok && !p.awaitsRestore(id, paid) {
 				p.dispatch(rec, paid, true)
 				continue
 			}
@@ -180,12 +184,12 @@ func (p *Pipeline) parker(ctx context.Context) {
 	defer timer.Stop()
 	// changed is taken before each scan, so a payment observed during the
 	// scan closes it and is looked at by the next one.
-	changed := p.payments.Changed()
+	changed, feedChanged := p.payments.Changed(), p.cfg.Feed.Changed()
 	// recheck is set while a waiting proposal's payment awaits its
 	// restoration (awaitsRestore).
 	var recheck <-chan time.Time
 	ready := func(id common.Hash) (payment.ProposalPaid, bool) {
-		paid, ok := p.payments.Lookup(id)
+		paid, ok := p.observed(id)
 		if ok && p.awaitsRestore(id, paid) {
 			if recheck == nil {
 				recheck = time.After(restoreRecheck)
@@ -213,6 +217,9 @@ func (p *Pipeline) parker(ctx context.Context) {
 			}
 			waiting[id] = w
 			heap.Push(&deadlines, deadline{id, w.deadline})
+		case <-feedChanged:
+			feedChanged = p.cfg.Feed.Changed()
+			p.dispatchReady(waiting, ready)
 		case <-changed:
 			if wait := parkScanInterval - time.Since(lastScan); wait > 0 {
 				select {
@@ -239,9 +246,15 @@ func (p *Pipeline) parker(ctx context.Context) {
 				// One last look: the payment may have arrived since the
 				// scan. One still awaiting its restoration is decided
 				// now too: its wait is over.
-				paid, found := p.payments.Lookup(d.id)
+				paid, found := p.observed(d.id)
 				if !found && p.orphaned(d.id) {
 					p.dispatchOrphaned(w.rec)
+					continue
+				}
+				if !found && p.cfg.Feed.Position().Stale != "" {
+					w.deadline = now.Add(p.cfg.PaymentWait)
+					waiting[d.id] = w
+					heap.Push(&deadlines, deadline{d.id, w.deadline})
 					continue
 				}
 				p.dispatch(w.rec, paid, found)

@@ -1,0 +1,56 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+)
+
+// watcherLagStale is how far the chain-watcher's cursor may trail the
+// chain's safe block before the feed counts as stale: a watcher keeping up
+// trails by a poll's blocks; one catching up after a stop, by far more,
+// and payments of recent blocks are not published yet.
+const watcherLagStale = 64
+
+// chainFeed is the pipeline's view of the chain feed (pipeline.Feed): the
+// chain-watcher's status and this validator's payment follower.
+type chainFeed struct {
+	status   *payments.ChainStatus
+	follower *payments.Follower
+	now      func() time.Time
+}
+
+func (f *chainFeed) Position() pipeline.FeedPosition {
+	s, at, ok := f.status.Latest()
+	if !ok {
+		return pipeline.FeedPosition{Stale: "no status from the chain-watcher yet"}
+	}
+	pos := pipeline.FeedPosition{Known: true, Head: s.Head.Number}
+	if s.Cursor != nil {
+		pos.Cursor = s.Cursor.Number
+	}
+	switch age := f.now().Sub(at); {
+	case age > payments.StatusStale:
+		pos.Stale = fmt.Sprintf("the chain-watcher's last status is %s old", age.Round(time.Second))
+	case s.Safe > pos.Cursor+watcherLagStale:
+		pos.Stale = fmt.Sprintf("the chain-watcher has published payments up to block %d, %d blocks behind the chain", pos.Cursor, s.Safe-pos.Cursor)
+	case f.follower.Behind():
+		pos.Stale = "this validator's payment index has not read the whole payment stream yet"
+	}
+	return pos
+}
+
+func (f *chainFeed) Seen(id common.Hash) (uint64, bool) {
+	for _, p := range f.status.PendingAll() {
+		if p.ProposalID == id {
+			return p.BlockNumber, true
+		}
+	}
+	return 0, false
+}
+
+func (f *chainFeed) Changed() <-chan struct{} { return f.status.Changed() }

@@ -1,0 +1,218 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/payment"
+)
+
+// The hold (ADR 0030). With payments verified, nothing unpaid is
+// replicated: a submission whose payment this node has not observed (with
+// its confirmations) waits here, on the request's goroutine, before it
+// takes a place in the pending set or a byte of the raft log. It goes on
+// the moment the payment is observed, or is refused when PaymentWait is
+// over, retryable and with nothing kept:
+//
+//   - 503 payment_feed_stale when the feed cannot tell (no recent status
+//     from the chain-watcher, the watcher far behind the chain, this node's
+//     payment index behind the stream): a missing payment is never declared
+//     on a stale feed;
+//   - otherwise 402 payment_not_found, which says what the feed knows: the
+//     payment seen on chain and not confirmed yet, or no payment in any
+//     block up to the head when the submission arrived (the watcher's cursor
+//     has passed it and the index holds all it published), or not observed
+//     yet.
+//
+// Waiting submissions are bounded per wallet, per client and in bytes
+// (their messages): past a bound a submission is refused at once, 402
+// payment_not_found, retryable. So fresh keys flooding unpaid proposals
+// cost the cluster nothing but this node's bounded memory and their own
+// requests, and the pending set, the raft log and paying users' capacity
+// are left alone.
+
+// Feed is how far the chain feed has come on this node: what the
+// chain-watcher reports and whether this node's payment index holds all it
+// published. Its methods are safe for concurrent use and return at once.
+type Feed interface {
+	// Position returns the feed's latest figures.
+	Position() FeedPosition
+	// Seen returns the block of the payment for id that the watcher has
+	// seen on chain and not published yet (too few confirmations).
+	Seen(id common.Hash) (block uint64, ok bool)
+	// Changed is closed at the feed's next change (a new watcher status).
+	Changed() <-chan struct{}
+}
+
+// FeedPosition is the chain feed as one node sees it.
+type FeedPosition struct {
+	// Known is false before the chain-watcher's first status.
+	Known bool
+	// Head is the chain's head block as the watcher last reported it;
+	// Cursor the last block whose payments it has all published.
+	Head, Cursor uint64
+	// Stale names why the feed cannot be trusted to be complete now, ""
+	// when it can: a missing or old watcher status, the watcher behind
+	// the chain, this node's payment index behind the stream.
+	Stale string
+}
+
+// clientKey is the context key of the client a submission came from.
+type clientKey struct{}
+
+// WithClient returns ctx naming the client (an address or its /64) a
+// submission came from; the hold bounds each client's waiting submissions.
+// Without one, only the wallet and byte bounds apply.
+func WithClient(ctx context.Context, client string) context.Context {
+	return context.WithValue(ctx, clientKey{}, client)
+}
+
+func clientOf(ctx context.Context) string {
+	c, _ := ctx.Value(clientKey{}).(string)
+	return c
+}
+
+// holdRetryAfter is the Retry-After of a refusal by the hold: about a
+// poll of the watcher, so a client's retry finds its next figures.
+const holdRetryAfter = 2 * time.Second
+
+// holds counts the submissions waiting for their payment.
+type holds struct {
+	mu       sync.Mutex
+	count    int
+	bytes    int
+	byWallet map[common.Address]int
+	byClient map[string]int
+	// refused counts the submissions refused at once, a bound reached.
+	refused uint64
+}
+
+// take reserves a place for one waiting submission of wallet and client
+// carrying n bytes; release frees it. ok is false at a bound.
+func (h *holds) take(cfg Config, wallet common.Address, client string, n int) (release func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byWallet == nil {
+		h.byWallet, h.byClient = map[common.Address]int{}, map[string]int{}
+	}
+	if h.byWallet[wallet] >= cfg.HoldPerWallet || (client != "" && h.byClient[client] >= cfg.HoldPerClient) || h.bytes+n > cfg.HoldBytes {
+		h.refused++
+		return nil, false
+	}
+	h.count++
+	h.bytes += n
+	h.byWallet[wallet]++
+	if client != "" {
+		h.byClient[client]++
+	}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.count--
+		h.bytes -= n
+		if h.byWallet[wallet]--; h.byWallet[wallet] == 0 {
+			delete(h.byWallet, wallet)
+		}
+		if client != "" {
+			if h.byClient[client]--; h.byClient[client] == 0 {
+				delete(h.byClient, client)
+			}
+		}
+	}, true
+}
+
+// HoldStats are the hold's figures (see Stats).
+type HoldStats struct {
+	Waiting int    `json:"waiting"`
+	Bytes   int    `json:"bytes"`
+	Refused uint64 `json:"refusedAtBound"` // refused at once, a bound reached
+}
+
+func (h *holds) stats() HoldStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return HoldStats{Waiting: h.count, Bytes: h.bytes, Refused: h.refused}
+}
+
+// observed returns the payment observed for id once it has its
+// confirmations: its block at least Confirmations below the head the
+// chain-watcher reports. A payment the watcher's status does not yet
+// vouch for (one published by anyone but an honest watcher ahead of its
+// status, or none received) is not observed yet.
+func (p *Pipeline) observed(id common.Hash) (payment.ProposalPaid, bool) {
+	paid, ok := p.payments.Lookup(id)
+	if !ok {
+		return paid, false
+	}
+	pos := p.cfg.Feed.Position()
+	return paid, pos.Known && paid.BlockNumber+p.cfg.Confirmations <= pos.Head
+}
+
+// awaitPayment holds a submission until its payment is observed (nil), or
+// refuses it (see the package's hold above). n is what the submission
+// weighs: its message.
+func (p *Pipeline) awaitPayment(ctx context.Context, id common.Hash, wallet common.Address, n int) error {
+	if _, ok := p.observed(id); ok {
+		return nil
+	}
+	release, ok := p.held.take(p.cfg, wallet, clientOf(ctx), n)
+	if !ok {
+		e := apierror.New(apierror.PaymentNotFound,
+			"the payment for proposal %s is not observed yet, and too many submissions are already waiting for theirs; retry shortly", id.Hex())
+		e.RetryAfter = holdRetryAfter
+		return e
+	}
+	defer release()
+	arrival := p.cfg.Feed.Position()
+	timer := time.NewTimer(p.cfg.PaymentWait)
+	defer timer.Stop()
+	for {
+		// Taken before looking, so a change in between wakes the wait.
+		paymentsChanged, feedChanged := p.payments.Changed(), p.cfg.Feed.Changed()
+		if _, ok := p.observed(id); ok {
+			return nil
+		}
+		select {
+		case <-paymentsChanged:
+		case <-feedChanged:
+		case <-timer.C:
+			return p.notObserved(id, arrival)
+		case <-ctx.Done():
+			return apierror.New(apierror.Timeout, "the request ended while the proposal waited for its payment; nothing was kept: resubmit it")
+		}
+	}
+}
+
+// notObserved is the refusal of a submission whose payment did not come
+// within its wait; arrival is the feed when the submission arrived.
+func (p *Pipeline) notObserved(id common.Hash, arrival FeedPosition) error {
+	pos := p.cfg.Feed.Position()
+	if pos.Stale != "" {
+		e := apierror.New(apierror.PaymentFeedStale,
+			"cannot tell whether proposal %s is paid: %s; nothing was kept, retry later", id.Hex(), pos.Stale)
+		e.Details = map[string]any{"cause": pos.Stale}
+		e.RetryAfter = 2 * holdRetryAfter
+		return e
+	}
+	var e *apierror.Error
+	switch block, seen := p.cfg.Feed.Seen(id); {
+	case seen:
+		e = apierror.New(apierror.PaymentNotFound,
+			"the payment for proposal %s is in block %d and has %d of the %d confirmations required; nothing was kept, retry then",
+			id.Hex(), block, pos.Head-min(pos.Head, block), p.cfg.Confirmations)
+	case arrival.Known && pos.Cursor >= arrival.Head:
+		e = apierror.New(apierror.PaymentNotFound,
+			"no payment for proposal %s in the chain up to block %d, the head when it arrived; nothing was kept: pay, then resubmit", id.Hex(), arrival.Head)
+		e.Details = map[string]any{"checkedThroughBlock": arrival.Head}
+	default:
+		e = apierror.New(apierror.PaymentNotFound,
+			"the payment for proposal %s is not observed yet (the chain-watcher has published up to block %d); nothing was kept, retry shortly",
+			id.Hex(), pos.Cursor)
+	}
+	e.RetryAfter = holdRetryAfter
+	return e
+}
