@@ -72,13 +72,20 @@ func TestChainViewReachesOperators(t *testing.T) {
 	}
 
 	// Pay, submit at once, and follow the transaction: OBSERVED while it
-	// waits for its confirmations, then CONFIRMED (or straight MATCHED).
+	// waits for its confirmations (the submission is held meanwhile, ADR
+	// 0030), then CONFIRMED (or straight MATCHED).
 	key := devKey(t, 6)
 	p := &ledgerclient.Proposal{ContentType: "page", Class: payment.Standard, Message: []byte(`{"title":"observed first"}`)}
 	tx := pay(t, n, key, p)
-	if _, _, err := submit(t, n, key, p, tx); err != nil {
+	form, _, err := ledgerclient.Form(n.Config, key, p, tx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := n.Client.Submit(context.Background(), p.Action, form)
+		submitted <- err
+	}()
 	var seen []string
 	var observed api.Transaction
 	summaryObserved := false
@@ -103,6 +110,9 @@ func TestChainViewReachesOperators(t *testing.T) {
 		}
 		return got.State == api.TxMatched
 	})
+	if err := <-submitted; err != nil {
+		t.Fatalf("the submission held for its payment: %v", err)
+	}
 	if len(seen) < 2 || seen[0] != api.TxObserved || seen[len(seen)-1] != api.TxMatched {
 		t.Fatalf("states seen %v", seen)
 	}
@@ -112,7 +122,7 @@ func TestChainViewReachesOperators(t *testing.T) {
 	op := observed.Payments[0]
 	if op.ProposalID != p.ID.Hex() || op.State != api.TxObserved || op.Confirmations >= confirmations ||
 		op.Amount != payment.Standard.Price(payment.ETH).String() || op.Class != "STANDARD" ||
-		!slices.Equal(states(op.History), []string{api.TxObserved}) || op.ProposalStatus == nil || *op.ProposalStatus != api.StatusPending {
+		!slices.Equal(states(op.History), []string{api.TxObserved}) || op.ProposalStatus != nil { // held, not replicated
 		t.Fatalf("observed payment %+v", op)
 	}
 	if !summaryObserved {

@@ -186,16 +186,18 @@ func TestPaidWriteEndToEnd(t *testing.T) {
 	}
 }
 
-// TestPaymentRejections: each payment fault ends REJECTED with its reason and
-// writes no content.
+// TestPaymentRejections: each payment fault is refused with its code, and
+// nothing of the proposal is kept (no status, no content).
 func TestPaymentRejections(t *testing.T) {
 	n := harness.Start(t, harness.Options{PaymentWait: 3 * time.Second})
 	key := devKey(t, 2)
 
+	// Nothing unpaid is replicated (ADR 0030): held for PAYMENT_WAIT, then
+	// refused, retryable.
 	t.Run("unpaid", func(t *testing.T) {
 		p := &ledgerclient.Proposal{Message: []byte("never paid")}
 		p.ID = ledgerclient.NewProposalID()
-		assertRejected(t, n, key, p, common.HexToHash("0xabcdef"), apierror.PaymentNotFound)
+		assertRefused(t, n, key, p, common.HexToHash("0xabcdef"), apierror.PaymentNotFound)
 	})
 	// A payment observed that does not match is refused at intake and
 	// spends nothing (ADR 0028; binding_test.go has the attacks).
@@ -227,28 +229,8 @@ func TestPaymentRejections(t *testing.T) {
 		if _, err := n.Chain.WaitMined(context.Background(), tx.Hash()); err == nil {
 			t.Fatal("an underpayment did not revert")
 		}
-		assertRejected(t, n, key, p, tx.Hash(), apierror.PaymentNotFound)
+		assertRefused(t, n, key, p, tx.Hash(), apierror.PaymentNotFound)
 	})
-}
-
-func assertRejected(t *testing.T, n *harness.Network, key *ecdsa.PrivateKey, p *ledgerclient.Proposal, tx common.Hash, reason apierror.Code) {
-	t.Helper()
-	sub, path, err := submit(t, n, key, p, tx)
-	if err != nil || sub.HTTPStatus != http.StatusAccepted {
-		t.Fatalf("submit: %+v %v", sub, err)
-	}
-	s := final(t, n, p.ID)
-	if s.Status != api.StatusRejected || s.Reason != string(reason) {
-		t.Fatalf("status %s (%s), want REJECTED %s", s.Status, s.Reason, reason)
-	}
-	if code := exploreStatus(t, n, path); code != http.StatusNotFound {
-		t.Fatalf("a rejected proposal wrote %s (%d)", path, code)
-	}
-	// A rejected id is spent: the same proposal answers its REJECTED status.
-	again, _, err := submit(t, n, key, p, tx)
-	if err != nil || again.HTTPStatus != http.StatusOK || again.Existing.Status != api.StatusRejected {
-		t.Fatalf("resubmitting a rejected proposal: %+v %v", again, err)
-	}
 }
 
 // TestIntakeRejections: refused at intake, each with the error body of ADR

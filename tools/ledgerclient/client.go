@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,12 @@ type Client struct {
 	BaseURL string       // e.g. http://127.0.0.1:8090
 	Token   string       // bearer token, when the validator requires one
 	HTTP    *http.Client // nil: a client with a 90 s timeout
+	// PaymentRetry is how long a submission refused for its payment and
+	// retryable (payment_not_found: not observed yet; payment_feed_stale:
+	// the validator cannot tell) is sent again, after each Retry-After.
+	// Nothing is kept of a refused submission, so a retry is the only way
+	// on. 0: no retry, the refusal is returned.
+	PaymentRetry time.Duration
 }
 
 func (c *Client) http() *http.Client {
@@ -68,6 +75,9 @@ func (c *Client) do(req *http.Request, out any) (int, error) {
 	if resp.StatusCode >= 300 {
 		var eb apierror.Body
 		if json.Unmarshal(body, &eb) == nil && eb.Error != nil {
+			if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+				eb.Error.RetryAfter = time.Duration(secs) * time.Second
+			}
 			return resp.StatusCode, eb.Error
 		}
 		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(body)))
@@ -144,7 +154,30 @@ func (c *Client) Submit(ctx context.Context, action proposal.Action, form url.Va
 // SubmitAndWait submits and lets the validator hold the answer until the
 // proposal is decided or wait passes: one request for a write and its
 // outcome. The receipt's status is the status when the answer was given.
+//
+// With PaymentRetry set, a retryable payment refusal is sent again until
+// PaymentRetry has passed since the first attempt.
 func (c *Client) SubmitAndWait(ctx context.Context, action proposal.Action, form url.Values, wait time.Duration) (Submitted, error) {
+	until := time.Now().Add(c.PaymentRetry)
+	for {
+		out, err := c.submit(ctx, action, form, wait)
+		e := apierror.As(err)
+		if e == nil || !e.Retryable || (e.Code != apierror.PaymentNotFound && e.Code != apierror.PaymentFeedStale) {
+			return out, err
+		}
+		pause := max(e.RetryAfter, time.Second)
+		if time.Now().Add(pause).After(until) {
+			return out, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return out, err
+		}
+	}
+}
+
+func (c *Client) submit(ctx context.Context, action proposal.Action, form url.Values, wait time.Duration) (Submitted, error) {
 	route := "/v1/propose-write"
 	if action == proposal.Delete {
 		route = "/v1/propose-delete"

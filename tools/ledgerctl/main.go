@@ -127,8 +127,14 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 }
 
+// paymentRetry is how long ledgerctl resubmits a proposal whose payment
+// the validators have not observed yet: a payment is published after its
+// confirmations, 12 blocks of 12 s on mainnet, and a chain-watcher that was
+// stopped may take longer to catch up.
+const paymentRetry = 10 * time.Minute
+
 func (c *commonFlags) client() *ledgerclient.Client {
-	return &ledgerclient.Client{BaseURL: c.validator, Token: c.token}
+	return &ledgerclient.Client{BaseURL: c.validator, Token: c.token, PaymentRetry: paymentRetry}
 }
 
 // operatorClient calls the validator's operator lane.
