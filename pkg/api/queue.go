@@ -14,7 +14,8 @@ const (
 
 // QueueStats is the body of GET /v1/proposals/queue/stats: the contract's
 // "Queue statistics fields", as the leader's pipeline sees them (a
-// follower holds no queue and reports zeros).
+// follower holds no queue and reports zeros for it; its cumulative
+// counters are the replicated ones, like the leader's).
 type QueueStats struct {
 	ContractVersion string `json:"contractVersion"`
 	// BackpressureActive: decided proposals wait because the in-flight
@@ -42,13 +43,27 @@ type QueueStats struct {
 	CurrentEpoch            uint64                    `json:"currentEpoch"`
 	FinalizedEpoch          uint64                    `json:"finalizedEpoch"`
 	EpochsUntilFinality     uint64                    `json:"epochsUntilFinality"`
-	// Cumulative counters of this validator's pipeline since it started.
-	VerifiedCount       uint64 `json:"verifiedCount"`
-	TotalFinalizedCount uint64 `json:"totalFinalizedCount"`
-	ProcessedCount      uint64 `json:"processedCount"` // decided proposals applied
-	RejectedCount       uint64 `json:"rejectedCount"`
-	// RejectedByReason splits RejectedCount by reason code.
-	RejectedByReason map[string]uint64 `json:"rejectedByReason"`
+	// The cumulative counters are derived from the replicated proposal
+	// counts of the applied state, not from a process's memory: every
+	// validator holds the same at one applied index, and they survive
+	// restarts and leader changes without falling back. A decision
+	// counts once applied:
+	//   - VerifiedCount: proposals that passed verification and
+	//     committed (COMMITTED or FINALIZED). A decision still on its way
+	//     through raft counts once applied (see QueuedProposals and
+	//     BackpressurePendingRawCount); one the verifiers passed but apply
+	//     rejected (GC debt, an invalid field) counts in RejectedCount.
+	//   - TotalFinalizedCount: committed proposals whose epoch is final.
+	//   - ProcessedCount: decided proposals applied, VerifiedCount +
+	//     RejectedCount. An id a rejected proposal left free and a later
+	//     proposal committed under (ADR 0028) counts both decisions.
+	//   - RejectedCount: proposals rejected, RejectedByReason by reason
+	//     code.
+	VerifiedCount       uint64            `json:"verifiedCount"`
+	TotalFinalizedCount uint64            `json:"totalFinalizedCount"`
+	ProcessedCount      uint64            `json:"processedCount"`
+	RejectedCount       uint64            `json:"rejectedCount"`
+	RejectedByReason    map[string]uint64 `json:"rejectedByReason"`
 	// AwaitingPayment counts accepted proposals whose payment the
 	// verifiers have not seen yet; Verifiers is the size of their pool.
 	AwaitingPayment    int    `json:"awaitingPayment"`

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -83,6 +84,10 @@ type Records interface {
 	// DebtTxSpent reports whether the DebtPaid log logIndex of transaction
 	// tx has paid a debt (its GcPay was applied).
 	DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error)
+	// Counts returns the cumulative counts of the decisions applied, and
+	// the applied index they are at: the same on every validator at one
+	// index, kept across restarts. The counts must not be modified.
+	Counts() (*ledgerpb.ProposalCounts, uint64)
 }
 
 // Payments finds the payment observed for a proposal id, and the debt
@@ -888,16 +893,21 @@ func (p *Pipeline) QueueStats() api.QueueStats {
 		CurrentEpoch:                current,
 		FinalizedEpoch:              finalized,
 		EpochsUntilFinality:         current - min(finalized, current),
-		VerifiedCount:               st.Verified,
-		TotalFinalizedCount:         st.Finalized,
-		ProcessedCount:              st.Applied,
-		RejectedCount:               st.Rejected,
-		RejectedByReason:            st.Verifiers.Rejected,
 		AwaitingPayment:             st.Verifiers.Parked + st.Verifiers.Queued + st.Holds.Waiting,
 		Verifiers:                   st.Verifiers.Workers,
 		BackpressureEvents:          st.BackpressureEvents,
 		IngressPerSec:               p.ingress.PerSecond(),
 		CommitPerSec:                p.commits.PerSecond(),
+	}
+	// The cumulative counters come from the applied state, not from this
+	// process's counters: every validator reports the same figures, and
+	// they neither restart at zero nor fall back at a leader change.
+	counts, _ := p.records.Counts()
+	q.VerifiedCount, q.TotalFinalizedCount = counts.GetCommitted(), counts.GetFinalized()
+	q.ProcessedCount = counts.GetCommitted() + counts.GetRejected()
+	q.RejectedCount, q.RejectedByReason = counts.GetRejected(), maps.Clone(counts.GetRejectedByReason())
+	if q.RejectedByReason == nil {
+		q.RejectedByReason = map[string]uint64{}
 	}
 	oldest := map[uint64]int64{} // epoch -> earliest acceptance, ms
 	p.mu.Lock()
