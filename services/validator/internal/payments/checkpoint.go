@@ -58,19 +58,34 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// checkpoint is the index's content at stream sequence seq.
+// checkpoint is the index's content at stream sequence seq, in the
+// index's sweep order (chain order), so that a restored index prunes in
+// the same order.
 type checkpoint struct {
 	seq           uint64
 	streamCreated int64 // unix ns
-	payments      []dated[payment.ProposalPaid]
-	retractions   []dated[payment.ProposalPaid]
-	debts         []payment.DebtPaid
+	records       []record
 }
 
-// dated is an entry with when this validator observed it, unix ms.
-type dated[T any] struct {
-	v  T
-	at int64
+// record is one entry of the index: a current payment, a retraction (kept
+// before its id's payment, as Observe needs them), or a debt payment; at
+// is when this validator observed the payment or the retraction, unix ms.
+type record struct {
+	kind byte
+	at   int64
+	pay  payment.ProposalPaid
+	debt payment.DebtPaid
+}
+
+// count returns the records of kind.
+func (cp checkpoint) count(kind byte) int {
+	n := 0
+	for _, r := range cp.records {
+		if r.kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // snapshot returns the index's content, or ok false before it holds any
@@ -82,42 +97,29 @@ func (ix *Index) snapshot() (cp checkpoint, ok bool) {
 		return checkpoint{}, false
 	}
 	cp = checkpoint{seq: ix.consumed, streamCreated: ix.streamCreated,
-		payments:    make([]dated[payment.ProposalPaid], 0, len(ix.byID)),
-		retractions: make([]dated[payment.ProposalPaid], 0, len(ix.retracted)),
-		debts:       make([]payment.DebtPaid, 0, ix.ndebts)}
-	// In sweep order, so that a restored index prunes in chain order too.
+		records: make([]record, 0, len(ix.byID)+len(ix.retracted)+ix.ndebts)}
+	// The sweep may name a key twice (pruned, then observed again before
+	// it was compacted): the first stands for both.
+	seen := make(map[pruneKey]struct{}, len(ix.sweep))
 	for _, k := range ix.sweep {
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
 		if k.debt {
 			if d, held := ix.debts[k.id][k.log]; held {
-				cp.debts = append(cp.debts, d)
+				cp.records = append(cp.records, record{kind: recordDebt, debt: d})
 			}
 			continue
 		}
-		if p, held := ix.byID[k.id]; held {
-			cp.payments = append(cp.payments, dated[payment.ProposalPaid]{p, ix.observedAt[k.id]})
-		}
 		if x, held := ix.retracted[k.id]; held {
-			cp.retractions = append(cp.retractions, dated[payment.ProposalPaid]{x, ix.retractedAt[k.id]})
+			cp.records = append(cp.records, record{kind: recordRetraction, at: ix.retractedAt[k.id], pay: x})
+		}
+		if p, held := ix.byID[k.id]; held {
+			cp.records = append(cp.records, record{kind: recordPayment, at: ix.observedAt[k.id], pay: p})
 		}
 	}
-	// The sweep may name a key twice (pruned, then observed again before
-	// it was compacted): keep the first of each.
-	cp.payments = uniqueBy(cp.payments, func(d dated[payment.ProposalPaid]) any { return d.v.ProposalID })
-	cp.retractions = uniqueBy(cp.retractions, func(d dated[payment.ProposalPaid]) any { return d.v.ProposalID })
-	cp.debts = uniqueBy(cp.debts, func(d payment.DebtPaid) any { return pruneKey{debt: true, id: d.TxHash, log: d.LogIndex} })
 	return cp, true
-}
-
-func uniqueBy[T any](xs []T, key func(T) any) []T {
-	seen := make(map[any]struct{}, len(xs))
-	out := xs[:0]
-	for _, x := range xs {
-		if _, dup := seen[key(x)]; !dup {
-			seen[key(x)] = struct{}{}
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // restore replaces the index's content with cp's. It runs before the
@@ -125,16 +127,17 @@ func uniqueBy[T any](xs []T, key func(T) any) []T {
 func (ix *Index) restore(cp checkpoint) {
 	fresh := NewIndex()
 	fresh.now = ix.now
-	for _, x := range cp.retractions {
-		fresh.Observe(x.v)
-		fresh.retractedAt[x.v.ProposalID] = x.at
-	}
-	for _, p := range cp.payments {
-		fresh.Observe(p.v)
-		fresh.observedAt[p.v.ProposalID] = p.at
-	}
-	for _, d := range cp.debts {
-		fresh.ObserveDebt(d)
+	for _, r := range cp.records {
+		switch r.kind {
+		case recordRetraction:
+			fresh.Observe(r.pay)
+			fresh.retractedAt[r.pay.ProposalID] = r.at
+		case recordPayment:
+			fresh.Observe(r.pay)
+			fresh.observedAt[r.pay.ProposalID] = r.at
+		case recordDebt:
+			fresh.ObserveDebt(r.debt)
+		}
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -158,32 +161,20 @@ func (cp checkpoint) encode() ([]byte, error) {
 	b := append([]byte(checkpointMagic), checkpointVersion)
 	b = binary.AppendUvarint(b, cp.seq)
 	b = binary.AppendVarint(b, cp.streamCreated)
-	b = binary.AppendUvarint(b, uint64(len(cp.payments)+len(cp.retractions)+len(cp.debts)))
-	record := func(kind byte, at int64, m proto.Message) error {
+	b = binary.AppendUvarint(b, uint64(len(cp.records)))
+	for _, r := range cp.records {
+		var m proto.Message = r.pay.Proto()
+		if r.kind == recordDebt {
+			m = r.debt.Proto()
+		}
 		wire, err := proto.Marshal(m)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		b = append(b, kind)
-		b = binary.AppendVarint(b, at)
+		b = append(b, r.kind)
+		b = binary.AppendVarint(b, r.at)
 		b = binary.AppendUvarint(b, uint64(len(wire)))
 		b = append(b, wire...)
-		return nil
-	}
-	for _, p := range cp.payments {
-		if err := record(recordPayment, p.at, p.v.Proto()); err != nil {
-			return nil, err
-		}
-	}
-	for _, x := range cp.retractions {
-		if err := record(recordRetraction, x.at, x.v.Proto()); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range cp.debts {
-		if err := record(recordDebt, 0, d.Proto()); err != nil {
-			return nil, err
-		}
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
@@ -212,6 +203,9 @@ func decodeCheckpoint(data []byte) (checkpoint, error) {
 	if r.err != nil {
 		return bad("header: %v", r.err)
 	}
+	if cp.seq == 0 {
+		return bad("sequence 0: no checkpoint is written before a message") // Keeper.Checkpoint
+	}
 	if n > uint64(len(r.b)/minRecordBytes) {
 		return bad("%d records claimed in %d bytes", n, len(r.b))
 	}
@@ -235,11 +229,7 @@ func decodeCheckpoint(data []byte) (checkpoint, error) {
 			if p.Removed != (kind == recordRetraction) {
 				return bad("record %d: a retraction recorded as a payment or the reverse", i)
 			}
-			if kind == recordPayment {
-				cp.payments = append(cp.payments, dated[payment.ProposalPaid]{p, at})
-			} else {
-				cp.retractions = append(cp.retractions, dated[payment.ProposalPaid]{p, at})
-			}
+			cp.records = append(cp.records, record{kind: kind, at: at, pay: p})
 		case recordDebt:
 			var m ledgerpb.DebtPayment
 			if err := proto.Unmarshal(wire, &m); err != nil {
@@ -252,7 +242,7 @@ func decodeCheckpoint(data []byte) (checkpoint, error) {
 			if d.Removed {
 				return bad("record %d: a retracted debt payment", i)
 			}
-			cp.debts = append(cp.debts, d)
+			cp.records = append(cp.records, record{kind: kind, at: at, debt: d})
 		default:
 			return bad("record %d: unknown kind %d", i, kind)
 		}

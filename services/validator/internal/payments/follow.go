@@ -106,7 +106,7 @@ func (f *Follower) follow(ctx context.Context, lastSeq *uint64, resume **checkpo
 			f.Index.restore(*cp)
 			*lastSeq = cp.seq
 			f.Log.Info("payment index restored from its checkpoint", zap.Uint64("seq", cp.seq),
-				zap.Int("payments", len(cp.payments)), zap.Int("retractions", len(cp.retractions)), zap.Int("debts", len(cp.debts)))
+				zap.Int("payments", cp.count(recordPayment)), zap.Int("retractions", cp.count(recordRetraction)), zap.Int("debts", cp.count(recordDebt)))
 		}
 	}
 	cfg := jetstream.OrderedConsumerConfig{

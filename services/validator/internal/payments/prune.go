@@ -93,11 +93,14 @@ func (ix *Index) Prune(final uint64, st AppliedState, batch int) (PruneStats, er
 			ix.removed++
 		}
 	}
+	if stats.Swept { // after this pass's removals, so that they are compacted too
+		ix.compactLocked()
+	}
 	return stats, nil
 }
 
 // candidates collects the entries of the next batch keys whose block is
-// final, and advances the cursor; at the end of the sweep it compacts.
+// final, and advances the cursor.
 func (ix *Index) candidates(final uint64, batch int, stats *PruneStats) []candidate {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -121,10 +124,7 @@ func (ix *Index) candidates(final uint64, batch int, stats *PruneStats) []candid
 		}
 	}
 	ix.cursor = end
-	if ix.cursor == len(ix.sweep) {
-		stats.Swept = true
-		ix.compactLocked()
-	}
+	stats.Swept = ix.cursor == len(ix.sweep)
 	return out
 }
 
