@@ -210,10 +210,19 @@ func (v *validator) followChain(g *lifecycle.Group) error {
 		return fmt.Errorf("validator: JetStream: %w", err)
 	}
 	v.nc, v.index = nc, payments.NewIndex()
-	v.follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: v.index, Log: v.log.Named("payments")}
+	v.follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: v.index, Log: v.log.Named("payments"),
+		Checkpoints: v.db.PaymentCheckpoint()}
 	v.chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: v.log.Named("chainstatus")}
+	// Prunes what applied state spent and the chain made final, and
+	// checkpoints the rest (ADR 0031).
+	keeper, err := payments.NewKeeper(payments.KeeperConfig{Index: v.index, State: v.machine, Chain: v.chainStatus,
+		Checkpoints: v.db.PaymentCheckpoint(), Log: v.log.Named("payments")})
+	if err != nil {
+		return err
+	}
 	g.Go("payment index", v.follower.Run)
 	g.Loop("chain status", v.chainStatus.Run)
+	g.Loop("payment index keeper", keeper.Run)
 	return nil
 }
 

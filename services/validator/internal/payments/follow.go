@@ -37,6 +37,9 @@ type Follower struct {
 	// Retry is the pause before re-subscribing after the stream was missing
 	// or the subscription failed.
 	Retry time.Duration
+	// Checkpoints, when set, holds the index's checkpoint (a Keeper writes
+	// it): Run resumes after it rather than reading the whole stream.
+	Checkpoints CheckpointStore
 
 	// behind is how many payment messages the stream held beyond the last
 	// one the index read, as the server counted when it delivered that
@@ -48,9 +51,10 @@ type Follower struct {
 // not subscribed, or messages were still waiting at the last delivery.
 func (f *Follower) Behind() bool { return f.behind.Load() != 0 }
 
-// Run reads the subjects until ctx ends. The index is rebuilt from the
-// stream on every start, from its first message; the stream is the durable
-// record. Epochs are read from the subject's last message on: only the
+// Run reads the subjects until ctx ends. The index starts from the
+// checkpoint when there is one the stream still continues (ADR 0031), and
+// is otherwise rebuilt from the stream's first message; the stream is the
+// durable record. Epochs are read from the subject's last message on: only the
 // newest figures matter, and the watcher publishes no heartbeat, so the
 // stored last update is what tells a starting validator where the chain
 // is. The stream may not exist yet (the watcher declares it): Run waits for
@@ -62,9 +66,10 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	var lastSeq uint64
 	f.behind.Store(-1)
+	resume := f.loadCheckpoint()
 	f.resubscribe(ctx, "payment", func(ctx context.Context) error {
 		defer f.behind.Store(-1)
-		return f.follow(ctx, &lastSeq)
+		return f.follow(ctx, &lastSeq, &resume)
 	})
 	wg.Wait()
 	return nil
@@ -98,8 +103,27 @@ func (f *Follower) resubscribe(ctx context.Context, what string, follow func(con
 // follow consumes from after lastSeq, so a resubscription neither loses nor
 // repeats messages (a repeat would be harmless, Observe is idempotent). One
 // consumer reads both subjects, so the index learns payments and debt
-// payments in stream order, which is chain order.
-func (f *Follower) follow(ctx context.Context, lastSeq *uint64) error {
+// payments in stream order, which is chain order. On the first
+// subscription, a checkpoint the stream continues is restored and lastSeq
+// set to its sequence.
+func (f *Follower) follow(ctx context.Context, lastSeq *uint64, resume **checkpoint) error {
+	stream, err := f.JS.Stream(ctx, f.Stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", f.Stream, err)
+	}
+	info := stream.CachedInfo()
+	if cp := *resume; cp != nil {
+		*resume = nil
+		if why := resumable(*cp, info); why != "" {
+			f.Log.Warn("payment index checkpoint not usable; replaying the whole payment stream", zap.String("reason", why),
+				zap.Uint64("checkpoint_seq", cp.seq))
+		} else {
+			f.Index.restore(*cp)
+			*lastSeq = cp.seq
+			f.Log.Info("payment index restored from its checkpoint", zap.Uint64("seq", cp.seq),
+				zap.Int("payments", cp.count(recordPayment)), zap.Int("retractions", cp.count(recordRetraction)), zap.Int("debts", cp.count(recordDebt)))
+		}
+	}
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{payment.Subject(f.ChainID), payment.DebtSubject(f.ChainID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -107,18 +131,59 @@ func (f *Follower) follow(ctx context.Context, lastSeq *uint64) error {
 	if *lastSeq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *lastSeq+1
 	}
-	return f.consume(ctx, cfg, func(info *jetstream.ConsumerInfo) {
-		f.behind.Store(int64(min(info.NumPending, math.MaxInt64)))
+	return f.consume(ctx, cfg, func(created *jetstream.ConsumerInfo) {
+		f.behind.Store(int64(min(created.NumPending, math.MaxInt64)))
 	}, func(msg jetstream.Msg) {
 		meta, err := msg.Metadata()
 		if err == nil {
 			*lastSeq = meta.Sequence.Stream
 		}
 		f.dispatch(msg.Subject(), msg.Data(), *lastSeq)
+		// After the message is observed: a checkpoint holds at least what
+		// the sequence it records says.
+		f.Index.consumedThrough(*lastSeq, info.Created)
 		if err == nil {
 			f.behind.Store(int64(min(meta.NumPending, math.MaxInt64)))
 		}
 	})
+}
+
+// loadCheckpoint reads the checkpoint, nil when there is none or it does
+// not decode (a full replay, logged).
+func (f *Follower) loadCheckpoint() *checkpoint {
+	if f.Checkpoints == nil {
+		return nil
+	}
+	data, err := f.Checkpoints.Load()
+	if err != nil {
+		f.Log.Warn("payment index checkpoint not read; replaying the whole payment stream", zap.Error(err))
+		return nil
+	}
+	if data == nil {
+		f.Log.Info("no payment index checkpoint yet; replaying the whole payment stream")
+		return nil
+	}
+	cp, err := decodeCheckpoint(data)
+	if err != nil {
+		f.Log.Warn("payment index checkpoint does not decode; replaying the whole payment stream", zap.Error(err))
+		return nil
+	}
+	return &cp
+}
+
+// resumable says why the stream does not continue checkpoint cp, "" when
+// it does: the stream must be the one the checkpoint was taken from and
+// still hold every message after its sequence.
+func resumable(cp checkpoint, info *jetstream.StreamInfo) string {
+	switch {
+	case info.Created.UnixNano() != cp.streamCreated:
+		return "the stream was created again since the checkpoint"
+	case info.State.LastSeq < cp.seq:
+		return "the stream ends before the checkpoint's sequence"
+	case info.State.FirstSeq > cp.seq+1:
+		return "the stream no longer holds the messages after the checkpoint's sequence"
+	}
+	return ""
 }
 
 // followEpochs consumes the epochs subject from its last message. A

@@ -6,7 +6,10 @@
 // reorg took back) removes the entry it names; a payment's retraction is
 // also remembered, for the verifiers and the leader's reorg handling. The
 // Follower that feeds the index also feeds the chain's epoch updates
-// (chain.<chainId>.epochs) to the validator's epoch clock.
+// (chain.<chainId>.epochs) to the validator's epoch clock. A Keeper prunes
+// what applied state has spent and the chain can no longer take back, and
+// checkpoints the rest, so that the index stays as large as the payments
+// in flight and a validator starts from its checkpoint (ADR 0031).
 package payments
 
 import (
@@ -44,6 +47,19 @@ type Index struct {
 	changed     chan struct{} // closed and replaced on every change
 	seen        uint64
 	now         func() time.Time
+
+	// consumed is the last stream sequence whose message the index holds,
+	// and streamCreated the creation time of that stream (unix ns): what a
+	// checkpoint records, to resume after it (checkpoint.go).
+	consumed      uint64
+	streamCreated int64
+	// sweep is what Prune walks: every key observed, in observation order
+	// (chain order), including keys pruned since; compacted at the end of
+	// each sweep (prune.go).
+	sweep   []pruneKey
+	cursor  int
+	peak    int    // most proposal ids held since the maps were last rebuilt
+	removed uint64 // entries pruned, payments and debt payments
 }
 
 // NewIndex returns an empty index.
@@ -62,6 +78,9 @@ func (ix *Index) Observe(p payment.ProposalPaid) {
 	defer ix.mu.Unlock()
 	ix.seen++
 	now := ix.now().UnixMilli()
+	if !ix.knows(p.ProposalID) {
+		ix.track(pruneKey{id: p.ProposalID})
+	}
 	if ids := ix.byTx[p.TxHash]; !slices.Contains(ids, p.ProposalID) {
 		ix.byTx[p.TxHash] = append(ids, p.ProposalID)
 	}
@@ -149,6 +168,9 @@ func (ix *Index) ObserveDebt(d payment.DebtPaid) {
 	ix.seen++
 	logs := ix.debts[d.TxHash]
 	cur, ok := logs[d.LogIndex]
+	if !ok && !d.Removed {
+		ix.track(pruneKey{debt: true, id: d.TxHash, log: d.LogIndex})
+	}
 	switch {
 	case d.Removed:
 		if ok && cur.BlockHash == d.BlockHash {
@@ -272,11 +294,17 @@ type Stats struct {
 	Indexed   int    `json:"indexed"`   // proposal ids with a payment
 	Retracted int    `json:"retracted"` // proposal ids whose payment a retraction named
 	Debts     int    `json:"debts"`     // debt payments (DebtPaid logs) indexed
+	// Pruned counts the payments and debt payments that left the index,
+	// spent and final (ADR 0031), since this validator started.
+	Pruned uint64 `json:"pruned"`
+	// Consumed is the last stream sequence the index holds.
+	Consumed uint64 `json:"consumed"`
 }
 
 // Stats returns the index's counters.
 func (ix *Index) Stats() Stats {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	return Stats{Observed: ix.seen, Indexed: len(ix.byID), Retracted: len(ix.retracted), Debts: ix.ndebts}
+	return Stats{Observed: ix.seen, Indexed: len(ix.byID), Retracted: len(ix.retracted), Debts: ix.ndebts,
+		Pruned: ix.removed, Consumed: ix.consumed}
 }

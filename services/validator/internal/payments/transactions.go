@@ -3,6 +3,7 @@ package payments
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -21,7 +22,9 @@ import (
 // them (ADR 0007): OBSERVED while on chain with fewer confirmations than
 // the watcher waits for (its status lists them), then CONFIRMED, MATCHED
 // (the proposal committed on it), FINALIZED (its epoch is final), or
-// ORPHANED (a reorg took it back). In MOCK mode no payment is observed: the
+// ORPHANED (a reorg took it back). A payment spent and final leaves the
+// index (ADR 0031) and with it these views: its proposal's record shows it.
+// In MOCK mode no payment is observed: the
 // summary counts nothing and says why. It is safe for concurrent use.
 type Transactions struct {
 	cfg TransactionsConfig
@@ -105,6 +108,10 @@ func (t *Transactions) Summary() (*api.TransactionSummary, error) {
 			s.ByState[st]++
 		}
 		s.Total = len(byTx)
+		if pruned := t.cfg.Index.Stats().Pruned; pruned > 0 {
+			s.Gaps = append(s.Gaps, api.Gap{Field: "byState.FINALIZED",
+				Reason: fmt.Sprintf("payments spent and final on chain leave the payment index (ADR 0031) and are not counted: %d left it since this validator started", pruned)})
+		}
 	}
 	t.summary, t.took = s, t.cfg.Now().Sub(start)
 	return s, nil
@@ -119,7 +126,10 @@ func (t *Transactions) Transaction(tx common.Hash) (*api.Transaction, error) {
 	}
 	observed := t.observedOnly(tx, logs)
 	if len(logs) == 0 && len(observed) == 0 {
-		return nil, apierror.New(apierror.NotFound, "no payment of transaction %s is observed", tx.Hex())
+		// A payment spent by a committed proposal and final on chain has
+		// left the index (ADR 0031): its proposal's record carries it.
+		return nil, apierror.New(apierror.NotFound,
+			"no payment of transaction %s is observed, or its payments are spent and final (then its proposal's record shows it)", tx.Hex())
 	}
 	out := &api.Transaction{ContractVersion: api.TransactionVersion, NodeID: t.cfg.NodeID, TxHash: tx.Hex(), Gaps: []api.Gap{}}
 	for _, l := range logs {

@@ -44,11 +44,17 @@ import (
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
 //	    s/m/event               last assigned event id (8 bytes)
+//
+//	l/  local to this validator (not replicated, not in the state hash or snapshots:
+//	    both read StatePrefix only)
+//	    l/pi                    the payment index's checkpoint (internal/payments, checkpoint.go)
 const (
 	// RaftPrefix is the namespace of the raft log and raft metadata.
 	RaftPrefix = "r/"
 	// StatePrefix is the namespace of the replicated state machine.
 	StatePrefix = "s/"
+	// LocalPrefix is the namespace of what one validator keeps for itself.
+	LocalPrefix = "l/"
 
 	raftEntryPrefix = RaftPrefix + "e/"
 	nodePrefix      = StatePrefix + "n/"
@@ -96,6 +102,9 @@ const (
 	UnfinalizedCountKey = StatePrefix + "m/unfinal"
 	// ProposalCountsKey holds the ledgerpb.ProposalCounts.
 	ProposalCountsKey = StatePrefix + "m/counts"
+
+	// PaymentCheckpointKey holds the payment index's checkpoint.
+	PaymentCheckpointKey = LocalPrefix + "pi"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the
