@@ -212,7 +212,8 @@ func (v *validator) followChain(g *lifecycle.Group) error {
 	v.nc, v.index = nc, payments.NewIndex()
 	v.follower = &payments.Follower{JS: js, Stream: cfg.PaymentStream, ChainID: cfg.ChainID, Index: v.index, Log: v.log.Named("payments"),
 		Checkpoints: v.db.PaymentCheckpoint()}
-	v.chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: v.log.Named("chainstatus")}
+	v.chainStatus = &payments.ChainStatus{JS: js, ChainID: cfg.ChainID, Bucket: cfg.WatcherBucket, Log: v.log.Named("chainstatus"),
+		StaleAfter: cfg.ChainStatusStale}
 	// Prunes what applied state spent and the chain made final, and
 	// checkpoints the rest (ADR 0031).
 	keeper, err := payments.NewKeeper(payments.KeeperConfig{Index: v.index, State: v.machine, Chain: v.chainStatus,

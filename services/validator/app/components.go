@@ -49,7 +49,7 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	p.HoldBytes = cmp.Or(cfg.HoldBytes, p.HoldBytes)
 	p.Confirmations = cfg.Confirmations
 	if v.chainStatus != nil {
-		p.Feed = &chainFeed{status: v.chainStatus, follower: v.follower, now: v.now}
+		p.Feed = &chainFeed{status: v.chainStatus, follower: v.follower}
 	}
 	if cfg.Verifiers > 0 {
 		p.Verifiers = cfg.Verifiers

@@ -95,10 +95,11 @@ type Config struct {
 	Confirmations   uint64 `envconfig:"CONFIRMATIONS" desc:"confirmations the chain-watcher waits for (published in /v1/blockchain/config); default by MODE as the watcher's: MOCK 2, TESTNET 3, MAINNET 12"`
 	USDCAddress     string `envconfig:"USDC_ADDRESS" desc:"stablecoin token address, published for clients"`
 
-	NATSURL       string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server with JetStream"`
-	PaymentStream string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
-	WatcherBucket string        `envconfig:"WATCHER_BUCKET" default:"CHAIN_WATCHER" desc:"the chain-watcher's key-value bucket (its BUCKET), where it keeps the chain status shown on /v1/chain/status"`
-	PaymentWait   time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a submission whose payment is not observed yet is held (nothing unpaid is replicated) before it is refused, retryable: 402 payment_not_found, or 503 payment_feed_stale while the chain feed is behind; keep it below HTTP_WRITE_TIMEOUT; default by MODE: MOCK 15s, TESTNET and MAINNET 60s"`
+	NATSURL          string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server with JetStream"`
+	PaymentStream    string        `envconfig:"PAYMENT_STREAM" default:"CHAIN_EVENTS" desc:"JetStream stream the chain-watcher publishes payments to"`
+	WatcherBucket    string        `envconfig:"WATCHER_BUCKET" default:"CHAIN_WATCHER" desc:"the chain-watcher's key-value bucket (its BUCKET), where it keeps the chain status shown on /v1/chain/status"`
+	ChainStatusStale time.Duration `envconfig:"CHAIN_STATUS_STALE" desc:"age past which the chain-watcher's status counts as stopped (it rewrites it every 30s while it runs): /health/deep fails, and held submissions are refused 503 payment_feed_stale; 0: the default"`
+	PaymentWait      time.Duration `envconfig:"PAYMENT_WAIT" desc:"how long a submission whose payment is not observed yet is held (nothing unpaid is replicated) before it is refused, retryable: 402 payment_not_found, or 503 payment_feed_stale while the chain feed is behind; keep it below HTTP_WRITE_TIMEOUT; default by MODE: MOCK 15s, TESTNET and MAINNET 60s"`
 	// The leader publishes the replicated events to NATS JetStream
 	// (internal/eventpub, ADR 0023). Zero values take the defaults.
 	NATSEvents           string        `envconfig:"NATS_EVENTS" default:"auto" desc:"leader publishes the replicated events to NATS_EVENTS_STREAM: auto (in TESTNET and MAINNET, which use NATS_URL anyway), on (in MOCK too), off"`
@@ -246,8 +247,8 @@ func (c Config) Validate() error {
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
 	}
-	if c.HoldPerWallet < 0 || c.HoldPerClient < 0 || c.HoldBytes < 0 {
-		errs = append(errs, errors.New("SVC_VALIDATOR_HOLD_PER_WALLET, HOLD_PER_CLIENT and HOLD_BYTES must not be negative"))
+	if c.HoldPerWallet < 0 || c.HoldPerClient < 0 || c.HoldBytes < 0 || c.ChainStatusStale < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES and CHAIN_STATUS_STALE must not be negative"))
 	}
 	if write := c.HTTPServer().WithDefaults().WriteTimeout; c.VerifiesPayments() && c.PaymentWait >= write {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_PAYMENT_WAIT %s must be below HTTP_WRITE_TIMEOUT %s: a held submission is answered within its request", c.PaymentWait, write))

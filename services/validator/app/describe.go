@@ -6,6 +6,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
@@ -34,7 +35,8 @@ func describeSettings(cfg Config) []settings.Setting {
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
-			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes)}),
+			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes),
+			"CHAIN_STATUS_STALE": payments.DefaultStatusStale.String()}),
 	})
 }
 
@@ -95,7 +97,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 	case "NATS_CREDS", "NATS_NKEY", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_TLS_CA", "NATS_TLS_CERT", "NATS_TLS_KEY",
 		"EPOCH_MAX_AHEAD":
 		return "chain", "high", true
-	case "PAYMENT_WAIT":
+	case "PAYMENT_WAIT", "CHAIN_STATUS_STALE":
 		return "chain", "medium", true
 	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES":
 		return "events", "high", true

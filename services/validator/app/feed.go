@@ -21,7 +21,6 @@ const watcherLagStale = 64
 type chainFeed struct {
 	status   *payments.ChainStatus
 	follower *payments.Follower
-	now      func() time.Time
 }
 
 func (f *chainFeed) Position() pipeline.FeedPosition {
@@ -33,8 +32,8 @@ func (f *chainFeed) Position() pipeline.FeedPosition {
 	if s.Cursor != nil {
 		pos.Cursor = s.Cursor.Number
 	}
-	switch age := f.now().Sub(at); {
-	case age > payments.StatusStale:
+	switch age, stale := f.status.Stale(at); {
+	case stale:
 		pos.Stale = fmt.Sprintf("the chain-watcher's last status is %s old", age.Round(time.Second))
 	case s.Safe > pos.Cursor+watcherLagStale:
 		pos.Stale = fmt.Sprintf("the chain-watcher has published payments up to block %d, %d blocks behind the chain", pos.Cursor, s.Safe-pos.Cursor)

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// StatusStale is the age past which the chain-watcher's status counts as
-// stopped: it publishes at least every 30 s while it runs (chain-watcher
-// DESIGN, status).
-const StatusStale = 90 * time.Second
+// DefaultStatusStale is the age past which the chain-watcher's status
+// counts as stopped: it publishes at least every 30 s while it runs
+// (chain-watcher DESIGN, status).
+const DefaultStatusStale = 90 * time.Second
 
 // Probe asks the NATS server for the payment stream: the deep health check
 // of the stream the index follows.
@@ -36,8 +36,8 @@ func (c *ChainStatus) Probe(context.Context) (string, error) {
 		cursor = fmt.Sprint(s.Cursor.Number)
 	}
 	detail := fmt.Sprintf("chain-watcher status received %s ago: head %d, cursor %s", age, s.Head.Number, cursor)
-	if age > StatusStale {
-		return "", fmt.Errorf("the chain-watcher's status is older than %s: %s", StatusStale, detail)
+	if age > c.staleAfter() {
+		return "", fmt.Errorf("the chain-watcher's status is older than %s: %s", c.staleAfter(), detail)
 	}
 	return detail, nil
 }

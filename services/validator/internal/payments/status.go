@@ -33,6 +33,9 @@ type ChainStatus struct {
 	// missing or the watch failed; 0 means one second.
 	Retry time.Duration
 	Now   func() time.Time // nil: time.Now
+	// StaleAfter is the age past which the status counts as stopped (the
+	// watcher is not running, or cannot write); 0: DefaultStatusStale.
+	StaleAfter time.Duration
 
 	mu         sync.Mutex
 	status     *payment.WatcherStatus
@@ -125,6 +128,20 @@ func (c *ChainStatus) Observe(value []byte) error {
 	c.status, c.receivedAt, c.byTx = &s, c.now(), byTx
 	c.signal()
 	return nil
+}
+
+// Stale reports, for a status received at receivedAt, whether it is older
+// than StaleAfter: the watcher that wrote it counts as stopped.
+func (c *ChainStatus) Stale(receivedAt time.Time) (age time.Duration, stale bool) {
+	age = c.now().Sub(receivedAt)
+	return age, age > c.staleAfter()
+}
+
+func (c *ChainStatus) staleAfter() time.Duration {
+	if c.StaleAfter > 0 {
+		return c.StaleAfter
+	}
+	return DefaultStatusStale
 }
 
 func (c *ChainStatus) now() time.Time {

@@ -104,7 +104,7 @@ func TestQueueStatsCountersSurviveANewPipeline(t *testing.T) {
 
 	cfg := DefaultConfig()
 	cfg.Domain = signing.Domain{ChainID: 1337, VerifyingContract: contract}
-	cfg.Contract, cfg.ChainID = contract, 1337
+	cfg.Contract, cfg.ChainID, cfg.Feed = contract, 1337, openFeed{}
 	next, err := New(cfg, zap.NewNop(), l, l, index, fixedEpoch(7))
 	if err != nil {
 		t.Fatal(err)
