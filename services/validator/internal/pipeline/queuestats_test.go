@@ -59,7 +59,9 @@ func TestQueueStatsCountersFromAppliedState(t *testing.T) {
 	decided(0x32, ledgerpb.Status_STATUS_REJECTED, "write_blocked_gc_debt")
 	l.records[common.HexToHash("0x40")] = &ledgerpb.ProposalRecord{Status: ledgerpb.Status_STATUS_PENDING} // undecided: counts nowhere
 
-	p, err := New(DefaultConfig(), zap.NewNop(), l, l, paymentsByID{}, fixedEpoch(7))
+	cfg := DefaultConfig()
+	cfg.Feed = openFeed{}
+	p, err := New(cfg, zap.NewNop(), l, l, paymentsByID{}, fixedEpoch(7))
 	if err != nil {
 		t.Fatal(err)
 	}
