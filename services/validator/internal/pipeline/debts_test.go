@@ -23,6 +23,17 @@ func (l *ledger) DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error) {
 	return l.spent[debtLog{tx, uint(logIndex)}], nil
 }
 
+func (l *ledger) DebtTxPaid(tx [32]byte) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, spent := range l.spent {
+		if spent && k.tx == tx {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Debts: the payments of the other tests carry no debt payment.
 func (p paymentsByID) Debts() []payment.DebtPaid { return nil }
 
@@ -89,6 +100,17 @@ func (d *debtLedger) DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error) {
 		d.checked[key] = true
 	}
 	return d.spent[key], nil
+}
+
+func (d *debtLedger) DebtTxPaid(tx [32]byte) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, spent := range d.spent {
+		if spent && k.tx == tx {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // read runs f under the ledger's lock.

@@ -103,7 +103,15 @@ func (g *GC) PayTx(ctx context.Context, wallet common.Address, tx common.Hash) e
 	if g.debts == nil {
 		return apierror.New(apierror.PaymentNotFound, "this validator follows no chain (MOCK mode): pay with ?amount=")
 	}
-	due, err := debtsToPay(tx, g.debts.DebtsByTx(tx), payment.DebtExpectation{ChainID: g.p.cfg.ChainID, Contract: g.p.cfg.Contract, Wallet: wallet},
+	logs := g.debts.DebtsByTx(tx)
+	if len(logs) == 0 {
+		// The payment index drops logs spent and final (ADR 0031): a
+		// transaction it no longer holds may have paid long ago.
+		if paid, err := g.p.records.DebtTxPaid(tx); err != nil || paid {
+			return err // spent already: the account is the answer
+		}
+	}
+	due, err := debtsToPay(tx, logs, payment.DebtExpectation{ChainID: g.p.cfg.ChainID, Contract: g.p.cfg.Contract, Wallet: wallet},
 		g.p.records.DebtTxSpent)
 	if err != nil || len(due) == 0 {
 		return err // nothing due: spent already, the account is the answer

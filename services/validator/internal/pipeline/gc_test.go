@@ -157,6 +157,11 @@ func TestGCChanges(t *testing.T) {
 	if acc := account("PayTx again"); acc.Paid != "3.29" || changes() != before {
 		t.Fatalf("PayTx again: %+v, %d changes", acc, changes()-before)
 	}
+	// The payment index drops a spent and final log (ADR 0031): a spent
+	// transaction it no longer holds is answered the same.
+	if err := NewGC(p, debtsByTx{}).PayTx(ctx, wallet, tx); err != nil || changes() != before {
+		t.Fatalf("PayTx of a spent transaction the index dropped: %v, %d changes", err, changes()-before)
+	}
 	if err := gc.PayTx(ctx, wallet, common.HexToHash("0xbb")); apierror.CodeOf(err) != apierror.PaymentNotFound {
 		t.Fatalf("PayTx of a transaction not observed: %v", err)
 	}

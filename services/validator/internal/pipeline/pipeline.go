@@ -84,6 +84,9 @@ type Records interface {
 	// DebtTxSpent reports whether the DebtPaid log logIndex of transaction
 	// tx has paid a debt (its GcPay was applied).
 	DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error)
+	// DebtTxPaid reports whether any DebtPaid log of transaction tx has
+	// paid a debt.
+	DebtTxPaid(tx [32]byte) (bool, error)
 	// Counts returns the cumulative counts of the decisions applied, and
 	// the applied index they are at: the same on every validator at one
 	// index, kept across restarts. The counts must not be modified.

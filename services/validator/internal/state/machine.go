@@ -359,6 +359,18 @@ func (m *Machine) DebtTxSpent(tx [32]byte, logIndex uint32) (bool, error) {
 	return err == nil, err
 }
 
+// DebtTxPaid reports whether any DebtPaid log of transaction tx has paid a
+// debt.
+func (m *Machine) DebtTxPaid(tx [32]byte) (bool, error) {
+	lower, upper := storage.DebtTxBounds(tx)
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, errors.Join(it.Error(), it.Close())
+}
+
 // SegmentHash returns the hash of the newest segment (zero before the first).
 func (m *Machine) SegmentHash() [32]byte {
 	m.mu.RLock()

@@ -335,5 +335,12 @@ func DebtTxKey(tx [32]byte, logIndex uint32) []byte {
 	return binary.BigEndian.AppendUint32(k, logIndex)
 }
 
+// DebtTxBounds returns the key range of the spent DebtPaid logs of
+// transaction tx.
+func DebtTxBounds(tx [32]byte) (lower, upper []byte) {
+	lower = append([]byte(debtTxPrefix), tx[:]...)
+	return lower, PrefixEnd(lower)
+}
+
 // WalletStatsKey is the key of a wallet's content figures.
 func WalletStatsKey(wallet [20]byte) []byte { return append([]byte(walletPrefix), wallet[:]...) }
