@@ -226,9 +226,10 @@ func TestAttackWatcherStoppedUnderLoad(t *testing.T) {
 	load.phase.Store(int32(watcherStopped))
 	n.StopWatcher(t)
 	stoppedAt := time.Now()
-	within(outage+15*time.Second, func() bool {
-		return time.Since(stoppedAt) >= outage && load.refusedDuring(watcherStopped, apierror.PaymentFeedStale) > 0
-	})
+	// The outage's length is the scenario's, not a state to wait for: the
+	// load goes on meanwhile (and fails the test at once if a client
+	// gets an answer it must never get).
+	within(outage+time.Second, func() bool { return time.Since(stoppedAt) >= outage })
 
 	load.phase.Store(int32(watcherRestarted))
 	n.StartWatcher(t)
@@ -244,16 +245,24 @@ func TestAttackWatcherStoppedUnderLoad(t *testing.T) {
 	load.mu.Unlock()
 	t.Logf("accepted by phase (running, stopped, restarted) %v; retryable refusals by phase %v", acceptedIn, refused)
 	if refused[watcherStopped][apierror.PaymentFeedStale] == 0 {
-		t.Fatalf("no 503 payment_feed_stale while the watcher was stopped: %v", refused[watcherStopped])
+		t.Errorf("no 503 payment_feed_stale while the watcher was stopped: %v", refused[watcherStopped])
 	}
 
 	// Every paid proposal committed on its own payment, by its payer.
+	wrong := map[string]int{} // by status and reason
 	for _, p := range accepted {
 		s := final(t, n, p.id)
 		committed := s.Status == api.StatusCommitted || s.Status == api.StatusFinalized
-		if !committed || !strings.EqualFold(s.Wallet, p.wallet.Hex()) || s.Payment == nil || s.Payment.TxHash != p.tx.Hex() {
+		if committed && strings.EqualFold(s.Wallet, p.wallet.Hex()) && s.Payment != nil && s.Payment.TxHash == p.tx.Hex() {
+			continue
+		}
+		if len(wrong) == 0 { // the first in full, the rest counted
 			t.Errorf("paid proposal %s: status %+v, want committed by %s on %s", p.id.Hex(), s, p.wallet.Hex(), p.tx.Hex())
 		}
+		wrong[s.Status+" "+s.Reason]++
+	}
+	if len(wrong) > 0 {
+		t.Errorf("of %d paid proposals, not committed as paid: %v", len(accepted), wrong)
 	}
 
 	// And the replicated counts agree: nothing rejected, nothing waiting.
@@ -267,9 +276,12 @@ func TestAttackWatcherStoppedUnderLoad(t *testing.T) {
 	var queue api.QueueStats
 	harness.Eventually(t, 10*time.Second, func() bool {
 		return getJSON(t, n.ValidatorURL+"/v1/proposals/queue/stats", &queue) == http.StatusOK &&
-			queue.VerifiedCount == uint64(len(accepted)) && queue.QueuedProposals == 0 && queue.BackpressurePendingRawCount == 0
+			queue.QueuedProposals == 0 && queue.BackpressurePendingRawCount == 0 && queue.ProcessedCount >= uint64(len(accepted))
 	})
-	if queue.RejectedCount != 0 || queue.AwaitingPayment != 0 || queue.ProcessedCount != uint64(len(accepted)) {
-		t.Errorf("queue statistics %+v, want %d verified and processed, none rejected or awaiting payment", queue, len(accepted))
+	if queue.RejectedCount != 0 || queue.AwaitingPayment != 0 || queue.VerifiedCount != uint64(len(accepted)) ||
+		queue.ProcessedCount != uint64(len(accepted)) {
+		t.Errorf("queue statistics: %d verified, %d processed, %d rejected %v, %d awaiting payment; want %d verified and processed, "+
+			"none rejected or awaiting payment", queue.VerifiedCount, queue.ProcessedCount, queue.RejectedCount, queue.RejectedByReason,
+			queue.AwaitingPayment, len(accepted))
 	}
 }

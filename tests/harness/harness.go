@@ -3,7 +3,8 @@
 // payment contract, an embedded NATS server with JetStream, the
 // chain-watcher, a validator and the edge, each on loopback ports. Nothing
 // is mocked: the services are started through the same Run functions as
-// their binaries.
+// their binaries. A test may stop the chain-watcher and start it again
+// (Backing.StopWatcher, StartWatcher), as an outage of the watcher would.
 package harness
 
 import (
