@@ -3,11 +3,13 @@
 // payment contract, an embedded NATS server with JetStream, the
 // chain-watcher, a validator and the edge, each on loopback ports. Nothing
 // is mocked: the services are started through the same Run functions as
-// their binaries.
+// their binaries. A test may stop the chain-watcher and start it again
+// (Backing.StopWatcher, StartWatcher), as an outage of the watcher would.
 package harness
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -38,7 +40,13 @@ type Options struct {
 	PaymentWait   time.Duration  // default 10s
 	Confirmations uint64         // default 1
 	BlockInterval time.Duration  // default 100ms
-	Quiet         bool           // discard service logs (benchmarks)
+	// ChainStatusStale is the validator's CHAIN_STATUS_STALE: the age of
+	// the chain-watcher's last status past which the feed counts as
+	// stopped. Default: the validator's. The watcher of a test network
+	// writes its status at every poll (the dev chain seals a block each
+	// BlockInterval), so a second or two tells a stopped watcher.
+	ChainStatusStale time.Duration
+	Quiet            bool // discard service logs (benchmarks)
 }
 
 // Backing is the part of a network validators depend on: the chain with
@@ -49,6 +57,80 @@ type Backing struct {
 	Chain   *devchain.Chain
 	NATSURL string
 	NATS    *devnats.Server
+
+	watcher *watcherProcess
+}
+
+// watcherProcess runs the chain-watcher in-process (watcher.Run) and can
+// stop and start it again, as an operator would restart the binary: a new
+// run resumes from the cursor it checkpointed in NATS.
+type watcherProcess struct {
+	t   testing.TB
+	cfg watcher.Config
+	log *zap.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // nil while stopped
+	done   chan struct{}
+}
+
+// Refusals of StartWatcher and StopWatcher.
+var (
+	errWatcherRunning = errors.New("harness: the chain-watcher is already running")
+	errWatcherStopped = errors.New("harness: the chain-watcher is not running")
+)
+
+func (w *watcherProcess) start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		return errWatcherRunning
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := watcher.Run(ctx, w.cfg, w.log)
+		if err != nil && ctx.Err() == nil {
+			w.t.Errorf("chain-watcher stopped: %v", err)
+		}
+	}()
+	w.cancel, w.done = cancel, done
+	return nil
+}
+
+// stop ends the running watcher and returns once watcher.Run has
+// returned: nothing of it publishes afterwards.
+func (w *watcherProcess) stop() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel == nil {
+		return errWatcherStopped
+	}
+	w.cancel()
+	<-w.done
+	w.cancel, w.done = nil, nil
+	return nil
+}
+
+// StopWatcher stops the chain-watcher, as a crash or an operator would:
+// it publishes no payment, epoch or status until StartWatcher. It fails
+// the test if the watcher is not running.
+func (b *Backing) StopWatcher(t testing.TB) {
+	t.Helper()
+	if err := b.watcher.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartWatcher starts the chain-watcher StopWatcher stopped, with the same
+// configuration; it resumes from the cursor it checkpointed in NATS. It
+// fails the test if the watcher is running.
+func (b *Backing) StartWatcher(t testing.TB) {
+	t.Helper()
+	if err := b.watcher.start(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // NATSCredentials are the NATS user and password of role.
@@ -122,18 +204,10 @@ func StartBacking(t testing.TB, o Options) *Backing {
 	wcfg := WatcherConfig(chain, b.NATSURL, o.Confirmations)
 	wnats := b.NATSCredentials(devnats.Watcher)
 	wcfg.NATSUser, wcfg.NATSPassword = wnats.User, wnats.Password
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		err := watcher.Run(ctx, wcfg, log.Named("watcher"))
-		if err != nil && ctx.Err() == nil {
-			t.Errorf("chain-watcher stopped: %v", err)
-		}
-	}()
+	b.watcher = &watcherProcess{t: t, cfg: wcfg, log: log.Named("watcher")}
+	_ = b.watcher.start() // a new process: not running yet
 	t.Cleanup(func() {
-		cancel()
-		<-done
+		_ = b.watcher.stop() // a test may have left it stopped
 		nats.Stop()
 		_ = chain.Close()
 	})
@@ -194,6 +268,7 @@ func Start(t testing.TB, o Options) *Network {
 			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
 			MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
 			OperatorTokens: OperatorToken, NATSUser: vnats.User, NATSPassword: vnats.Password, EpochMaxAhead: EpochMaxAhead,
+			ChainStatusStale: o.ChainStatusStale,
 		}, log.Named("validator"), vready)
 	})
 	n.ValidatorURL = "http://" + receive(t, vready, failed)
