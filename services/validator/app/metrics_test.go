@@ -144,6 +144,9 @@ func TestMetrics(t *testing.T) {
 	if _, ok := families["validator_payments_indexed"]; ok {
 		t.Fatal("payment index series in MOCK mode")
 	}
+	if _, ok := families["validator_payment_hold_waiting"]; ok {
+		t.Fatal("payment hold series in MOCK mode, where nothing is held")
+	}
 
 	// /api/metrics: the same gathering, as JSON.
 	var j api.MetricsJSON

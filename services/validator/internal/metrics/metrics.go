@@ -103,6 +103,7 @@ type Collector struct {
 	flushes, walWritten, stalls, stallSeconds           *prometheus.Desc
 	cacheHits, cacheMisses, fsync                       *prometheus.Desc
 	payIndexed, payMessages, payRetracted, debtsIndexed *prometheus.Desc
+	holdWaiting, holdBytes, holdRefused                 *prometheus.Desc
 	epochUpdates, epochBehind, epochAhead               *prometheus.Desc
 }
 
@@ -172,6 +173,10 @@ func NewCollector(src Sources) *Collector {
 		payMessages:  d("validator_payment_messages_total", "Payment messages read from the stream, retractions included."),
 		payRetracted: d("validator_payments_retracted", "Proposal ids whose payment a retraction named."),
 		debtsIndexed: d("validator_debt_payments_indexed", "Debt payments in the payment index."),
+
+		holdWaiting: d("validator_payment_hold_waiting", "Submissions held at intake until their payment is observed, now (nothing of them is replicated)."),
+		holdBytes:   d("validator_payment_hold_bytes", "Message bytes of the submissions held for their payment, now; bounded by HOLD_BYTES."),
+		holdRefused: d("validator_payment_hold_refused_total", "Submissions refused at once because a hold bound (HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES) was reached."),
 
 		epochUpdates: d("validator_epoch_updates_total", "Epoch updates read from the chain-watcher's feed."),
 		epochBehind:  d("validator_epoch_updates_behind_total", "Epoch updates with a figure below the adopted one (that figure was kept)."),
@@ -281,6 +286,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.payMessages, float64(is.Observed))
 		gauge(c.payRetracted, float64(is.Retracted))
 		gauge(c.debtsIndexed, float64(is.Debts))
+		// The hold runs only where payments are verified, so its series
+		// come with the payment index's.
+		gauge(c.holdWaiting, float64(ps.Holds.Waiting))
+		gauge(c.holdBytes, float64(ps.Holds.Bytes))
+		counter(c.holdRefused, float64(ps.Holds.Refused))
 	}
 	if s.Epochs != nil {
 		es := s.Epochs.Chain()

@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/tests/harness"
+	"github.com/contentledger/contentledger/tools/ledgerclient"
+)
+
+// BenchmarkPaymentFlood measures what an unpaid flood costs paying users:
+// the pipeline benchmark's cluster (3 TESTNET validators on the dev chain,
+// fsync on, real signatures, every paid proposal paid and observed before
+// the timer) under the same closed-loop paid load twice in one run:
+//
+//	flood=off  BENCH_FLOOD_CLIENTS paid closed-loop clients (default 64)
+//	flood=on   the same, while BENCH_FLOOD_KEYS fresh keys (default 1000) flood
+//	           validly signed proposals that are never paid (random transaction
+//	           hashes) for the whole timed run
+//
+// Each flooding key is its own client behind a trusted proxy (its own
+// X-Forwarded-For), as a botnet behind a proxy would be, and sends its
+// proposal again BENCH_FLOOD_INTERVAL (default 1s) after the last answer
+// began: up to 1,000 submissions/s offered. Flood messages are
+// BENCH_FLOOD_MESSAGE_BYTES (default 128 KiB), so the flood outgrows the
+// hold's default byte bound (HOLD_BYTES, 64 MiB): part of it waits out
+// PAYMENT_WAIT in the hold, the rest is refused at once. The validators run
+// their defaults otherwise (hold bounds, PAYMENT_WAIT 60 s as in
+// BenchmarkPipeline). Both runs report the paid proposals/s, p50/p99 and
+// the leader's peak RSS; flood=on adds the flood's submissions/s and
+// refusals/s (402 payment_not_found), the refusals at a hold bound, and
+// paid-%-of-noflood, its paid throughput as a percentage of flood=off's.
+// Run with a fixed count, e.g. -bench BenchmarkPaymentFlood -benchtime
+// 3000x: every paid proposal is paid first.
+func BenchmarkPaymentFlood(b *testing.B) {
+	backing := harness.StartBacking(b, harness.Options{Quiet: true, Confirmations: 1, BlockInterval: 50 * time.Millisecond})
+	chain := backing.Chain
+	c, err := startLedger(b.Cleanup, b.TempDir(), append(backing.ValidatorNATSEnv(),
+		"SVC_VALIDATOR_MODE=TESTNET", "SVC_VALIDATOR_PAYMENT_STREAM=CHAIN_EVENTS",
+		"SVC_VALIDATOR_CHAIN_ID="+strconv.FormatUint(chain.ChainID, 10), "SVC_VALIDATOR_CONTRACT_ADDRESS="+chain.PaymentLedger.Hex(),
+		"SVC_VALIDATOR_CONFIRMATIONS=1", "SVC_VALIDATOR_PAYMENT_WAIT=60s", "SVC_VALIDATOR_OPERATOR_TOKENS="+benchOperatorToken,
+		"SVC_VALIDATOR_SUBMIT_TOKENS="+benchSubmitToken,
+		// The flood's clients are named by the proxy they come through.
+		"SVC_VALIDATOR_TRUSTED_PROXIES=127.0.0.1/32", "SVC_VALIDATOR_FORWARDED_HEADER=X-Forwarded-For")...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clients := envInt(b, "BENCH_FLOOD_CLIENTS", 64)
+	keys := envInt(b, "BENCH_FLOOD_KEYS", 1000)
+	messageBytes := envInt(b, "BENCH_FLOOD_MESSAGE_BYTES", 128<<10)
+	interval := time.Second
+	if s := os.Getenv("BENCH_FLOOD_INTERVAL"); s != "" {
+		if interval, err = time.ParseDuration(s); err != nil || interval < 0 {
+			b.Fatalf("BENCH_FLOOD_INTERVAL=%q is not a duration", s)
+		}
+	}
+	var noFlood float64
+	b.Run("flood=off", func(b *testing.B) {
+		forms := c.prepaid(b, chain, b.N)
+		latencies, elapsed := c.drive(b, forms, clients, 0)
+		noFlood = float64(b.N) / elapsed.Seconds()
+		c.report(b, latencies, elapsed)
+	})
+	b.Run("flood=on", func(b *testing.B) {
+		forms := c.prepaid(b, chain, b.N)
+		f := c.startFlood(b, keys, messageBytes, interval)
+		refusedAtBound0 := c.leaderMetric(b, "validator_payment_hold_refused_total")
+		latencies, elapsed := c.drive(b, forms, clients, 0)
+		sent, refused, other := f.stop()
+		c.report(b, latencies, elapsed)
+		if other != "" {
+			b.Errorf("flood submissions answered otherwise than 402 payment_not_found: %s", other)
+		}
+		b.ReportMetric(float64(sent)/elapsed.Seconds(), "flood-submissions/s")
+		b.ReportMetric(float64(refused)/elapsed.Seconds(), "flood-refusals/s")
+		b.ReportMetric(c.leaderMetric(b, "validator_payment_hold_refused_total")-refusedAtBound0, "flood-refused-at-bound")
+		if noFlood > 0 {
+			b.ReportMetric(100*float64(b.N)/elapsed.Seconds()/noFlood, "paid-%-of-noflood")
+		}
+	})
+}
+
+// flood is the unpaid flood running against the leader.
+type flood struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	sent    atomic.Int64
+	refused atomic.Int64
+	mu      sync.Mutex
+	other   map[string]int
+	// closeIdle closes the flood's idle connections.
+	closeIdle func()
+}
+
+// startFlood signs one unpaid proposal per fresh key (untimed) and starts
+// a loop per key that submits it to the leader, at most once per interval,
+// until stop. A refused submission leaves nothing behind, so sending the
+// same one again costs the validators what a new one would.
+func (c *ledgerCluster) startFlood(b *testing.B, keys, messageBytes int, interval time.Duration) *flood {
+	b.StopTimer()
+	defer b.StartTimer()
+	message := []byte(strings.Repeat("unpaid flood ", messageBytes/13+1)[:messageBytes])
+	forms := make([]string, keys)
+	for i := range forms {
+		key, err := crypto.GenerateKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var tx common.Hash
+		if _, err := rand.Read(tx[:]); err != nil {
+			b.Fatal(err)
+		}
+		p := &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: message, ContentType: "flood", Class: payment.Standard}
+		form, _, err := ledgerclient.Form(c.cfg, key, p, tx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		forms[i] = form.Encode()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	// net/http here, not submitConn: a held submission's request must end
+	// at stop. Its client CPU lands in flood=on only (this process shares
+	// the machine with the validators), which makes the ratio, if
+	// anything, pessimistic.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: keys, MaxIdleConns: keys}}
+	f := &flood{cancel: cancel, other: map[string]int{}, closeIdle: hc.CloseIdleConnections}
+	for i, form := range forms {
+		client := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		f.wg.Go(func() {
+			for ctx.Err() == nil {
+				next := time.Now().Add(interval)
+				code, body, err := floodSubmit(ctx, hc, c.leader.url, client, form)
+				if ctx.Err() != nil {
+					return
+				}
+				f.sent.Add(1)
+				if err == nil && code == http.StatusPaymentRequired && strings.Contains(body, `"payment_not_found"`) {
+					f.refused.Add(1)
+				} else {
+					f.mu.Lock()
+					f.other[fmt.Sprintf("%d %.60s %v", code, body, err)]++
+					f.mu.Unlock()
+				}
+				select {
+				case <-time.After(time.Until(next)):
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	return f
+}
+
+// stop ends the flood and returns the submissions answered, the 402
+// payment_not_found refusals among them, and a summary of other answers.
+func (f *flood) stop() (sent, refused int64, other string) {
+	f.cancel()
+	f.wg.Wait()
+	f.closeIdle()
+	if len(f.other) > 0 {
+		other = fmt.Sprint(f.other)
+	}
+	return f.sent.Load(), f.refused.Load(), other
+}
+
+// floodSubmit posts one flood form as the proxy forwarding client.
+func floodSubmit(ctx context.Context, hc *http.Client, base, client, form string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/propose-write", strings.NewReader(form))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+benchSubmitToken)
+	req.Header.Set("X-Forwarded-For", client)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// leaderMetric sums the series of family name on the leader's /metrics.
+func (c *ledgerCluster) leaderMetric(b *testing.B, name string) float64 {
+	resp, err := c.http.Get(c.leader.url + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	var sum float64
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
+	for _, m := range re.FindAllSubmatch(body, -1) {
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// envInt reads a positive integer setting, def when unset.
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q is not a positive integer", name, s)
+	}
+	return n
+}
