@@ -83,3 +83,33 @@ func FuzzNodes(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanID: whenever ScanID finds an id, it is the one the form's full
+// parse (url.ParseQuery, as intake reads it) gives.
+func FuzzScanID(f *testing.F) {
+	id := "0x" + strings.Repeat("ab", 32)
+	for _, seed := range []string{
+		"proposalId=" + id + "&message=x",
+		"message=a%26proposalId%3D" + id + "&proposalId=" + id,
+		"proposalId=" + id + "&proposalId=" + id,
+		"proposal%49d=" + id,
+		"proposalId=0x" + strings.Repeat("AB", 32) + ";x=1",
+		"x=%zz&proposalId=" + id,
+		"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got, ok := ScanID(body)
+		if !ok {
+			return
+		}
+		form, err := url.ParseQuery(body)
+		if err != nil || len(form[FieldProposalID]) != 1 {
+			return // the full parse refuses the form
+		}
+		if want, valid := ParseHash(form.Get(FieldProposalID)); !valid || want != got {
+			t.Fatalf("ScanID %s, the parse %q", got.Hex(), form.Get(FieldProposalID))
+		}
+	})
+}

@@ -34,6 +34,10 @@ import (
 // Proposals is the pipeline as the API sees it.
 type Proposals interface {
 	Submit(ctx context.Context, sub *proposal.Submission) (api.ProposalStatus, bool, error)
+	// RefuseEarly returns the refusal of a submission under id of at most
+	// n bytes that Submit would refuse at once for a full payment hold
+	// (ADR 0030), before its form is decoded; nil to go on.
+	RefuseEarly(ctx context.Context, id common.Hash, n int) error
 	WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error)
 	// QueueStats are the queue statistics of this validator's pipeline.
 	QueueStats() api.QueueStats

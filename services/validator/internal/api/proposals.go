@@ -33,7 +33,13 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	if handled, err := s.forward(c); handled {
 		return err
 	}
-	form, err := s.readForm(c)
+	ctx := pipeline.WithClient(c.Request().Context(), s.clientKey(c))
+	form, err := s.readForm(c, func(body string) error {
+		if id, ok := proposal.ScanID(body); ok {
+			return s.deps.Proposals.RefuseEarly(ctx, id, len(body))
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -45,7 +51,7 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 	if err != nil {
 		return err
 	}
-	status, created, err := s.deps.Proposals.Submit(pipeline.WithClient(c.Request().Context(), s.clientKey(c)), sub)
+	status, created, err := s.deps.Proposals.Submit(ctx, sub)
 	if err != nil {
 		return err
 	}
@@ -162,7 +168,9 @@ func (s *Server) isMemberAddress(id, ip string) bool {
 // same errors, without the work intake has no use for: parsing the media
 // type when it is exactly the one clients send, and merging body and query
 // into Request.Form.
-func (s *Server) readForm(c echo.Context) (url.Values, error) {
+// readForm reads and decodes the request's form; screen, when set, sees
+// the encoded body first and may refuse it.
+func (s *Server) readForm(c echo.Context, screen func(body string) error) (url.Values, error) {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationForm {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -185,7 +193,13 @@ func (s *Server) readForm(c echo.Context) (url.Values, error) {
 		}
 		return nil, apierror.New(apierror.InvalidField, "form does not parse: %v", err)
 	}
-	form, err := url.ParseQuery(body.String())
+	raw := body.String()
+	if screen != nil {
+		if err := screen(raw); err != nil {
+			return nil, err
+		}
+	}
+	form, err := url.ParseQuery(raw)
 	if err == nil && req.URL.RawQuery != "" {
 		// ParseForm refused a malformed query string too; so do we.
 		_, err = url.ParseQuery(req.URL.RawQuery)

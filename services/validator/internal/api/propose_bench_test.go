@@ -25,6 +25,8 @@ func (instantProposals) Submit(_ context.Context, sub *proposal.Submission) (api
 	return api.ProposalStatus{ProposalID: sub.ProposalID.Hex(), Status: api.StatusPending, Path: sub.Path}, true, nil
 }
 
+func (instantProposals) RefuseEarly(context.Context, common.Hash, int) error { return nil }
+
 func (instantProposals) WaitStatus(_ context.Context, id common.Hash, _ time.Duration) (api.ProposalStatus, error) {
 	return api.ProposalStatus{ProposalID: id.Hex(), Status: api.StatusCommitted}, nil
 }

@@ -83,7 +83,7 @@ func TestReadFormMatchesParseForm(t *testing.T) {
 						return echo.New().NewContext(req, httptest.NewRecorder()), req
 					}
 					c, _ := request()
-					got, gotErr := s.readForm(c)
+					got, gotErr := s.readForm(c, nil)
 					c, _ = request()
 					want, wantErr := parseFormReference(s, c)
 					name := bodyName + " | " + ct + " | ?" + q
@@ -116,7 +116,7 @@ func TestReadFormAllocatesWhatArrives(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPost, "/v1/propose-write", strings.NewReader(body))
 			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationForm)
 			req.ContentLength = declared
-			_, err := s.readForm(echo.New().NewContext(req, httptest.NewRecorder()))
+			_, err := s.readForm(echo.New().NewContext(req, httptest.NewRecorder()), nil)
 			return err
 		}
 		err := read()

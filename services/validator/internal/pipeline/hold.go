@@ -30,7 +30,10 @@ import (
 //
 // Waiting submissions are bounded per wallet, per client and in bytes
 // (their messages): past a bound a submission is refused at once, 402
-// payment_not_found, retryable. So fresh keys flooding unpaid proposals
+// payment_not_found, retryable. While the client's or the byte bound is
+// reached, intake refuses an unpaid submission before it decodes the form
+// and hashes the message (RefuseEarly): those are most of what an unpaid
+// flood costs the node, a message being up to a MiB. So fresh keys flooding unpaid proposals
 // cost the cluster nothing but this node's bounded memory and their own
 // requests, and the pending set, the raft log and paying users' capacity
 // are left alone.
@@ -89,6 +92,14 @@ type holds struct {
 	byClient map[string]int
 	// refused counts the submissions refused at once, a bound reached.
 	refused uint64
+}
+
+// full reports whether a submission of client carrying n bytes would be
+// refused at the client's or the byte bound.
+func (h *holds) full(cfg Config, client string, n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return (client != "" && h.byClient[client] >= cfg.HoldPerClient) || h.bytes+n > cfg.HoldBytes
 }
 
 // take reserves a place for one waiting submission of wallet and client
@@ -161,10 +172,7 @@ func (p *Pipeline) awaitPayment(ctx context.Context, id common.Hash, wallet comm
 	}
 	release, ok := p.held.take(p.cfg, wallet, clientOf(ctx), n)
 	if !ok {
-		e := apierror.New(apierror.PaymentNotFound,
-			"the payment for proposal %s is not observed yet, and too many submissions are already waiting for theirs; retry shortly", id.Hex())
-		e.RetryAfter = holdRetryAfter
-		return e
+		return holdFull(id)
 	}
 	defer release()
 	arrival := p.cfg.Feed.Position()
@@ -185,6 +193,39 @@ func (p *Pipeline) awaitPayment(ctx context.Context, id common.Hash, wallet comm
 			return apierror.New(apierror.Timeout, "the request ended while the proposal waited for its payment; nothing was kept: resubmit it")
 		}
 	}
+}
+
+// holdFull is the refusal of a submission that finds the hold full.
+func holdFull(id common.Hash) error {
+	e := apierror.New(apierror.PaymentNotFound,
+		"the payment for proposal %s is not observed yet, and too many submissions are already waiting for theirs; retry shortly", id.Hex())
+	e.RetryAfter = holdRetryAfter
+	return e
+}
+
+// RefuseEarly returns the refusal a submission under id of at most n
+// bytes, from the context's client (WithClient), gets at once because the
+// hold is full for it (the client's or the byte bound) and its payment is
+// not observed; nil when it may go on to be parsed and submitted. Intake
+// calls it before it decodes the form (proposal.ScanID finds the id), so a
+// flood of unpaid submissions costs little more than reading them.
+func (p *Pipeline) RefuseEarly(ctx context.Context, id common.Hash, n int) error {
+	if !p.cfg.VerifyPayments || !p.held.full(p.cfg, clientOf(ctx), n) {
+		return nil
+	}
+	if _, ok := p.observed(id); ok {
+		return nil
+	}
+	p.mu.Lock()
+	known, err := p.known(id)
+	p.mu.Unlock()
+	if err != nil || known != nil {
+		return nil // the records answer it (Submit says how)
+	}
+	p.held.mu.Lock()
+	p.held.refused++
+	p.held.mu.Unlock()
+	return holdFull(id)
 }
 
 // notObserved is the refusal of a submission whose payment did not come

@@ -158,7 +158,8 @@ func TestHoldRefusals(t *testing.T) {
 // in bytes; past a bound a submission is refused at once, retryable, and
 // the others keep waiting.
 func TestHoldBounds(t *testing.T) {
-	p, _ := startWith(t, paymentsByID{}, nil, nil, func(c *Config) {
+	paidID := common.HexToHash("0x0798")
+	p, _ := startWith(t, paymentsByID{paidID: paidAt(paidID, 1)}, nil, nil, func(c *Config) {
 		c.HoldPerWallet, c.HoldPerClient, c.HoldBytes, c.PaymentWait = 2, 3, 1<<20, 10*time.Second
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,6 +203,22 @@ func TestHoldBounds(t *testing.T) {
 	refusedAtOnce("a client's fourth", WithClient(ctx, "198.51.100.7"), fresh, 0x0703)
 	if st := p.Stats(); st.Holds.Refused != 2 || st.Holds.Waiting != 5 {
 		t.Fatalf("holds %+v", st.Holds)
+	}
+	// Before its form is decoded, an unpaid submission of a client at its
+	// bound is refused; another client's, or one the bytes still allow,
+	// goes on.
+	unpaid := common.HexToHash("0x0799")
+	if e := apierror.As(p.RefuseEarly(WithClient(ctx, "198.51.100.7"), unpaid, 1000)); e == nil || e.Code != apierror.PaymentNotFound || !e.Retryable {
+		t.Fatalf("early, a client at its bound: %v", e)
+	}
+	if err := p.RefuseEarly(WithClient(ctx, "198.51.100.7"), paidID, 1000); err != nil {
+		t.Fatalf("early, a paid one of a client at its bound: %v", err)
+	}
+	if err := p.RefuseEarly(WithClient(ctx, "198.51.100.8"), unpaid, 1000); err != nil {
+		t.Fatalf("early, another client: %v", err)
+	}
+	if e := apierror.As(p.RefuseEarly(WithClient(ctx, "198.51.100.8"), unpaid, 2<<20)); e == nil || e.Code != apierror.PaymentNotFound {
+		t.Fatalf("early, past the byte bound: %v", e)
 	}
 	cancel()
 	for _, done := range held {

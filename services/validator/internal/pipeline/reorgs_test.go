@@ -119,7 +119,7 @@ func (l *machineLedger) FinalizedEpoch() uint64                          { retur
 func (l *machineLedger) GcEpoch() uint64                                 { return l.m.GcEpoch() }
 func (l *machineLedger) LeaderTerm() uint64                              { return l.m.LeaderTerm() }
 func (l *machineLedger) Account(w [20]byte) (*ledgerpb.GcAccount, error) { return l.m.Account(w) }
-func (l *machineLedger) DebtTxPaid(tx [32]byte) (bool, error) { return l.m.DebtTxPaid(tx) }
+func (l *machineLedger) DebtTxPaid(tx [32]byte) (bool, error)            { return l.m.DebtTxPaid(tx) }
 func (l *machineLedger) DebtTxSpent(tx [32]byte, i uint32) (bool, error) {
 	return l.m.DebtTxSpent(tx, i)
 }
