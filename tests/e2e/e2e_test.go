@@ -84,11 +84,6 @@ func final(t *testing.T, n *harness.Network, id common.Hash) api.ProposalStatus 
 	return s
 }
 
-func exploreStatus(t *testing.T, n *harness.Network, path string) int {
-	var body map[string]any
-	return getJSON(t, n.ValidatorURL+"/api/explore?path="+url.QueryEscape(path), &body)
-}
-
 // TestPaidWriteEndToEnd pays, signs, submits and reads the committed node
 // back through /api/explore and the edge.
 func TestPaidWriteEndToEnd(t *testing.T) {

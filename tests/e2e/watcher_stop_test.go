@@ -168,12 +168,6 @@ func (l *paidLoad) acceptedDuring(phase loadPhase) int {
 	return l.acceptedIn[phase]
 }
 
-func (l *paidLoad) refusedDuring(phase loadPhase, code apierror.Code) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refused[phase][code]
-}
-
 // TestAttackWatcherStoppedUnderLoad: the chain-watcher stops while paying
 // clients submit, long enough that its status goes stale and several
 // payment waits pass, then starts again from its checkpoint. Its outage
