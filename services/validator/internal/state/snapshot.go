@@ -500,7 +500,13 @@ func (m *Machine) RestoreSnapshot(index, term uint64, r io.Reader) error {
 	}
 
 	fs, pdb := m.db.FS(), m.db.Pebble()
-	path := fs.PathJoin(m.db.Dir(), fmt.Sprintf("restore-%016x.sst.tmp", index))
+	// In the snapshot directory, whose *.tmp files consensus deletes at
+	// start: a crash mid-restore leaves nothing behind for long.
+	dir := m.db.SnapshotDir()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("state: restore snapshot: %w", err)
+	}
+	path := fs.PathJoin(dir, fmt.Sprintf("restore-%016x.sst.tmp", index))
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("state: restore snapshot: %w", err)
