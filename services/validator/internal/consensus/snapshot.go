@@ -13,10 +13,13 @@ package consensus
 //   - the data in one file, <snap dir>/<index:016x>-<term:016x>.snap, in the
 //     frame below, next to the database (storage.DB.SnapshotDir).
 //
-// A file rather than Pebble keys because the data can be large (up to the
-// transport's 1 GiB): written once sequentially, read once per follower that
-// needs it, and deleted when the next snapshot replaces it, without passing
-// through Pebble's WAL, memtables and compactions.
+// A file rather than Pebble keys because the data can be large (bounded by
+// the disk and the transport's MaxSnapshotSize, 64 GiB by default): written
+// once sequentially, streamed once per follower that needs it, and deleted
+// when the next snapshot replaces it, without passing through Pebble's WAL,
+// memtables and compactions. No path holds a snapshot in memory (ADR 0032):
+// making, serving, receiving and restoring all stream through buffers of
+// snapFileBufSize.
 //
 // Making one (Node.maybeSnapshot, on the apply goroutine). After
 // Config.SnapshotEntries applied entries, between two Apply calls — so the
@@ -39,20 +42,36 @@ package consensus
 // passes the snapshot's index (ErrCompactBeyondSnapshot), so the snapshot
 // and the log always cover every index together.
 //
-// Receiving one (Storage.save, on the Ready loop). The data is written to
-// its file and published (steps 1–2) before the batch that records r/sn,
-// the ConfState, the truncation point and the HardState commits (synced),
-// and before any message acknowledging the snapshot leaves. The state is
-// restored afterwards, on the apply goroutine. If the node crashes in
-// between, Start finds a snapshot newer than the applied state and restores
-// it from the file before raft starts: nothing acknowledged is lost, and the
-// applied index is never behind the log's first index.
+// Raft's MsgSnap carries only the metadata; Snapshot.Data stays empty on
+// both sides. The file travels beside the message:
 //
-// Serving one (Storage.Snapshot) reads the file back into memory, since raft
-// carries a snapshot as one message. It is only called when a follower is
-// behind the truncation point. A snapshot older than the latest membership
-// change is not served (the follower may be a member it does not list);
-// a fresh one is requested from the apply goroutine instead.
+// Serving one. Storage.Snapshot returns the metadata after checking the
+// file's header; it is only called when a follower is behind the
+// truncation point. A snapshot older than the latest membership change is
+// not served (the follower may be a member it does not list); a fresh one
+// is requested from the apply goroutine instead. The transport then opens
+// the file (Node.OpenSnapshotFile) and streams it, frame included; the
+// reader checks the frame as it goes, so a corrupt file fails the send at
+// its end (and asks for a new snapshot) instead of reaching the peer.
+//
+// Receiving one (Node.ReceiveSnapshot, on a transport goroutine, then
+// Storage.save on the Ready loop). The message is checked as Step checks
+// messages; then stageSnapshot writes the stream to <name>.recv.tmp
+// (refusing it beyond the disk's free space, or while two received files
+// already wait), syncs it, reads it back checking the frame and the
+// applier's data (SnapshotVerifier), and renames it <name>.recv. Only then
+// is the message stepped into raft. When raft installs it, save renames
+// <name>.recv to <name> (step 2) before the batch that records r/sn, the
+// ConfState, the truncation point and the HardState commits (synced), and
+// before any message acknowledging the snapshot leaves. Received files
+// raft did not take are deleted once the node is past them. The state is
+// restored afterwards, on the apply goroutine, from the file as a stream
+// (SnapshotRestorer reads it to its end, the frame checked at the end,
+// before it changes anything). If the node crashes in between, Start finds
+// a snapshot newer than the applied state and restores it from the file
+// before raft starts: nothing acknowledged is lost, and the applied index
+// is never behind the log's first index. A crash while receiving leaves
+// *.recv and *.tmp files, which OpenStorage deletes.
 //
 // File frame (integers big-endian):
 //
@@ -338,7 +357,7 @@ type snapFileReader struct {
 	dataLen int64
 	hdr     [snapFileHeaderLen]byte
 	trl     [snapFileTrailerLen]byte // once checkTrailer ran
-	err     error // sticky: the frame's verdict once the data is read
+	err     error                    // sticky: the frame's verdict once the data is read
 }
 
 // openSnapFileReader opens the snapshot file at path for (index, term),

@@ -25,8 +25,12 @@ type testSnapshot struct {
 	data        []byte
 }
 
-func (s testSnapshot) verify(m *Machine) error  { return m.VerifySnapshot(s.index, s.term, bytes.NewReader(s.data)) }
-func (s testSnapshot) restore(m *Machine) error { return m.RestoreSnapshot(s.index, s.term, bytes.NewReader(s.data)) }
+func (s testSnapshot) verify(m *Machine) error {
+	return m.VerifySnapshot(s.index, s.term, bytes.NewReader(s.data))
+}
+func (s testSnapshot) restore(m *Machine) error {
+	return m.RestoreSnapshot(s.index, s.term, bytes.NewReader(s.data))
+}
 
 // snapshotOf encodes m's state at its applied index as a snapshot in term.
 func snapshotOf(t testing.TB, m *Machine, term uint64) testSnapshot {
