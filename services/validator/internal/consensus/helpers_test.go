@@ -209,14 +209,23 @@ func decodeKVSnapshot(index, term uint64, d []byte) ([][2][]byte, error) {
 	return pairs, nil
 }
 
-// VerifySnapshot implements SnapshotVerifier.
-func (a snapKVApplier) VerifySnapshot(index, term uint64, data []byte) error {
-	_, err := decodeKVSnapshot(index, term, data)
+// VerifySnapshot implements SnapshotVerifier. The test applier's states
+// are small: it reads them whole.
+func (a snapKVApplier) VerifySnapshot(index, term uint64, r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	_, err = decodeKVSnapshot(index, term, data)
 	return err
 }
 
 // RestoreSnapshot replaces t/ with the snapshot's pairs in one batch.
-func (a snapKVApplier) RestoreSnapshot(index, term uint64, data []byte) error {
+func (a snapKVApplier) RestoreSnapshot(index, term uint64, r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
 	pairs, err := decodeKVSnapshot(index, term, data)
 	if err != nil {
 		return err
@@ -341,7 +350,12 @@ func (nw *network) deliver(id uint64, ch chan *raftpb.Message) {
 			nw.mu.Unlock()
 			err := errors.New("unreachable")
 			if n != nil && !cut {
-				err = n.Step(context.Background(), m) // a stopped node drops it, like a dead peer
+				// A stopped node drops it, like a dead peer.
+				if m.GetType() == raftpb.MsgSnap && from != nil {
+					err = streamSnapshot(from, n, m)
+				} else if m.GetType() != raftpb.MsgSnap {
+					err = n.Step(context.Background(), m)
+				}
 			}
 			// Like a real transport, tell the sender how a snapshot fared.
 			if m.GetType() == raftpb.MsgSnap && from != nil {
@@ -448,4 +462,15 @@ func checkPersisted(db *storage.DB, m *raftpb.Message) (checked bool, err error)
 		return true, nil
 	}
 	return false, nil
+}
+
+// streamSnapshot does what a transport does with a MsgSnap: it streams the
+// sender's snapshot file to the receiver's ReceiveSnapshot.
+func streamSnapshot(from, to *Node, m *raftpb.Message) error {
+	f, size, err := from.OpenSnapshotFile(m)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return to.ReceiveSnapshot(context.Background(), m, f, size)
 }

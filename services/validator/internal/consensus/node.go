@@ -49,23 +49,29 @@ type Applier interface {
 // compacted past it) and Start refuses a stored snapshot newer than the
 // state.
 //
-// RestoreSnapshot replaces the applied state with data, which is what a
-// Snapshotter's SnapshotData wrote for the snapshot at (index, term):
-// atomically, durably, and after verifying it completely — refused data
-// must leave the state untouched. Afterwards AppliedIndex() is index. It is
-// called on the apply goroutine, never concurrently with Apply, and also by
-// Start when a crash came between storing a received snapshot and restoring
-// it. It must not retain data. An error stops the node (ErrApplyFailed).
+// RestoreSnapshot replaces the applied state with the data read from data,
+// which is what a Snapshotter's SnapshotData wrote for the snapshot at
+// (index, term): atomically, durably, and after verifying it completely —
+// refused data must leave the state untouched. It must read data to its end
+// (io.EOF) before changing anything, and treat a read error as refused data:
+// data streams from the snapshot file, whose frame is checked only at the
+// end. Its memory must not grow with the data's size. Afterwards
+// AppliedIndex() is index. It is called on the apply goroutine, never
+// concurrently with Apply, and also by Start when a crash came between
+// storing a received snapshot and restoring it. An error stops the node
+// (ErrApplyFailed).
 type SnapshotRestorer interface {
-	RestoreSnapshot(index, term uint64, data []byte) error
+	RestoreSnapshot(index, term uint64, data io.Reader) error
 }
 
 // SnapshotVerifier is implemented by restorers that can check a snapshot's
-// data without applying it. Step then refuses a snapshot message whose
-// data does not verify (ErrBadSnapshot) before raft accepts it: once raft
-// has, the node can only restore it or stop.
+// data without applying it, reading it from data to its end with the same
+// rules as RestoreSnapshot. ReceiveSnapshot then refuses a snapshot whose
+// data does not verify (ErrBadSnapshot) before raft sees it: once raft
+// has, the node can only restore it or stop. It is called on a transport's
+// goroutine, concurrently with Apply.
 type SnapshotVerifier interface {
-	VerifySnapshot(index, term uint64, data []byte) error
+	VerifySnapshot(index, term uint64, data io.Reader) error
 }
 
 // RemovedMembers is implemented by appliers that remember which members a
@@ -112,11 +118,13 @@ type SnapshotData = interface {
 // A transport that fails to reach a peer reports it with
 // Node.ReportUnreachable; incoming messages go to Node.Step.
 //
-// A MsgSnap carries the whole state in Snapshot.Data. After one, the
-// sending side must call Node.ReportSnapshot with raft.SnapshotFinish once
-// the receiver's Step accepted it, or raft.SnapshotFailure if it was not
-// delivered or Step refused it (ErrBadSnapshot): until then raft sends that
-// follower nothing else.
+// A MsgSnap carries only the snapshot's metadata; its data is a file. The
+// transport streams that file (Node.OpenSnapshotFile) and the receiver
+// hands the message and the stream to Node.ReceiveSnapshot, never to Step.
+// After one, the sending side must call Node.ReportSnapshot with
+// raft.SnapshotFinish once the receiver's ReceiveSnapshot accepted it, or
+// raft.SnapshotFailure if it was not delivered or was refused: until then
+// raft sends that follower nothing else.
 type Transport interface {
 	Send(msgs []*raftpb.Message)
 }
@@ -284,12 +292,8 @@ func Start(cfg Config, db *storage.DB, app Applier, tr Transport) (*Node, error)
 		if restorer == nil {
 			return nil, fmt.Errorf("%w: a snapshot at %d is newer than the state at %d", ErrSnapshotUnsupported, snapMeta.GetIndex(), applied)
 		}
-		snap, err := st.loadSnapshot()
-		if err != nil {
-			return nil, err
-		}
 		log.Info("restoring the stored snapshot", zap.Uint64("index", snapMeta.GetIndex()), zap.Uint64("applied", applied))
-		if err := restoreSnapshot(restorer, snap); err != nil {
+		if err := restoreSnapshot(restorer, st); err != nil {
 			return nil, fmt.Errorf("%w: restore the stored snapshot at %d: %w", ErrApplyFailed, snapMeta.GetIndex(), err)
 		}
 		if applied = app.AppliedIndex(); applied != snapMeta.GetIndex() {
@@ -532,7 +536,7 @@ func (n *Node) apply(job applyJob) error {
 		// raft has installed the snapshot's ConfState itself, and save has
 		// persisted it with the snapshot; only the state is left.
 		index := job.snapshot.GetMetadata().GetIndex()
-		if err := restoreSnapshot(n.restorer, job.snapshot); err != nil {
+		if err := restoreSnapshot(n.restorer, n.storage); err != nil {
 			return fmt.Errorf("%w: restore snapshot at %d: %w", ErrApplyFailed, index, err)
 		}
 		if got := n.applier.AppliedIndex(); got != index {
@@ -575,10 +579,18 @@ func (n *Node) apply(job applyJob) error {
 	return nil
 }
 
-// restoreSnapshot hands a raft snapshot to the restorer.
-func restoreSnapshot(r SnapshotRestorer, snap *raftpb.Snapshot) error {
-	md := snap.GetMetadata()
-	return r.RestoreSnapshot(md.GetIndex(), md.GetTerm(), snap.GetData())
+// restoreSnapshot hands the current snapshot of st to the restorer, as a
+// stream read from its file.
+func restoreSnapshot(r SnapshotRestorer, st *Storage) error {
+	md, fr, err := st.openCurrentSnapshot()
+	if err != nil {
+		return err
+	}
+	if fr == nil {
+		return fmt.Errorf("%w: no snapshot to restore", ErrCorruptLog)
+	}
+	defer fr.Close()
+	return r.RestoreSnapshot(md.GetIndex(), md.GetTerm(), fr)
 }
 
 // applyConfChange installs a committed conf change in raft and persists the
@@ -767,28 +779,80 @@ func (n *Node) PendingConfChange() (bool, error) {
 // ErrInconsistentMessage (it contradicts this node's log), counted in
 // PeerMessagesRefused and logged; raft never sees it.
 //
-// A snapshot message is also refused with ErrSnapshotUnsupported when the
-// applier cannot restore snapshots, and with ErrBadSnapshot when its data
-// does not verify (SnapshotVerifier). Either way raft never sees it; the
-// transport reports raft.SnapshotFailure to the sender.
+// A snapshot message is refused as malformed: snapshots come with their
+// data, through ReceiveSnapshot.
 func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
 	if m == nil {
 		return fmt.Errorf("%w: nil message", ErrMalformedMessage)
 	}
-	typ := m.GetType()
-	if typ == raftpb.MsgSnap {
-		if n.restorer == nil {
-			return ErrSnapshotUnsupported
-		}
+	if m.GetType() == raftpb.MsgSnap {
+		return n.refusePeerMessage(m, malformed("a snapshot without its data"))
+	}
+	return n.step(ctx, m)
+}
+
+// ReceiveSnapshot takes a MsgSnap from a peer with its data: size bytes
+// from r, the snapshot file as the sender's OpenSnapshotFile returned it.
+// The message is checked as Step checks messages, then the file is written
+// to the snapshot directory, checked (its frame and, with a
+// SnapshotVerifier, the applier's data) and staged, and only then is the
+// message stepped into raft, which takes the staged file when it installs
+// the snapshot (snapshot.go). Memory stays bounded whatever size is. A
+// snapshot raft would ignore (at or below the commit index) is stepped
+// without reading r.
+//
+// Errors: ErrSnapshotUnsupported, ErrBadSnapshot (a truncated stream, a bad
+// frame or data: nothing is published), ErrSnapshotBusy and
+// ErrSnapshotNoSpace (retry later), the peer checks of Step, and errors of
+// r or the disk. The transport reports each to the sender, which tells its
+// raft raft.SnapshotFailure; the stream is for this one message.
+func (n *Node) ReceiveSnapshot(ctx context.Context, m *raftpb.Message, r io.Reader, size int64) error {
+	switch {
+	case m == nil:
+		return fmt.Errorf("%w: nil message", ErrMalformedMessage)
+	case m.GetType() != raftpb.MsgSnap:
+		return n.refusePeerMessage(m, malformed("%s sent as a snapshot", m.GetType()))
+	case len(m.GetSnapshot().GetData()) > 0:
+		return n.refusePeerMessage(m, malformed("a snapshot message with inline data"))
+	case n.restorer == nil:
+		return ErrSnapshotUnsupported
+	}
+	// The message alone first, so that nothing is written for a snapshot
+	// raft would refuse; Step checks it again against the log of the
+	// moment.
+	if _, err := checkPeerMessage(m, peerView{}); err != nil {
+		return n.refusePeerMessage(m, err)
+	}
+	md := m.GetSnapshot().GetMetadata()
+	if md.GetIndex() > n.storage.HardState().GetCommit() {
+		var verify func(io.Reader) error
 		if n.verifier != nil {
-			md := m.GetSnapshot().GetMetadata()
-			if err := n.verifier.VerifySnapshot(md.GetIndex(), md.GetTerm(), m.GetSnapshot().GetData()); err != nil {
-				n.log.Warn("refusing a snapshot whose data does not verify", zap.Uint64("from", m.GetFrom()),
-					zap.Uint64("index", m.GetSnapshot().GetMetadata().GetIndex()), zap.Error(err))
-				return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+			verify = func(data io.Reader) error { return n.verifier.VerifySnapshot(md.GetIndex(), md.GetTerm(), data) }
+		}
+		if err := n.storage.stageSnapshot(md, r, size, n.applyDone.Load(), verify); err != nil {
+			if errors.Is(err, ErrBadSnapshot) {
+				n.log.Warn("refusing a snapshot that does not verify", zap.Uint64("from", m.GetFrom()),
+					zap.Uint64("index", md.GetIndex()), zap.Error(err))
 			}
+			return err
 		}
 	}
+	return n.step(ctx, m)
+}
+
+// OpenSnapshotFile opens the file of the snapshot a MsgSnap this node sends
+// refers to, for a transport to stream to the peer: the whole file, frame
+// included, and its size. It fails with ErrSnapshotGone once a newer
+// snapshot replaced it.
+func (n *Node) OpenSnapshotFile(m *raftpb.Message) (io.ReadCloser, int64, error) {
+	md := m.GetSnapshot().GetMetadata()
+	return n.storage.OpenSnapshotFile(md.GetIndex(), md.GetTerm())
+}
+
+// step is Step for every message type, MsgSnap included once its file is
+// staged.
+func (n *Node) step(ctx context.Context, m *raftpb.Message) error {
+	typ := m.GetType()
 	if typ != raftpb.MsgApp && typ != raftpb.MsgHeartbeat && typ != raftpb.MsgSnap {
 		// Checked against the message alone: nothing of the log's end.
 		if _, err := checkPeerMessage(m, peerView{}); err != nil {

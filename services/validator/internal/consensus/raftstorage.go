@@ -31,7 +31,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 
@@ -60,6 +59,9 @@ type Storage struct {
 	// writeMu serializes the writers: save (Ready loop), Compact and
 	// createSnapshot (snapshot goroutine). Readers take only mu.
 	writeMu sync.Mutex
+	// recvMu admits one snapshot received from a peer at a time
+	// (stageSnapshot).
+	recvMu sync.Mutex
 
 	// wantSnapshot asks the apply goroutine for a new snapshot now rather
 	// than after SnapshotEntries (requestSnapshot); wantc wakes it up.
@@ -319,9 +321,12 @@ func (s *Storage) FirstIndex() (uint64, error) {
 	return s.truncIndex + 1, nil
 }
 
-// Snapshot implements raft.Storage: the newest snapshot, with its data read
-// from its file (snapshot.go). raft asks for it only to send it to a
-// follower behind the truncation point, and then uses it in one message.
+// Snapshot implements raft.Storage: the newest snapshot's metadata, after
+// checking that its file is there. Its data stays in the file: raft puts the
+// snapshot in a MsgSnap without data, and the transport streams the file
+// (OpenSnapshotFile) to the follower, which stages it before its raft sees
+// the message (Node.ReceiveSnapshot). raft asks for it only to send it to a
+// follower behind the truncation point.
 //
 // A snapshot older than the latest membership change is not served: the
 // follower may be the member that change added, and raft on the follower
@@ -344,13 +349,16 @@ func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
 		s.requestSnapshot()
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	snap, err := s.loadSnapshot()
+	md, r, err := s.openCurrentSnapshot()
 	if err != nil {
 		s.log.Error("cannot read the snapshot to send; asking for a new one", zap.Error(err))
 		s.requestSnapshot()
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	return snap, nil
+	if r != nil {
+		r.Close()
+	}
+	return raftpb.EnsureSnapshot(&raftpb.Snapshot{Metadata: md}), nil
 }
 
 // requestSnapshot asks the apply goroutine for a new snapshot now.
@@ -383,28 +391,12 @@ func (s *Storage) HardState() *raftpb.HardState {
 // save persists one Ready's HardState, entries and snapshot in one Pebble
 // batch, synced when sync is true, then moves the in-memory bounds.
 //
-// A snapshot's data goes to its file first (snapshot.go), which is synced
-// and published before the batch that records it commits: once the batch
-// is durable, so is everything a restart needs to restore the state.
+// A snapshot's file was received, verified and staged before raft saw the
+// message (Node.ReceiveSnapshot); it is published under its final name
+// before the batch that records it commits: once the batch is durable, so
+// is everything a restart needs to restore the state.
 func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) (err error) {
 	hasSnap := !raft.IsEmptySnap(snap)
-	var tmp string
-	if hasSnap {
-		meta := snap.GetMetadata()
-		tmp, err = s.writeSnapshotFile(meta.GetIndex(), meta.GetTerm(), func(w io.Writer) error {
-			_, err := w.Write(snap.GetData())
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err != nil {
-				_ = s.fs.Remove(tmp) // a no-op once published
-			}
-		}()
-	}
-
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -442,7 +434,7 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 		if err := b.Set([]byte(storage.RaftTruncatedKey), encodeTruncation(trunc, truncTerm), nil); err != nil {
 			return err
 		}
-		if err := s.publishSnapshotFile(tmp, meta.GetIndex(), meta.GetTerm()); err != nil {
+		if err := s.publishStagedSnapshot(meta.GetIndex(), meta.GetTerm()); err != nil {
 			return err
 		}
 	}
@@ -519,6 +511,9 @@ func (s *Storage) save(hs *raftpb.HardState, entries []*raftpb.Entry, snap *raft
 	s.mu.Unlock()
 	if newSnap != nil {
 		s.retireSnapshotFile(oldSnap, newSnap.GetMetadata())
+		if _, err := s.pruneStagedLocked(newSnap.GetMetadata().GetIndex(), ""); err != nil {
+			s.log.Warn("could not delete received snapshots raft no longer needs", zap.Error(err))
+		}
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func TestStorageAppendOverwriteCompactReopen(t *testing.T) {
 	if ok, err := s.createSnapshot(md, func(w io.Writer) error { _, err := w.Write([]byte("state@3")); return err }); !ok || err != nil {
 		t.Fatalf("createSnapshot = %v, %v", ok, err)
 	}
-	if snap, err := s.Snapshot(); err != nil || snap.GetMetadata().GetIndex() != 3 || string(snap.GetData()) != "state@3" {
+	if snap, err := s.Snapshot(); err != nil || snap.GetMetadata().GetIndex() != 3 || currentData(t, s) != "state@3" {
 		t.Fatalf("Snapshot() = %v, %v", snap, err)
 	}
 	if err := db.Close(); err != nil {
@@ -145,7 +145,7 @@ func TestStorageAppendOverwriteCompactReopen(t *testing.T) {
 		t.Fatalf("Term(4) after reopen = %d", term)
 	}
 	if snap, err := s.Snapshot(); err != nil || snap.GetMetadata().GetIndex() != 3 || snap.GetMetadata().GetTerm() != 1 ||
-		string(snap.GetData()) != "state@3" || len(snap.GetMetadata().GetConfState().GetVoters()) != 3 {
+		currentData(t, s) != "state@3" || len(snap.GetMetadata().GetConfState().GetVoters()) != 3 {
 		t.Fatalf("Snapshot() after reopen = %v, %v", snap, err)
 	}
 }
@@ -163,6 +163,7 @@ func TestStorageSnapshotReplacesLog(t *testing.T) {
 	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
 		Index: new(uint64(10)), Term: new(uint64(3)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2}},
 	}}
+	stageData(t, s, snap.GetMetadata(), []byte("state@10"))
 	if err := s.save(&raftpb.HardState{Term: new(uint64(3)), Commit: new(uint64(10))}, nil, snap, true); err != nil {
 		t.Fatal(err)
 	}

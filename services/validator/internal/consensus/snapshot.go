@@ -13,10 +13,13 @@ package consensus
 //   - the data in one file, <snap dir>/<index:016x>-<term:016x>.snap, in the
 //     frame below, next to the database (storage.DB.SnapshotDir).
 //
-// A file rather than Pebble keys because the data can be large (up to the
-// transport's 1 GiB): written once sequentially, read once per follower that
-// needs it, and deleted when the next snapshot replaces it, without passing
-// through Pebble's WAL, memtables and compactions.
+// A file rather than Pebble keys because the data can be large (bounded by
+// the disk and the transport's MaxSnapshotSize, 64 GiB by default): written
+// once sequentially, streamed once per follower that needs it, and deleted
+// when the next snapshot replaces it, without passing through Pebble's WAL,
+// memtables and compactions. No path holds a snapshot in memory (ADR 0032):
+// making, serving, receiving and restoring all stream through buffers of
+// snapFileBufSize.
 //
 // Making one (Node.maybeSnapshot, on the apply goroutine). After
 // Config.SnapshotEntries applied entries, between two Apply calls — so the
@@ -39,20 +42,36 @@ package consensus
 // passes the snapshot's index (ErrCompactBeyondSnapshot), so the snapshot
 // and the log always cover every index together.
 //
-// Receiving one (Storage.save, on the Ready loop). The data is written to
-// its file and published (steps 1–2) before the batch that records r/sn,
-// the ConfState, the truncation point and the HardState commits (synced),
-// and before any message acknowledging the snapshot leaves. The state is
-// restored afterwards, on the apply goroutine. If the node crashes in
-// between, Start finds a snapshot newer than the applied state and restores
-// it from the file before raft starts: nothing acknowledged is lost, and the
-// applied index is never behind the log's first index.
+// Raft's MsgSnap carries only the metadata; Snapshot.Data stays empty on
+// both sides. The file travels beside the message:
 //
-// Serving one (Storage.Snapshot) reads the file back into memory, since raft
-// carries a snapshot as one message. It is only called when a follower is
-// behind the truncation point. A snapshot older than the latest membership
-// change is not served (the follower may be a member it does not list);
-// a fresh one is requested from the apply goroutine instead.
+// Serving one. Storage.Snapshot returns the metadata after checking the
+// file's header; it is only called when a follower is behind the
+// truncation point. A snapshot older than the latest membership change is
+// not served (the follower may be a member it does not list); a fresh one
+// is requested from the apply goroutine instead. The transport then opens
+// the file (Node.OpenSnapshotFile) and streams it, frame included; the
+// reader checks the frame as it goes, so a corrupt file fails the send at
+// its end (and asks for a new snapshot) instead of reaching the peer.
+//
+// Receiving one (Node.ReceiveSnapshot, on a transport goroutine, then
+// Storage.save on the Ready loop). The message is checked as Step checks
+// messages; then stageSnapshot writes the stream to <name>.recv.tmp
+// (refusing it beyond the disk's free space, or while two received files
+// already wait), syncs it, reads it back checking the frame and the
+// applier's data (SnapshotVerifier), and renames it <name>.recv. Only then
+// is the message stepped into raft. When raft installs it, save renames
+// <name>.recv to <name> (step 2) before the batch that records r/sn, the
+// ConfState, the truncation point and the HardState commits (synced), and
+// before any message acknowledging the snapshot leaves. Received files
+// raft did not take are deleted once the node is past them. The state is
+// restored afterwards, on the apply goroutine, from the file as a stream
+// (SnapshotRestorer reads it to its end, the frame checked at the end,
+// before it changes anything). If the node crashes in between, Start finds
+// a snapshot newer than the applied state and restores it from the file
+// before raft starts: nothing acknowledged is lost, and the applied index
+// is never behind the log's first index. A crash while receiving leaves
+// *.recv and *.tmp files, which OpenStorage deletes.
 //
 // File frame (integers big-endian):
 //
@@ -72,6 +91,7 @@ import (
 	"hash/crc32"
 	"io"
 	iofs "io/fs"
+	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -90,6 +110,15 @@ const (
 	snapFileTrailerLen = 12
 	snapFileExt        = ".snap"
 	snapTmpExt         = ".tmp"
+	// snapRecvExt names a snapshot received from a peer and verified,
+	// waiting for raft to take it (stageSnapshot, Storage.save).
+	snapRecvExt = ".recv"
+	// snapFileBufSize is the buffer of every snapshot file read or
+	// write, and the largest piece of a snapshot held in memory here.
+	snapFileBufSize = 1 << 20
+	// maxStagedSnapshots bounds the received snapshots waiting for raft:
+	// a peer cannot fill the disk with snapshots raft never takes.
+	maxStagedSnapshots = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -106,6 +135,16 @@ var (
 	// A transport reports it to the sender, which then calls
 	// ReportSnapshot(id, raft.SnapshotFailure) so that its leader retries.
 	ErrBadSnapshot = errors.New("consensus: snapshot data refused")
+	// ErrSnapshotGone is returned by Storage.OpenSnapshotFile for a
+	// snapshot that a newer one replaced since raft chose to send it.
+	ErrSnapshotGone = errors.New("consensus: the snapshot was replaced")
+	// ErrSnapshotBusy is returned by Node.ReceiveSnapshot while another
+	// snapshot is being received, or while maxStagedSnapshots received
+	// ones wait for raft. The sender retries later.
+	ErrSnapshotBusy = errors.New("consensus: cannot take another snapshot now")
+	// ErrSnapshotNoSpace is returned by Node.ReceiveSnapshot for a snapshot
+	// larger than the free space of the snapshot directory's disk.
+	ErrSnapshotNoSpace = errors.New("consensus: no disk space for the snapshot")
 	// errStopping aborts a snapshot being written when the node stops.
 	errStopping = errors.New("consensus: stopping")
 )
@@ -152,7 +191,8 @@ func (s *Storage) openSnapshotDir() error {
 	}
 	removed := false
 	for _, name := range names {
-		if name == current || !(strings.HasSuffix(name, snapFileExt) || strings.HasSuffix(name, snapTmpExt)) {
+		if name == current || !(strings.HasSuffix(name, snapFileExt) || strings.HasSuffix(name, snapTmpExt) ||
+			strings.HasSuffix(name, snapRecvExt)) {
 			continue
 		}
 		if err := fs.Remove(fs.PathJoin(dir, name)); err != nil && !oserrNotExist(err) {
@@ -206,7 +246,7 @@ func (s *Storage) writeSnapshotFile(index, term uint64, write func(io.Writer) er
 		}
 	}()
 	crc := crc32.New(castagnoli)
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(f, snapFileBufSize)
 	fw := &frameWriter{w: bw, crc: crc}
 
 	var hdr [snapFileHeaderLen]byte
@@ -301,9 +341,41 @@ func checkSnapHeader(hdr []byte, index, term uint64) error {
 	return nil
 }
 
-// readSnapshotFile reads the data of the snapshot at (index, term) from f
-// and verifies its frame.
-func readSnapshotFile(f vfs.File, index, term uint64) ([]byte, error) {
+// snapFileReader reads the data of a snapshot file as a stream and checks
+// the file's frame as it goes: the header before the first byte, the
+// trailer's length and checksum when the data is read to its end. A
+// frame that does not check out turns the end of the data into an error
+// wrapping ErrCorruptLog instead of io.EOF, so a consumer that reads to the
+// end (SnapshotRestorer, SnapshotVerifier) never takes a corrupt file for a
+// good one.
+type snapFileReader struct {
+	f       vfs.File
+	r       *bufio.Reader
+	crc     hash.Hash32
+	index   uint64
+	left    int64 // data bytes not read yet
+	dataLen int64
+	hdr     [snapFileHeaderLen]byte
+	trl     [snapFileTrailerLen]byte // once checkTrailer ran
+	err     error                    // sticky: the frame's verdict once the data is read
+}
+
+// openSnapFileReader opens the snapshot file at path for (index, term),
+// checks its header and size, and returns a reader of its data.
+func openSnapFileReader(fs vfs.FS, path string, index, term uint64) (*snapFileReader, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot %d: %v", ErrCorruptLog, index, err)
+	}
+	r, err := newSnapFileReader(f, index, term)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func newSnapFileReader(f vfs.File, index, term uint64) (*snapFileReader, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("consensus: snapshot file %d: %w", index, err)
@@ -312,49 +384,148 @@ func readSnapshotFile(f vfs.File, index, term uint64) ([]byte, error) {
 	if size < snapFileHeaderLen+snapFileTrailerLen {
 		return nil, fmt.Errorf("%w: snapshot file %d: %d bytes", ErrCorruptLog, index, size)
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(f, buf); err != nil {
-		return nil, fmt.Errorf("%w: snapshot file %d: %v", ErrCorruptLog, index, err)
+	r := &snapFileReader{f: f, r: bufio.NewReaderSize(f, snapFileBufSize), crc: crc32.New(castagnoli), index: index,
+		dataLen: size - snapFileHeaderLen - snapFileTrailerLen}
+	r.left = r.dataLen
+	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
+		return nil, fmt.Errorf("%w: snapshot file %d: header: %v", ErrCorruptLog, index, err)
 	}
-	if err := checkSnapHeader(buf, index, term); err != nil {
+	if err := checkSnapHeader(r.hdr[:], index, term); err != nil {
 		return nil, err
 	}
-	trl := buf[size-snapFileTrailerLen:]
-	data := buf[snapFileHeaderLen : size-snapFileTrailerLen]
-	if n := binary.BigEndian.Uint64(trl); n != uint64(len(data)) {
-		return nil, fmt.Errorf("%w: snapshot file %d: %d bytes of data, trailer says %d", ErrCorruptLog, index, len(data), n)
-	}
-	if got, want := crc32.Checksum(buf[:size-4], castagnoli), binary.BigEndian.Uint32(trl[8:]); got != want {
-		return nil, fmt.Errorf("%w: snapshot file %d: checksum %08x, want %08x", ErrCorruptLog, index, got, want)
-	}
-	return data[:len(data):len(data)], nil
+	r.crc.Write(r.hdr[:])
+	return r, nil
 }
 
-// loadSnapshot returns the current snapshot with its data read from its
-// file, or an empty snapshot if none was made or received yet.
-func (s *Storage) loadSnapshot() (*raftpb.Snapshot, error) {
+// Size returns the size of the data (without the frame).
+func (r *snapFileReader) Size() int64 { return r.dataLen }
+
+func (r *snapFileReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.left == 0 {
+		r.err = r.checkTrailer()
+		return 0, r.err
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.r.Read(p)
+	r.crc.Write(p[:n])
+	r.left -= int64(n)
+	if err == io.EOF {
+		err = nil // the file shrank under us: ReadFull in checkTrailer says so
+	}
+	if err != nil {
+		r.err = fmt.Errorf("%w: snapshot file %d: %v", ErrCorruptLog, r.index, err)
+	}
+	return n, err
+}
+
+func (r *snapFileReader) checkTrailer() error {
+	var trl [snapFileTrailerLen + 1]byte
+	k, err := io.ReadFull(r.r, trl[:])
+	switch {
+	case k < snapFileTrailerLen:
+		return fmt.Errorf("%w: snapshot file %d: trailer: %v", ErrCorruptLog, r.index, err)
+	case k > snapFileTrailerLen:
+		return fmt.Errorf("%w: snapshot file %d: bytes after the trailer", ErrCorruptLog, r.index)
+	}
+	if n := binary.BigEndian.Uint64(trl[:]); n != uint64(r.dataLen) {
+		return fmt.Errorf("%w: snapshot file %d: %d bytes of data, trailer says %d", ErrCorruptLog, r.index, r.dataLen, n)
+	}
+	copy(r.trl[:], trl[:])
+	r.crc.Write(trl[:8])
+	if got, want := r.crc.Sum32(), binary.BigEndian.Uint32(trl[8:]); got != want {
+		return fmt.Errorf("%w: snapshot file %d: checksum %08x, want %08x", ErrCorruptLog, r.index, got, want)
+	}
+	return io.EOF
+}
+
+// Verify reads the rest of the data and returns the frame's verdict.
+func (r *snapFileReader) Verify() error {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r *snapFileReader) Close() error { return r.f.Close() }
+
+// openCurrentSnapshot opens the data of the current snapshot for reading.
+func (s *Storage) openCurrentSnapshot() (*raftpb.SnapshotMetadata, *snapFileReader, error) {
 	s.writeMu.Lock()
 	s.mu.Lock()
 	md := proto.Clone(s.snapshot.GetMetadata()).(*raftpb.SnapshotMetadata)
 	s.mu.Unlock()
 	if md.GetIndex() == 0 {
 		s.writeMu.Unlock()
-		return raftpb.EnsureSnapshot(&raftpb.Snapshot{Metadata: md}), nil
+		return md, nil, nil
 	}
 	// Open under writeMu so the file cannot be replaced in between; read
 	// after, since an open file stays readable when it is deleted.
-	f, err := s.fs.Open(s.fs.PathJoin(s.snapDir, snapFileName(md.GetIndex(), md.GetTerm())))
+	r, err := openSnapFileReader(s.fs, s.fs.PathJoin(s.snapDir, snapFileName(md.GetIndex(), md.GetTerm())), md.GetIndex(), md.GetTerm())
+	s.writeMu.Unlock()
+	return md, r, err
+}
+
+// OpenSnapshotFile opens the file of the snapshot at (index, term), which
+// must be the current one, for sending to a peer: the whole file, frame
+// included, and its size. A replaced snapshot is gone (ErrSnapshotGone):
+// raft will send the newer one. The frame is checked as the file is read,
+// at no extra cost: a corrupt file fails the read at its end, before the
+// peer could take it, and a new snapshot is requested.
+func (s *Storage) OpenSnapshotFile(index, term uint64) (io.ReadCloser, int64, error) {
+	s.writeMu.Lock()
+	md := s.SnapshotMetadata()
+	if md.GetIndex() != index || md.GetTerm() != term {
+		s.writeMu.Unlock()
+		return nil, 0, fmt.Errorf("%w: asked for %d (term %d), current is %d (term %d)", ErrSnapshotGone,
+			index, term, md.GetIndex(), md.GetTerm())
+	}
+	r, err := openSnapFileReader(s.fs, s.fs.PathJoin(s.snapDir, snapFileName(index, term)), index, term)
 	s.writeMu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("%w: snapshot %d: %v", ErrCorruptLog, md.GetIndex(), err)
+		s.requestSnapshot()
+		return nil, 0, err
 	}
-	defer f.Close()
-	data, err := readSnapshotFile(f, md.GetIndex(), md.GetTerm())
-	if err != nil {
-		return nil, err
-	}
-	return &raftpb.Snapshot{Metadata: md, Data: data}, nil
+	size := snapFileHeaderLen + r.dataLen + snapFileTrailerLen
+	return &snapFileSender{r: r, onCorrupt: s.requestSnapshot}, size, nil
 }
+
+// snapFileSender reads a whole snapshot file, frame included, checking the
+// frame as snapFileReader does.
+type snapFileSender struct {
+	r         *snapFileReader
+	off       int // of the header, then of the trailer
+	inTrailer bool
+	onCorrupt func()
+}
+
+func (s *snapFileSender) Read(p []byte) (int, error) {
+	switch {
+	case !s.inTrailer && s.off < snapFileHeaderLen:
+		n := copy(p, s.r.hdr[s.off:])
+		s.off += n
+		return n, nil
+	case !s.inTrailer:
+		n, err := s.r.Read(p)
+		if err == io.EOF {
+			s.inTrailer, s.off, err = true, 0, nil
+		} else if err != nil && errors.Is(err, ErrCorruptLog) {
+			s.onCorrupt()
+		}
+		return n, err
+	case s.off < snapFileTrailerLen:
+		n := copy(p, s.r.trl[s.off:])
+		s.off += n
+		return n, nil
+	}
+	return 0, io.EOF
+}
+
+func (s *snapFileSender) Close() error { return s.r.Close() }
 
 // createSnapshot persists a snapshot with metadata md and the data write
 // produces (steps 1–4 in the comment at the top), and makes it the current
@@ -513,4 +684,134 @@ func (n *Node) writeSnapshot(md *raftpb.SnapshotMetadata, data SnapshotData) {
 	default:
 		n.log.Error("log compaction failed", zap.Uint64("up_to", upTo), zap.Error(err))
 	}
+}
+
+// stageSnapshot takes the file of a snapshot at md received from a peer
+// (size bytes from r: the whole file, frame included), without ever
+// holding more than snapFileBufSize of it in memory:
+//
+//  1. refuse it if the disk cannot hold it (ErrSnapshotNoSpace), or if
+//     maxStagedSnapshots received ones still wait for raft (ErrSnapshotBusy);
+//  2. write <name>.recv.tmp and sync it;
+//  3. read it back, checking the frame (header, size, checksum) and, with
+//     verify, the applier's data;
+//  4. rename it to <name>.recv and sync the directory.
+//
+// Only then may raft see the message; save publishes <name>.recv as the
+// snapshot's file before recording it. A failure at any step deletes the
+// temporary file; a crash leaves files OpenStorage deletes. applied is the
+// node's applied index: a staged snapshot at or below it can no longer be
+// taken by raft, and is deleted here.
+func (s *Storage) stageSnapshot(md *raftpb.SnapshotMetadata, r io.Reader, size int64, applied uint64, verify func(io.Reader) error) (err error) {
+	index, term := md.GetIndex(), md.GetTerm()
+	if !s.recvMu.TryLock() {
+		return fmt.Errorf("%w: another snapshot is being received", ErrSnapshotBusy)
+	}
+	defer s.recvMu.Unlock()
+	if size < snapFileHeaderLen+snapFileTrailerLen {
+		return fmt.Errorf("%w: a snapshot file of %d bytes", ErrBadSnapshot, size)
+	}
+	name := snapFileName(index, term) + snapRecvExt
+	s.writeMu.Lock()
+	n, err := s.pruneStagedLocked(max(applied, s.snapshotIndex()), name)
+	s.writeMu.Unlock()
+	if err != nil {
+		return err
+	} else if n >= maxStagedSnapshots {
+		return fmt.Errorf("%w: %d received snapshots wait for raft", ErrSnapshotBusy, n)
+	}
+	if du, err := s.fs.GetDiskUsage(s.snapDir); err == nil && uint64(size) > du.AvailBytes {
+		return fmt.Errorf("%w: %d bytes, %d free", ErrSnapshotNoSpace, size, du.AvailBytes)
+	}
+
+	tmp := s.fs.PathJoin(s.snapDir, name+snapTmpExt)
+	f, err := s.fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("consensus: create received snapshot file: %w", err)
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			_ = s.fs.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, snapFileBufSize)
+	if n, err := io.CopyN(bw, r, size); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: the stream ended after %d of %d bytes", ErrBadSnapshot, n, size)
+		}
+		return fmt.Errorf("consensus: receive snapshot %d: %w", index, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("consensus: write received snapshot: %w", err)
+	}
+	if s.sync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("consensus: sync received snapshot: %w", err)
+		}
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return fmt.Errorf("consensus: close received snapshot: %w", err)
+	}
+
+	fr, err := openSnapFileReader(s.fs, tmp, index, term)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	if verify != nil {
+		err = verify(fr)
+	}
+	if err == nil {
+		// Whatever verify read, the frame is checked to its end.
+		err = fr.Verify()
+	}
+	fr.Close()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	if err := s.fs.Rename(tmp, s.fs.PathJoin(s.snapDir, name)); err != nil {
+		return fmt.Errorf("consensus: stage received snapshot: %w", err)
+	}
+	return s.syncDir(s.snapDir)
+}
+
+// pruneStagedLocked deletes the received snapshots at or below upTo,
+// except keep (a name), and returns how many others remain. It cannot
+// delete one that save is about to publish: raft hands out a snapshot only
+// above its commit index, which is at least the applied index and the
+// current snapshot's. Called with writeMu held.
+func (s *Storage) pruneStagedLocked(upTo uint64, keep string) (int, error) {
+	names, err := s.fs.List(s.snapDir)
+	if err != nil {
+		return 0, fmt.Errorf("consensus: list snapshot directory: %w", err)
+	}
+	left := 0
+	for _, name := range names {
+		if !strings.HasSuffix(name, snapRecvExt) || name == keep {
+			continue
+		}
+		index, err := strconv.ParseUint(name[:min(16, len(name))], 16, 64)
+		if err != nil || index <= upTo {
+			if err := s.fs.Remove(s.fs.PathJoin(s.snapDir, name)); err != nil && !oserrNotExist(err) {
+				return 0, fmt.Errorf("consensus: remove a received snapshot: %w", err)
+			}
+			continue
+		}
+		left++
+	}
+	return left, nil
+}
+
+// publishStagedSnapshot makes the received file of the snapshot at (index,
+// term) its snapshot file (save, with writeMu held).
+func (s *Storage) publishStagedSnapshot(index, term uint64) error {
+	staged := s.fs.PathJoin(s.snapDir, snapFileName(index, term)+snapRecvExt)
+	if _, err := s.fs.Stat(staged); err != nil {
+		return fmt.Errorf("%w: snapshot %d (term %d) to install was not received: %v", ErrCorruptLog, index, term, err)
+	}
+	return s.publishSnapshotFile(staged, index, term)
 }

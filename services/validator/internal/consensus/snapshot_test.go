@@ -3,8 +3,10 @@ package consensus
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"maps"
 	"math/rand"
@@ -180,10 +182,22 @@ func checkSnapshotServes(t *testing.T, n *Node) *raftpb.Snapshot {
 	if term, err := n.Storage().Term(md.GetIndex()); err != nil || term != md.GetTerm() {
 		t.Fatalf("Term(%d) = %d, %v; snapshot term %d", md.GetIndex(), term, err, md.GetTerm())
 	}
-	if err := (snapKVApplier{}).VerifySnapshot(md.GetIndex(), md.GetTerm(), snap.GetData()); err != nil {
+	if len(snap.GetData()) > 0 {
+		t.Fatalf("served snapshot carries %d bytes of data: it should stay in its file", len(snap.GetData()))
+	}
+	fmd, fr, err := n.Storage().openCurrentSnapshot()
+	if err != nil || fr == nil || fmd.GetIndex() != md.GetIndex() {
+		t.Fatalf("open the served snapshot's file: %v", err)
+	}
+	data, err := io.ReadAll(fr)
+	fr.Close()
+	if err != nil {
+		t.Fatalf("served snapshot's file: %v", err)
+	}
+	if err := (snapKVApplier{}).VerifySnapshot(md.GetIndex(), md.GetTerm(), bytes.NewReader(data)); err != nil {
 		t.Fatalf("served snapshot: %v", err)
 	}
-	pairs, _ := decodeKVSnapshot(md.GetIndex(), md.GetTerm(), snap.GetData())
+	pairs, _ := decodeKVSnapshot(md.GetIndex(), md.GetTerm(), data)
 	for _, kv := range pairs {
 		if bytes.Equal(kv[0], kvAppliedKey) {
 			if got, _ := storage.Uint64(kv[1]); got != md.GetIndex() {
@@ -409,9 +423,69 @@ func changeConf(t *testing.T, c *cluster, cc *raftpb.ConfChange, done func(*raft
 	}
 }
 
-// TestStepRefusesBadSnapshot: a snapshot whose data does not verify never
-// reaches raft, and the node keeps running.
-func TestStepRefusesBadSnapshot(t *testing.T) {
+// stageData stages data as if received from a peer (Storage.stageSnapshot
+// without the checks), for tests that call save with a snapshot.
+func stageData(t *testing.T, st *Storage, md *raftpb.SnapshotMetadata, data []byte) {
+	t.Helper()
+	tmp, err := st.writeSnapshotFile(md.GetIndex(), md.GetTerm(), func(w io.Writer) error { _, err := w.Write(data); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.fs.Rename(tmp, st.fs.PathJoin(st.snapDir, snapFileName(md.GetIndex(), md.GetTerm())+snapRecvExt)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapFileBytes frames data as a snapshot file at (index, term), as the
+// sender's OpenSnapshotFile streams it.
+func snapFileBytes(t *testing.T, index, term uint64, data []byte) []byte {
+	t.Helper()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	st, err := OpenStorage(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := st.writeSnapshotFile(index, term, func(w io.Writer) error { _, err := w.Write(data); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := st.fs.Open(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// snapDirLeftovers lists the files of n's snapshot directory other than
+// its current snapshot's.
+func snapDirLeftovers(t *testing.T, n *Node) []string {
+	t.Helper()
+	st := n.Storage()
+	names, err := st.fs.List(st.snapDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := st.SnapshotMetadata()
+	var out []string
+	for _, name := range names {
+		if md.GetIndex() == 0 || name != snapFileName(md.GetIndex(), md.GetTerm()) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestReceiveSnapshotRefusesBadData: a snapshot whose stream is truncated,
+// whose frame is corrupt or whose data does not verify never reaches raft,
+// leaves nothing in the snapshot directory, and the node keeps running.
+// Step refuses a snapshot that comes without its data.
+func TestReceiveSnapshotRefusesBadData(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	defer db.Close()
 	app := newKVApplier(t, db)
@@ -420,17 +494,44 @@ func TestStepRefusesBadSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Stop()
-	snap := &raftpb.Snapshot{
-		Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(100)), Term: new(uint64(5)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}},
-		Data:     []byte("not a snapshot"),
+	const index, term = 100, 5
+	md := &raftpb.SnapshotMetadata{Index: new(uint64(index)), Term: new(uint64(term)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}
+	m := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(uint64(term)),
+		Snapshot: &raftpb.Snapshot{Metadata: md}}
+
+	// A valid kv snapshot, framed, to damage in several ways.
+	var kv bytes.Buffer
+	binary.Write(&kv, binary.BigEndian, uint64(index))
+	binary.Write(&kv, binary.BigEndian, uint64(term))
+	binary.Write(&kv, binary.BigEndian, crc32.ChecksumIEEE(kv.Bytes()))
+	good := snapFileBytes(t, index, term, kv.Bytes())
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 1
+	cases := map[string]struct {
+		stream []byte
+		size   int64
+	}{
+		"not a snapshot":    {[]byte("not a snapshot file, but long enough for a frame"), 50},
+		"truncated stream":  {good[:len(good)-5], int64(len(good))},
+		"corrupt frame":     {flipped, int64(len(flipped))},
+		"other index":       {snapFileBytes(t, index+1, term, kv.Bytes()), int64(len(good))},
+		"data not verified": {snapFileBytes(t, index, term, []byte("0123456789abcdefghij")), int64(len(good))},
 	}
-	m := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(uint64(5)), Snapshot: snap}
-	if err := n.Step(context.Background(), m); !errors.Is(err, ErrBadSnapshot) {
-		t.Fatalf("Step(bad snapshot) = %v, want ErrBadSnapshot", err)
+	for name, c := range cases {
+		err := n.ReceiveSnapshot(context.Background(), m, bytes.NewReader(c.stream), c.size)
+		if !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: ReceiveSnapshot = %v, want ErrBadSnapshot", name, err)
+		}
+		if left := snapDirLeftovers(t, n); len(left) > 0 {
+			t.Errorf("%s: refused snapshot left %v", name, left)
+		}
+	}
+	if err := n.Step(context.Background(), m); !errors.Is(err, ErrMalformedMessage) {
+		t.Fatalf("Step(snapshot without data) = %v, want ErrMalformedMessage", err)
 	}
 	// The bootstrap's own conf changes (indexes 1 to 3) may apply
 	// meanwhile; the snapshot's index 100 must not.
-	if n.Err() != nil || app.AppliedIndex() >= 100 || n.Storage().SnapshotMetadata().GetIndex() != 0 {
+	if n.Err() != nil || app.AppliedIndex() >= index || n.Storage().SnapshotMetadata().GetIndex() != 0 {
 		t.Fatalf("a refused snapshot changed the node: err %v, applied %d", n.Err(), app.AppliedIndex())
 	}
 
@@ -441,8 +542,8 @@ func TestStepRefusesBadSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Stop()
-	if err := plain.Step(context.Background(), m); !errors.Is(err, ErrSnapshotUnsupported) {
-		t.Fatalf("Step(snapshot) without a restorer = %v, want ErrSnapshotUnsupported", err)
+	if err := plain.ReceiveSnapshot(context.Background(), m, bytes.NewReader(good), int64(len(good))); !errors.Is(err, ErrSnapshotUnsupported) {
+		t.Fatalf("ReceiveSnapshot without a restorer = %v, want ErrSnapshotUnsupported", err)
 	}
 }
 
@@ -478,6 +579,7 @@ func TestStartRestoresStoredSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		stageData(t, st, snap.GetMetadata(), snap.GetData())
 		if err := st.save(&raftpb.HardState{Term: new(term), Commit: snap.Metadata.Index}, nil, snap, true); err != nil {
 			t.Fatal(err)
 		}
@@ -528,7 +630,8 @@ func TestSnapshotFilesAfterCrash(t *testing.T) {
 	// Leftovers of crashes: a half-written file and a published one that was
 	// never recorded.
 	fs, sdir := db.FS(), db.SnapshotDir()
-	for _, name := range []string{snapFileName(5, 1) + snapTmpExt, snapFileName(9, 2)} {
+	for _, name := range []string{snapFileName(5, 1) + snapTmpExt, snapFileName(9, 2), snapFileName(7, 2) + snapRecvExt,
+		snapFileName(8, 2) + snapRecvExt + snapTmpExt} {
 		f, err := fs.Create(fs.PathJoin(sdir, name), vfs.WriteCategoryUnspecified)
 		if err != nil {
 			t.Fatal(err)
@@ -556,7 +659,7 @@ func TestSnapshotFilesAfterCrash(t *testing.T) {
 	if !slices.Equal(names, []string{snapFileName(4, 1)}) {
 		t.Fatalf("snapshot directory after reopen: %q", names)
 	}
-	if snap, err := st.Snapshot(); err != nil || string(snap.GetData()) != "four" {
+	if snap, err := st.Snapshot(); err != nil || snap.GetMetadata().GetIndex() != 4 || currentData(t, st) != "four" {
 		t.Fatalf("Snapshot() = %v, %v", snap, err)
 	}
 
@@ -570,6 +673,27 @@ func TestSnapshotFilesAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	// Sending it fails at the end of the file, before a peer could take
+	// it, and a new snapshot is asked for.
+	rc, _, err := st.OpenSnapshotFile(4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(rc)
+	rc.Close()
+	if !errors.Is(err, ErrCorruptLog) || !st.wantSnapshot.Load() {
+		t.Fatalf("sending a corrupt file = %v, want ErrCorruptLog and a new snapshot wanted", err)
+	}
+	// A damaged header is found before raft is handed the snapshot.
+	f, err = db.FS().OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st.wantSnapshot.Store(false)
 	if _, err := st.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) || !st.wantSnapshot.Load() {
 		t.Fatalf("Snapshot() of a corrupt file = %v, want ErrSnapshotTemporarilyUnavailable and a new snapshot wanted", err)
 	}
@@ -767,4 +891,19 @@ func TestCrashWhileReceivingSnapshot(t *testing.T) {
 		t.Fatal("no crash image had stored the snapshot: the test covered nothing")
 	}
 	t.Logf("%d crash images started", len(images))
+}
+
+// currentData reads the data of st's current snapshot from its file.
+func currentData(t *testing.T, st *Storage) string {
+	t.Helper()
+	_, fr, err := st.openCurrentSnapshot()
+	if err != nil || fr == nil {
+		t.Fatalf("open the current snapshot: %v", err)
+	}
+	defer fr.Close()
+	b, err := io.ReadAll(fr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -13,13 +13,13 @@ package state
 // reads from it later, on another goroutine, while applies continue on the
 // live database.
 //
-// Restoring one replaces the state in a single synced Pebble batch: a
-// DeleteRange over "s/" followed by every pair of the snapshot (later
-// operations of a batch win over earlier ones). Readers see the old state or
-// the new one, never a mix, and a crash keeps either. Nothing is written
-// before the data has been verified completely: checksum, structure, key
-// order, and that the applied index and state hash it holds are the ones its
-// header and the raft metadata announce.
+// Restoring one streams the data into an sstable that starts with a range
+// deletion of "s/" and ingests it once the data has been read to its end
+// and verified completely: checksum, structure, key order, and that the
+// applied index and state hash it holds are the ones its header and the raft
+// metadata announce. The ingestion is one atomic step: readers see the old
+// state or the new one, never a mix, and a crash keeps either; refused data
+// only leaves a temporary table to delete.
 //
 // Data format, version 1 (integers big-endian; uvarint as encoding/binary):
 //
@@ -45,23 +45,27 @@ package state
 // encoding, so equal states give byte-identical snapshots on every
 // validator.
 //
-// Size: encoding streams (WriteTo), but raft carries a snapshot as one
-// []byte in its message and restoring builds one Pebble batch from
-// it, so a restore needs about twice the encoded size in memory. The peer
-// transport bounds a snapshot at 1 GiB. Beyond that the way forward is to
-// stream the records into sstables and ingest them with
-// pebble.DB.IngestAndExcise, which the format already allows.
+// Size: encoding (WriteTo), verifying and restoring all stream, holding one
+// record at a time (ADR 0032): the state's size is bounded by the disk, not
+// by memory or by any message limit. Consensus keeps the data in a file and
+// the peer transport streams that file.
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -244,69 +248,136 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// decodeSnapshot checks data completely and calls fn, if not nil, with each
-// record in order. Keys and values alias data. It never panics, whatever
-// data holds; every error wraps ErrBadSnapshot. With fn nil it only
-// verifies, so a caller can refuse bad data before changing anything.
-func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHeader, error) {
+// Bounds on one record of snapshot data. A key is a state key (short); a
+// value is at most one replicated entry's worth, and no entry can exceed
+// the peer transport's largest frame (1 GiB). Buffers grow with the bytes
+// actually read, never with the length announced, so hostile data cannot
+// make the decoder allocate more than it was sent.
+const (
+	maxSnapshotKeyLen   = 64 << 10
+	maxSnapshotValueLen = 1 << 30
+	// snapshotReadChunk is the largest single read into a record buffer.
+	snapshotReadChunk = 1 << 20
+)
+
+// snapshotReader reads snapshot data from a stream, folding every byte it
+// returns into a CRC-32C, so the decoder needs no more memory than one
+// record whatever the size of the state.
+type snapshotReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+	one [1]byte
+	n   int64 // bytes read
+}
+
+func (s *snapshotReader) ReadByte() (byte, error) {
+	b, err := s.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	s.one[0] = b
+	s.crc.Write(s.one[:])
+	s.n++
+	return b, nil
+}
+
+// readFull reads exactly len(p) bytes.
+func (s *snapshotReader) readFull(p []byte) error {
+	k, err := io.ReadFull(s.r, p)
+	s.crc.Write(p[:k])
+	s.n += int64(k)
+	return err
+}
+
+// readN reads n bytes into buf (reused, grown by at most
+// snapshotReadChunk at a time) and returns them.
+func (s *snapshotReader) readN(buf []byte, n uint64) ([]byte, error) {
+	buf = buf[:0]
+	for uint64(len(buf)) < n {
+		k := int(min(n-uint64(len(buf)), snapshotReadChunk))
+		buf = slices.Grow(buf, k)
+		if err := s.readFull(buf[len(buf) : len(buf)+k]); err != nil {
+			return buf, err
+		}
+		buf = buf[:len(buf)+k]
+	}
+	return buf, nil
+}
+
+// decodeSnapshot reads snapshot data from r to its end, checks it
+// completely and calls fn, if not nil, with each record in order; key and
+// value are valid only during the call. It never panics, whatever r holds;
+// every error about the data wraps ErrBadSnapshot (an error of r itself is
+// wrapped too: data that cannot be read cannot be restored). fn runs before
+// the checksum at the end is known: a caller that writes must be able to
+// discard what it wrote when decodeSnapshot fails. With fn nil it only
+// verifies.
+func decodeSnapshot(r io.Reader, fn func(key, value []byte) error) (snapshotHeader, error) {
 	var h snapshotHeader
 	bad := func(format string, args ...any) (snapshotHeader, error) {
 		return snapshotHeader{}, fmt.Errorf("%w: "+format, append([]any{ErrBadSnapshot}, args...)...)
 	}
-	if len(data) < snapshotMinLen {
-		return bad("%d bytes, shorter than the smallest snapshot (%d)", len(data), snapshotMinLen)
+	sr := &snapshotReader{r: bufio.NewReaderSize(r, 256<<10), crc: crc32.New(castagnoli)}
+	var hdr [snapshotHeaderLen]byte
+	if err := sr.readFull(hdr[:]); err != nil {
+		return bad("header: %v", err)
 	}
-	if string(data[:8]) != snapshotMagic {
-		return bad("not snapshot data (magic %q)", data[:8])
+	if string(hdr[:8]) != snapshotMagic {
+		return bad("not snapshot data (magic %q)", hdr[:8])
 	}
-	if v := binary.BigEndian.Uint32(data[8:]); v != snapshotVersion {
+	if v := binary.BigEndian.Uint32(hdr[8:]); v != snapshotVersion {
 		return bad("format version %d, this build reads %d", v, snapshotVersion)
 	}
-	if f := binary.BigEndian.Uint32(data[12:]); f != 0 {
+	if f := binary.BigEndian.Uint32(hdr[12:]); f != 0 {
 		return bad("unknown flags %#x", f)
 	}
-	body, trailer := data[:len(data)-4], data[len(data)-4:]
-	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(trailer); got != want {
-		return bad("checksum %08x, want %08x (truncated or corrupt)", got, want)
-	}
-	h.index = binary.BigEndian.Uint64(data[16:])
-	h.term = binary.BigEndian.Uint64(data[24:])
-	copy(h.stateHash[:], data[32:64])
+	h.index = binary.BigEndian.Uint64(hdr[16:])
+	h.term = binary.BigEndian.Uint64(hdr[24:])
+	copy(h.stateHash[:], hdr[32:64])
 	if h.index == 0 {
 		return bad("index 0")
 	}
 
-	recs := body[snapshotHeaderLen : len(body)-8]
-	wantCount := binary.BigEndian.Uint64(body[len(body)-8:])
 	var (
 		count      uint64
+		key, value []byte
 		prev       []byte
 		sawApplied bool
 		sawHash    bool
 	)
 	var scratch [binary.MaxVarintLen64]byte
-	next := func() ([]byte, bool) {
-		n, k := binary.Uvarint(recs)
+	readLen := func(what string, limit uint64) (uint64, error) {
+		start := sr.n
+		n, err := binary.ReadUvarint(sr)
+		if err != nil {
+			return 0, fmt.Errorf("%w: record %d: %s length: %v", ErrBadSnapshot, count, what, err)
+		}
 		// Only the shortest encoding of a length is valid: one state has
 		// exactly one encoding.
-		if k <= 0 || binary.PutUvarint(scratch[:], n) != k || n > uint64(len(recs)-k) {
-			return nil, false
+		if int64(binary.PutUvarint(scratch[:], n)) != sr.n-start {
+			return 0, fmt.Errorf("%w: record %d: %s length is not in its shortest form", ErrBadSnapshot, count, what)
 		}
-		b := recs[k : k+int(n)]
-		recs = recs[k+int(n):]
-		return b, true
+		if n > limit {
+			return 0, fmt.Errorf("%w: record %d: %s of %d bytes, at most %d", ErrBadSnapshot, count, what, n, limit)
+		}
+		return n, nil
 	}
 	for {
-		key, ok := next()
-		if !ok {
-			return bad("record %d: key overruns the data", count)
+		n, err := readLen("key", maxSnapshotKeyLen)
+		if err != nil {
+			return snapshotHeader{}, err
 		}
-		if len(key) == 0 {
+		if n == 0 {
 			break // end of records
 		}
-		value, ok := next()
-		if !ok {
-			return bad("record %d: value overruns the data", count)
+		if key, err = sr.readN(key, n); err != nil {
+			return bad("record %d: key: %v", count, err)
+		}
+		if n, err = readLen("value", maxSnapshotValueLen); err != nil {
+			return snapshotHeader{}, err
+		}
+		if value, err = sr.readN(value, n); err != nil {
+			return bad("record %d: value: %v", count, err)
 		}
 		if !bytes.HasPrefix(key, []byte(storage.StatePrefix)) {
 			return bad("record %d: key %q is outside the state", count, key)
@@ -314,7 +385,7 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 		if prev != nil && bytes.Compare(prev, key) >= 0 {
 			return bad("record %d: key %q does not sort after %q", count, key, prev)
 		}
-		prev = key
+		prev = append(prev[:0], key...)
 		switch string(key) {
 		case storage.AppliedIndexKey:
 			if n, ok := storage.Uint64(value); !ok || n != h.index {
@@ -350,11 +421,26 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 		}
 		count++
 	}
-	if len(recs) != 0 {
-		return bad("%d bytes after the last record", len(recs))
+	var trl [snapshotTrailerLen]byte
+	if err := sr.readFull(trl[:8]); err != nil {
+		return bad("trailer: %v", err)
 	}
-	if count != wantCount {
-		return bad("%d records, trailer says %d", count, wantCount)
+	sum := sr.crc.Sum32()
+	if _, err := io.ReadFull(sr.r, trl[8:]); err != nil {
+		return bad("trailer: %v", err)
+	}
+	if want := binary.BigEndian.Uint32(trl[8:]); sum != want {
+		return bad("checksum %08x, want %08x (truncated or corrupt)", sum, want)
+	}
+	// Reading to the end also lets r check what frames the data (the
+	// consensus snapshot file's own checksum, say).
+	if _, err := sr.r.ReadByte(); err == nil {
+		return bad("bytes after the trailer")
+	} else if err != io.EOF {
+		return bad("after the trailer: %v", err)
+	}
+	if want := binary.BigEndian.Uint64(trl[:8]); count != want {
+		return bad("%d records, trailer says %d", count, want)
 	}
 	if !sawApplied || !sawHash {
 		return bad("the applied index or the state hash is missing")
@@ -362,10 +448,10 @@ func decodeSnapshot(data []byte, fn func(key, value []byte) error) (snapshotHead
 	return h, nil
 }
 
-// checkSnapshot verifies snapshot data and that it holds the state at index
-// and term.
-func checkSnapshot(index, term uint64, data []byte, fn func(key, value []byte) error) (snapshotHeader, error) {
-	h, err := decodeSnapshot(data, fn)
+// checkSnapshot decodes snapshot data from r (decodeSnapshot) and checks
+// that it holds the state at index and term.
+func checkSnapshot(index, term uint64, r io.Reader, fn func(key, value []byte) error) (snapshotHeader, error) {
+	h, err := decodeSnapshot(r, fn)
 	if err != nil {
 		return h, err
 	}
@@ -376,60 +462,83 @@ func checkSnapshot(index, term uint64, data []byte, fn func(key, value []byte) e
 	return h, nil
 }
 
-// VerifySnapshot checks the data of a snapshot at (index, term) without
-// changing anything (consensus.SnapshotVerifier): checksum, structure, and
-// that it holds the state at that index and term.
-func (m *Machine) VerifySnapshot(index, term uint64, data []byte) error {
-	_, err := checkSnapshot(index, term, data, nil)
+// VerifySnapshot reads the data of a snapshot at (index, term) from r to
+// its end and checks it without changing anything
+// (consensus.SnapshotVerifier): checksum, structure, and that it holds the
+// state at that index and term. Memory stays at one record.
+func (m *Machine) VerifySnapshot(index, term uint64, r io.Reader) error {
+	_, err := checkSnapshot(index, term, r, nil)
 	return err
 }
 
 // RestoreSnapshot replaces the whole replicated state with the data of a
-// snapshot at (index, term) (consensus.SnapshotRestorer). The data is verified completely before
-// anything is written; a refused snapshot leaves the state untouched. The
-// replacement is one synced batch, after which AppliedIndex and StateHash
+// snapshot at (index, term) read from r (consensus.SnapshotRestorer).
+//
+// The records stream into one sstable, a temporary file next to the
+// database, that begins with a range deletion of the whole state; only
+// once r has been read to its end and everything verified is the table
+// ingested, which swaps the old state for the new in one atomic, durable
+// step (the deletion covers what the database held, not the table's own
+// keys, which carry the same sequence number). A refused snapshot deletes
+// the table and leaves the state untouched; a crash keeps the old state or
+// the new one. Memory stays at one record and the table writer's blocks,
+// whatever the size of the state. Afterwards AppliedIndex and StateHash
 // are the snapshot's and Changed is signalled.
 //
 // Restoring the state the machine is already at is allowed (a restart that
 // finds the snapshot's state already restored); an older one is refused
-// with ErrStaleSnapshot.
-func (m *Machine) RestoreSnapshot(index, term uint64, data []byte) error {
+// with ErrStaleSnapshot, before r is read.
+func (m *Machine) RestoreSnapshot(index, term uint64, r io.Reader) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 
-	h, err := checkSnapshot(index, term, data, nil)
-	if err != nil {
-		return err
-	}
 	m.mu.RLock()
 	applied := m.meta.applied
 	m.mu.RUnlock()
-	if h.index < applied {
-		return fmt.Errorf("%w: snapshot at %d, state at %d", ErrStaleSnapshot, h.index, applied)
+	if index < applied {
+		return fmt.Errorf("%w: snapshot at %d, state at %d", ErrStaleSnapshot, index, applied)
 	}
 
-	// Sized up front: the batch holds every record plus a few bytes each,
-	// and growing a batch of hundreds of MiB copies it over and over.
-	b := m.db.Pebble().NewBatchWithSize(len(data) + len(data)/8 + 1024)
-	defer b.Close()
-	lo := []byte(storage.StatePrefix)
-	if err := b.DeleteRange(lo, storage.PrefixEnd(lo), nil); err != nil {
-		return err
-	}
-	if _, err := checkSnapshot(index, term, data, func(k, v []byte) error { return b.Set(k, v, nil) }); err != nil {
-		return err
-	}
-	if err := b.Commit(m.db.DurableWrites()); err != nil {
+	fs, pdb := m.db.FS(), m.db.Pebble()
+	// In the snapshot directory, whose *.tmp files consensus deletes at
+	// start: a crash mid-restore leaves nothing behind for long.
+	dir := m.db.SnapshotDir()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("state: restore snapshot: %w", err)
 	}
+	path := fs.PathJoin(dir, fmt.Sprintf("restore-%016x.sst.tmp", index))
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("state: restore snapshot: %w", err)
+	}
+	defer func() { _ = fs.Remove(path) }() // Ingest links or copies it
+	opts := &pebble.Options{}
+	opts.EnsureDefaults()
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts.MakeWriterOptions(0, pdb.FormatMajorVersion().MaxTableFormat()))
+	lo := []byte(storage.StatePrefix)
+	if err := w.DeleteRange(lo, storage.PrefixEnd(lo)); err != nil {
+		_ = w.Close()
+		return err
+	}
+	var bytesIn int64
+	h, err := checkSnapshot(index, term, &countingReader{r: r, n: &bytesIn}, func(k, v []byte) error { return w.Set(k, v) })
+	if cerr := w.Close(); err == nil && cerr != nil { // Close syncs the file
+		err = fmt.Errorf("state: restore snapshot: write table: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	if err := pdb.Ingest(context.Background(), []string{path}); err != nil {
+		return fmt.Errorf("state: restore snapshot: ingest: %w", err)
+	}
 
-	md, err := loadMeta(m.db.Pebble())
+	md, err := loadMeta(pdb)
 	if err != nil {
 		return err
 	}
 	if md.applied != h.index || md.stateHash != h.stateHash {
 		// decodeSnapshot checked both keys; reading back anything else means
-		// the database did not keep the batch.
+		// the database did not keep the table.
 		return fmt.Errorf("%w: restored state is at %d, snapshot at %d", ErrCorruptState, md.applied, h.index)
 	}
 	m.mu.Lock()
@@ -439,9 +548,20 @@ func (m *Machine) RestoreSnapshot(index, term uint64, data []byte) error {
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
 	m.log.Info("restored a snapshot", zap.Uint64("index", h.index), zap.Uint64("term", h.term),
-		zap.Int("bytes", len(data)))
+		zap.Int64("bytes", bytesIn))
 	if o := m.observer.Load(); o != nil {
 		(*o).StateRestored()
 	}
 	return nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	*c.n += int64(k)
+	return k, err
 }

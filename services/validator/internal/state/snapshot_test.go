@@ -25,8 +25,12 @@ type testSnapshot struct {
 	data        []byte
 }
 
-func (s testSnapshot) verify(m *Machine) error  { return m.VerifySnapshot(s.index, s.term, s.data) }
-func (s testSnapshot) restore(m *Machine) error { return m.RestoreSnapshot(s.index, s.term, s.data) }
+func (s testSnapshot) verify(m *Machine) error {
+	return m.VerifySnapshot(s.index, s.term, bytes.NewReader(s.data))
+}
+func (s testSnapshot) restore(m *Machine) error {
+	return m.RestoreSnapshot(s.index, s.term, bytes.NewReader(s.data))
+}
 
 // snapshotOf encodes m's state at its applied index as a snapshot in term.
 func snapshotOf(t testing.TB, m *Machine, term uint64) testSnapshot {
@@ -318,7 +322,7 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 		t.Fatal("a refused snapshot changed the state")
 	}
 	// The crafted encoder is right: with sorted, matching records it passes.
-	if _, err := decodeSnapshot(encodeRecords(h, applied, hash), nil); err != nil {
+	if _, err := decodeSnapshot(bytes.NewReader(encodeRecords(h, applied, hash)), nil); err != nil {
 		t.Fatalf("a well-formed crafted snapshot was refused: %v", err)
 	}
 }
@@ -341,7 +345,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		[2]string{string(storage.ProposalKey([32]byte(pid(1)))), "record"},
 		[2]string{string(storage.EventKey(3)), "event"},
 	)
-	if _, err := decodeSnapshot(seed, nil); err != nil {
+	if _, err := decodeSnapshot(bytes.NewReader(seed), nil); err != nil {
 		f.Fatalf("seed: %v", err)
 	}
 	f.Add(seed)
@@ -349,7 +353,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var pairs [][2]string
-		h, err := decodeSnapshot(data, func(k, v []byte) error {
+		h, err := decodeSnapshot(bytes.NewReader(data), func(k, v []byte) error {
 			pairs = append(pairs, [2]string{string(k), string(v)})
 			return nil
 		})

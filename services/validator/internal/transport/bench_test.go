@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,12 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) Step(context.Context, *raftpb.Message) error { c.n.Add(1); return nil }
 func (c *counter) ReportUnreachable(uint64)                    {}
 func (c *counter) ReportSnapshot(uint64, raft.SnapshotStatus)  {}
+func (c *counter) OpenSnapshotFile(*raftpb.Message) (io.ReadCloser, int64, error) {
+	return nil, 0, errors.New("no snapshots in this benchmark")
+}
+func (c *counter) ReceiveSnapshot(context.Context, *raftpb.Message, io.Reader, int64) error {
+	return errors.New("no snapshots in this benchmark")
+}
 
 // BenchmarkSend measures MsgApp messages with one 1 KiB entry from one
 // transport to another over loopback TCP, from Send to Raft.Step on the

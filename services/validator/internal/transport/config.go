@@ -40,8 +40,11 @@ const (
 	// (and the header of a snapshot). It must exceed the raft node's
 	// MaxSizePerMsg (1 MiB by default) with room for one oversized entry.
 	DefaultMaxFrameSize = 16 << 20
-	// DefaultMaxSnapshotSize bounds the payload of one snapshot.
-	DefaultMaxSnapshotSize = 1 << 30
+	// DefaultMaxSnapshotSize bounds the payload of one snapshot (the
+	// snapshot file, streamed: memory does not grow with it). It is there
+	// so that a peer cannot make a node write without end; the receiver's
+	// free disk is checked as well.
+	DefaultMaxSnapshotSize = 64 << 30
 )
 
 // Limits on configurable values that the wire format imposes.
@@ -100,8 +103,9 @@ type Config struct {
 	// incoming frame closes the connection. Default DefaultMaxFrameSize.
 	MaxFrameSize int
 
-	// MaxSnapshotSize bounds a snapshot's payload (Snapshot.Data), in bytes,
-	// in both directions. Default DefaultMaxSnapshotSize.
+	// MaxSnapshotSize bounds a snapshot's payload (the snapshot file that
+	// Raft.OpenSnapshotFile opens), in bytes, in both directions; it is
+	// independent of MaxFrameSize. Default DefaultMaxSnapshotSize.
 	MaxSnapshotSize int64
 
 	// Credentials, when set, secure every peer connection with mutual TLS

@@ -44,14 +44,20 @@ func (a *memApplier) AppliedIndex() uint64 {
 	return a.applied
 }
 
-func (a *memApplier) RestoreSnapshot(index, _ uint64, _ []byte) error {
+func (a *memApplier) RestoreSnapshot(index, _ uint64, data io.Reader) error {
+	if _, err := io.Copy(io.Discard, data); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.applied = index
 	return nil
 }
 
-func (a *memApplier) VerifySnapshot(uint64, uint64, []byte) error { return nil }
+func (a *memApplier) VerifySnapshot(_, _ uint64, data io.Reader) error {
+	_, err := io.Copy(io.Discard, data)
+	return err
+}
 
 // peerFuzz is one raft node (Pebble on disk, the single voter of its
 // cluster) behind a real transport listener, built once per fuzz process.

@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -167,6 +169,26 @@ func (r *recorder) Step(ctx context.Context, m *raftpb.Message) error {
 	r.msgs = append(r.msgs, m)
 	r.mu.Unlock()
 	return nil
+}
+
+// OpenSnapshotFile serves the data a test put inline in the message, as
+// the sender's snapshot file.
+func (r *recorder) OpenSnapshotFile(m *raftpb.Message) (io.ReadCloser, int64, error) {
+	data := m.GetSnapshot().GetData()
+	return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+}
+
+// ReceiveSnapshot reads the data back into the message and steps it.
+func (r *recorder) ReceiveSnapshot(ctx context.Context, m *raftpb.Message, data io.Reader, size int64) error {
+	b, err := io.ReadAll(data)
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) != size {
+		return fmt.Errorf("snapshot stream ended after %d of %d bytes", len(b), size)
+	}
+	m.Snapshot.Data = b
+	return r.Step(ctx, m)
 }
 
 func (r *recorder) ReportUnreachable(id uint64) {

@@ -23,7 +23,6 @@ package transport
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -290,31 +289,44 @@ func (t *Transport) receiveSnapshot(conn net.Conn, r *bufio.Reader, h hello, p *
 		_, _ = conn.Write(appendReply(nil, statusRejected, err.Error()))
 		return err
 	}
-	// Grow with the data actually received rather than trusting size for
-	// one big allocation up front.
-	var data bytes.Buffer
-	data.Grow(int(min(size, snapshotChunk)))
-	if _, err := io.CopyN(&data, dr, size); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	m.Snapshot.Data = data.Bytes()
-	p.bytesRecv.Add(uint64(frameHdrLen + len(body) + 8 + int(size)))
-
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.StepTimeout)
-	err = rf.Step(ctx, m)
-	cancel()
+	// The node stores the payload as it arrives (never whole in memory)
+	// and checks it before raft sees the message. Every read must still
+	// make progress within WriteTimeout.
+	payload := &countReader{r: io.LimitReader(dr, size)}
+	err = rf.ReceiveSnapshot(t.ctx, m, payload, size)
+	p.bytesRecv.Add(uint64(frameHdrLen+len(body)+8) + uint64(payload.n))
 	_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 	if err != nil {
+		if t.ctx.Err() != nil {
+			return t.ctx.Err()
+		}
 		t.stats.stepErrors.Add(1)
-		log.Warn("received snapshot not taken by raft", zap.Error(err))
+		log.Warn("received snapshot not taken by raft", zap.Int64("bytes", size), zap.Error(err))
 		_, _ = conn.Write(appendReply(nil, statusRejected, "raft: "+err.Error()))
+		if isMalformed(err) {
+			return fmt.Errorf("%w: refused by raft: %w", ErrProtocol, err)
+		}
 		return nil
+	}
+	// A snapshot raft would ignore is taken without its data; the rest is
+	// read off so that the sender sees the acknowledgement, not a reset.
+	if _, err := io.Copy(io.Discard, payload); err != nil {
+		return err
 	}
 	p.snapsRecv.Add(1)
 	log.Info("snapshot received", zap.Uint64("snapshot_index", m.GetSnapshot().GetMetadata().GetIndex()), zap.Int64("bytes", size))
 	_, err = conn.Write(appendReply(nil, statusOK, ""))
 	return err
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }

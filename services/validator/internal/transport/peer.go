@@ -343,8 +343,7 @@ func (t *Transport) handshake(ctx context.Context, raw net.Conn, addr string, ki
 // outcome to raft. It runs on its own goroutine (counted in t.wg by Send).
 func (p *peer) sendSnapshot(m *raftpb.Message) {
 	defer p.t.wg.Done()
-	size := len(m.GetSnapshot().GetData())
-	log := p.log.With(zap.Uint64("snapshot_index", m.GetSnapshot().GetMetadata().GetIndex()), zap.Int("bytes", size))
+	log := p.log.With(zap.Uint64("snapshot_index", m.GetSnapshot().GetMetadata().GetIndex()))
 
 	p.mu.Lock()
 	busy := p.snapInFlight
@@ -382,15 +381,23 @@ func (p *peer) sendSnapshot(m *raftpb.Message) {
 }
 
 func (p *peer) writeSnapshot(m *raftpb.Message) error {
-	data := m.GetSnapshot().GetData()
-	if int64(len(data)) > p.t.cfg.MaxSnapshotSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrSnapshotTooLarge, len(data), p.t.cfg.MaxSnapshotSize)
+	rf := p.t.raftOrNil()
+	if rf == nil {
+		return errors.New("no raft node bound yet")
+	}
+	data, size, err := rf.OpenSnapshotFile(m)
+	if err != nil {
+		return err
+	}
+	defer data.Close()
+	if size > p.t.cfg.MaxSnapshotSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrSnapshotTooLarge, size, p.t.cfg.MaxSnapshotSize)
 	}
 	hdr, err := appendFrame(nil, snapshotHeader(m), p.t.cfg.MaxFrameSize)
 	if err != nil {
 		return err
 	}
-	hdr = appendSnapshotSize(hdr, int64(len(data)))
+	hdr = appendSnapshotSize(hdr, size)
 
 	conn, err := p.t.dial(p.ctx, p.address(), kindSnapshot, p.id)
 	if err != nil {
@@ -404,12 +411,11 @@ func (p *peer) writeSnapshot(m *raftpb.Message) error {
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	for len(data) > 0 {
-		n := min(len(data), snapshotChunk)
-		if _, err := w.Write(data[:n]); err != nil {
-			return err
-		}
-		data = data[n:]
+	// One chunk in memory at a time; WriteTimeout applies to each.
+	if n, err := io.CopyBuffer(w, io.LimitReader(data, size), make([]byte, snapshotChunk)); err != nil {
+		return err
+	} else if n != size {
+		return fmt.Errorf("the snapshot file ended after %d of %d bytes", n, size)
 	}
 	// The acknowledgement comes after the receiver has read everything and
 	// raft has taken the message.
@@ -422,6 +428,6 @@ func (p *peer) writeSnapshot(m *raftpb.Message) error {
 		}
 		return err
 	}
-	p.bytesSent.Add(uint64(len(hdr) + len(m.GetSnapshot().GetData())))
+	p.bytesSent.Add(uint64(len(hdr)) + uint64(size))
 	return nil
 }

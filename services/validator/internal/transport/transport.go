@@ -14,7 +14,10 @@
 //     each side checks that the other's certificate names the node it is.
 //   - Snapshots travel on their own short-lived connection, so a large
 //     snapshot never delays heartbeats and appends; raft learns the outcome
-//     through ReportSnapshot.
+//     through ReportSnapshot. Their data is streamed from the sender's
+//     snapshot file into the receiver's in fixed chunks, so no side holds
+//     a snapshot in memory and only MaxSnapshotSize (and the receiver's
+//     disk) bounds it, not MaxFrameSize.
 //   - Inbound frames are length-bounded before allocation and checked
 //     against the handshake; a malformed one closes the connection.
 //
@@ -30,6 +33,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"sync"
@@ -54,6 +58,17 @@ type Raft interface {
 	ReportUnreachable(id uint64)
 	// ReportSnapshot tells raft whether a snapshot sent to id arrived.
 	ReportSnapshot(id uint64, status raft.SnapshotStatus)
+	// OpenSnapshotFile opens the data of a MsgSnap this node sends (raft's
+	// message carries only the metadata): size bytes, streamed to the peer
+	// as they are read. The reader fails rather than end early if the
+	// data turns out corrupt.
+	OpenSnapshotFile(m *raftpb.Message) (data io.ReadCloser, size int64, err error)
+	// ReceiveSnapshot takes a MsgSnap received from a peer with its data,
+	// size bytes read from r, which it must consume only as it stores it:
+	// the transport never holds a snapshot in memory. Its errors are told
+	// to the sender; one with Malformed() == true counts as a protocol
+	// error, like Step's.
+	ReceiveSnapshot(ctx context.Context, m *raftpb.Message, r io.Reader, size int64) error
 }
 
 // Errors of the Transport's methods.

@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"maps"
 	"net"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -556,5 +561,123 @@ func TestSnapshotReceiverLimit(t *testing.T) {
 	}
 	if rb.count(raftpb.MsgSnap) != 0 {
 		t.Fatal("an oversized snapshot reached raft")
+	}
+}
+
+// snapSource is a snapshot file of size bytes that is never in memory:
+// a deterministic byte pattern generated as it is read.
+type snapSource struct {
+	left int64
+	pos  uint64
+}
+
+func (s *snapSource) Read(p []byte) (int, error) {
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), s.left)]
+	for i := range p {
+		p[i] = byte((s.pos + uint64(i)) * 2654435761 >> 13)
+	}
+	s.pos += uint64(len(p))
+	s.left -= int64(len(p))
+	return len(p), nil
+}
+
+func (s *snapSource) Close() error { return nil }
+
+// streamRaft is a fake Raft whose snapshots are streams: the sender serves
+// a generated file, the receiver checksums what arrives and drops it.
+type streamRaft struct {
+	*recorder
+	size  int64
+	short bool          // serve half of size, announcing size
+	got   atomic.Int64  // bytes the last ReceiveSnapshot read
+	crc   atomic.Uint32 // their CRC-32C
+}
+
+func (r *streamRaft) OpenSnapshotFile(*raftpb.Message) (io.ReadCloser, int64, error) {
+	if r.short {
+		return &snapSource{left: r.size / 2}, r.size, nil
+	}
+	return &snapSource{left: r.size}, r.size, nil
+}
+
+func (r *streamRaft) ReceiveSnapshot(ctx context.Context, m *raftpb.Message, data io.Reader, size int64) error {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := io.Copy(h, data)
+	r.crc.Store(h.Sum32())
+	r.got.Store(n)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("stream ended after %d of %d bytes", n, size)
+	}
+	return r.Step(ctx, m)
+}
+
+// TestSnapshotStreamsBeyondFrameSizeInBoundedMemory: a 64 MiB snapshot
+// crosses transports whose frame limit is 4 KiB, byte for byte, while
+// the process allocates a small fraction of its size.
+func TestSnapshotStreamsBeyondFrameSizeInBoundedMemory(t *testing.T) {
+	checkLeaks(t)
+	const size = 64 << 20
+	small := func(c *Config) { c.MaxFrameSize = minFrameSize; c.Logger = zap.NewNop() }
+	ca, cb := testConfig(t, 1), testConfig(t, 2)
+	small(&ca)
+	small(&cb)
+	a, b := newTransport(t, ca), newTransport(t, cb)
+	ra, rb := &streamRaft{recorder: newRecorder(), size: size}, &streamRaft{recorder: newRecorder()}
+	must(t, a.AddPeer(2, b.Addr()))
+	must(t, b.AddPeer(1, a.Addr()))
+	must(t, a.Start(ra))
+	must(t, b.Start(rb))
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	a.Send([]*raftpb.Message{snapMsg(1, 2, 7, nil)})
+	waitFor(t, 60*time.Second, "the snapshot report", func() bool { return len(ra.snapReports()) == 1 })
+	runtime.ReadMemStats(&after)
+
+	if got := ra.snapReports()[0]; got != (snapReport{2, raft.SnapshotFinish}) {
+		t.Fatalf("report %+v (sender's last error %q)", got, a.Stats()[2].LastError)
+	}
+	want := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	if _, err := io.Copy(want, &snapSource{left: size}); err != nil {
+		t.Fatal(err)
+	}
+	if rb.got.Load() != size || rb.crc.Load() != want.Sum32() || rb.count(raftpb.MsgSnap) != 1 {
+		t.Fatalf("received %d bytes, crc %08x (want %d, %08x), %d MsgSnap stepped", rb.got.Load(), rb.crc.Load(),
+			size, want.Sum32(), rb.count(raftpb.MsgSnap))
+	}
+	// Both ends together: a few chunk buffers, nowhere near the snapshot.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/8 {
+		t.Fatalf("streaming %d MiB allocated %d MiB", size>>20, alloc>>20)
+	}
+	t.Logf("streamed %d MiB; allocated %d KiB", size>>20, (after.TotalAlloc-before.TotalAlloc)>>10)
+}
+
+// TestSnapshotStreamCutShort: a sender whose file ends before the size it
+// announced fails the snapshot, and the receiver takes nothing from the
+// truncated stream.
+func TestSnapshotStreamCutShort(t *testing.T) {
+	checkLeaks(t)
+	ca, cb := testConfig(t, 1), testConfig(t, 2)
+	a, b := newTransport(t, ca), newTransport(t, cb)
+	ra, rb := &streamRaft{recorder: newRecorder(), size: 4 << 20, short: true}, &streamRaft{recorder: newRecorder()}
+	must(t, a.AddPeer(2, b.Addr()))
+	must(t, b.AddPeer(1, a.Addr()))
+	must(t, a.Start(ra))
+	must(t, b.Start(rb))
+	a.Send([]*raftpb.Message{snapMsg(1, 2, 3, nil)})
+	waitFor(t, 10*time.Second, "the failure report", func() bool { return len(ra.snapReports()) == 1 })
+	if got := ra.snapReports()[0]; got != (snapReport{2, raft.SnapshotFailure}) {
+		t.Fatalf("report %+v", got)
+	}
+	waitFor(t, 10*time.Second, "the receiver to see the stream end", func() bool { return rb.got.Load() > 0 })
+	if rb.count(raftpb.MsgSnap) != 0 || b.Stats()[1].SnapshotsReceived != 0 {
+		t.Fatalf("a truncated snapshot reached raft: %d bytes read", rb.got.Load())
 	}
 }

@@ -27,9 +27,11 @@ package transport
 //	  length   4 bytes  big-endian, at most Config.MaxFrameSize
 //	  message  length bytes of a marshaled raftpb.Message
 //
-//	snapshot: one header frame (the MsgSnap without Snapshot.Data), then
+//	snapshot: one header frame (the MsgSnap, which carries no data), then
 //	  size     8 bytes  big-endian payload size, at most Config.MaxSnapshotSize
-//	  payload  size bytes (Snapshot.Data)
+//	  payload  size bytes: the sender's snapshot file, written in chunks of
+//	           snapshotChunk as it is read, and stored by the receiver as it
+//	           arrives; its own frame (consensus) carries a checksum
 //	  ← reply  statusOK once raft has accepted the message
 //
 // The magic, the version byte that follows it and the reply layout are
@@ -53,8 +55,10 @@ import (
 )
 
 const (
-	magic           = "CLRT"
-	protocolVersion = 1
+	magic = "CLRT"
+	// protocolVersion 2: a snapshot's payload is the sender's snapshot
+	// file, streamed (version 1 sent Snapshot.Data from memory).
+	protocolVersion = 2
 
 	kindStream   byte = 1
 	kindSnapshot byte = 2

@@ -31,7 +31,8 @@ func TestHelloRoundTrip(t *testing.T) {
 		{"kind", appendHello(nil, hello{version: protocolVersion, kind: 9, from: 1, to: 2, cluster: "c"}), ErrProtocol},
 		{"zero id", appendHello(nil, hello{version: protocolVersion, kind: kindStream, from: 0, to: 2, cluster: "c"}), ErrProtocol},
 		{"empty cluster", appendHello(nil, hello{version: protocolVersion, kind: kindStream, from: 1, to: 2}), ErrProtocol},
-		{"version", appendHello(nil, hello{version: 2, kind: kindStream, from: 1, to: 2, cluster: "c"}), ErrVersionMismatch},
+		{"version", appendHello(nil, hello{version: protocolVersion + 1, kind: kindStream, from: 1, to: 2, cluster: "c"}), ErrVersionMismatch},
+		{"version 1 (snapshots from memory)", appendHello(nil, hello{version: 1, kind: kindStream, from: 1, to: 2, cluster: "c"}), ErrVersionMismatch},
 	} {
 		if _, err := readHello(bytes.NewReader(tc.b)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: readHello = %v, want %v", tc.name, err, tc.want)
