@@ -60,6 +60,11 @@ type Index struct {
 	cursor  int
 	peak    int    // most proposal ids held since the maps were last rebuilt
 	removed uint64 // entries pruned, payments and debt payments
+	// sweeps counts the sweeps begun; recheck holds, for each final
+	// entry applied state did not settle when last read, the sweep before
+	// which it is not read again (prune.go).
+	sweeps  uint64
+	recheck map[pruneKey]recheckAt
 }
 
 // NewIndex returns an empty index.

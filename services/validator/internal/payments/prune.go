@@ -23,6 +23,13 @@ import (
 // block is final; one of a committed proposal stays, it is what lets the
 // leader restore the record if the payer's transaction is mined again.
 //
+// A final entry applied state has not settled (a payment paid and not
+// submitted yet) is read again after 1, 2, 4, ... up to maxRecheck sweeps:
+// entries settle soon after they are final or stay unsettled for long, and
+// reading every one on every pass cost each validator one state read per
+// unsettled payment every PruneInterval (a tenth of the pipeline
+// benchmark's throughput, which pays its proposals ahead).
+//
 // Pruning reads applied state only, which is never rolled back, so a
 // pruned entry never has to come back; a replay of its message (a full
 // replay, or the few messages after a checkpoint) adds it again and the
@@ -45,6 +52,16 @@ type pruneKey struct {
 	id   common.Hash // proposal id, or the debt payment's transaction
 	log  uint
 }
+
+// recheckAt is when an unsettled entry is read again: at sweep, after wait
+// sweeps.
+type recheckAt struct {
+	sweep uint64
+	wait  uint64
+}
+
+// maxRecheck bounds the sweeps between two reads of an unsettled entry.
+const maxRecheck = 64
 
 // shrinkBelow is the smallest peak at which the maps are rebuilt once most
 // of their entries are gone: a Go map keeps its buckets after deletions.
@@ -76,6 +93,7 @@ func (ix *Index) Prune(final uint64, st AppliedState, batch int) (PruneStats, er
 	var stats PruneStats
 	cands := ix.candidates(final, max(batch, 1), &stats)
 	prunable := make([]candidate, 0, len(cands))
+	var unsettled []pruneKey
 	for _, c := range cands {
 		ok, err := spentFor(c, st)
 		if err != nil {
@@ -83,11 +101,21 @@ func (ix *Index) Prune(final uint64, st AppliedState, batch int) (PruneStats, er
 		}
 		if ok {
 			prunable = append(prunable, c)
+		} else {
+			unsettled = append(unsettled, c.key)
 		}
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if ix.recheck == nil {
+		ix.recheck = map[pruneKey]recheckAt{}
+	}
+	for _, k := range unsettled {
+		wait := min(max(2*ix.recheck[k].wait, 1), maxRecheck)
+		ix.recheck[k] = recheckAt{sweep: ix.sweeps + wait, wait: wait}
+	}
 	for _, c := range prunable {
+		delete(ix.recheck, c.key)
 		if ix.removeLocked(c) {
 			stats.Pruned++
 			ix.removed++
@@ -104,10 +132,16 @@ func (ix *Index) Prune(final uint64, st AppliedState, batch int) (PruneStats, er
 func (ix *Index) candidates(final uint64, batch int, stats *PruneStats) []candidate {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if ix.cursor == 0 {
+		ix.sweeps++ // a sweep begins
+	}
 	end := min(ix.cursor+batch, len(ix.sweep))
 	var out []candidate
 	for _, k := range ix.sweep[ix.cursor:end] {
 		stats.Examined++
+		if r, ok := ix.recheck[k]; ok && r.sweep > ix.sweeps {
+			continue
+		}
 		switch {
 		case k.debt:
 			if d, ok := ix.debts[k.id][k.log]; ok && d.BlockNumber <= final {
@@ -227,6 +261,11 @@ func (ix *Index) compactLocked() {
 		if _, dup := seen[k]; held && !dup {
 			seen[k] = struct{}{}
 			live = append(live, k)
+		}
+	}
+	for k := range ix.recheck {
+		if _, held := seen[k]; !held {
+			delete(ix.recheck, k)
 		}
 	}
 	ix.sweep, ix.cursor = live, 0

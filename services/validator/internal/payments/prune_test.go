@@ -3,6 +3,7 @@ package payments
 import (
 	"encoding/binary"
 	"math/big"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -254,5 +255,58 @@ func TestPruneShrinksTheIndex(t *testing.T) {
 	defer ix.mu.Unlock()
 	if len(ix.byID) != 1 || len(ix.sweep) != 1 || ix.peak != 1 || len(ix.byTx) != 1 || len(ix.observedAt) != 1 {
 		t.Fatalf("after pruning all but one: %d ids, %d sweep keys, peak %d, %d transactions", len(ix.byID), len(ix.sweep), ix.peak, len(ix.byTx))
+	}
+}
+
+// countingState counts the records read.
+type countingState struct {
+	*fakeState
+	reads int
+}
+
+func (s *countingState) Record(id common.Hash) (*ledgerpb.ProposalRecord, bool, error) {
+	s.reads++
+	return s.fakeState.Record(id)
+}
+
+// TestPruneBacksOffUnsettledEntries: a final payment applied state has not
+// spent is read on sweeps 1, 2, 4, 8, ... (not on every one), and pruned
+// at the first read after it is spent.
+func TestPruneBacksOffUnsettledEntries(t *testing.T) {
+	ix := NewIndex()
+	p := paidAt(1, 10)
+	ix.Observe(p)
+	st := &countingState{fakeState: newFakeState()}
+	var readOn []int
+	for sweep := 1; sweep <= 16; sweep++ {
+		before := st.reads
+		if _, err := ix.Prune(100, st, 10); err != nil {
+			t.Fatal(err)
+		}
+		if st.reads > before {
+			readOn = append(readOn, sweep)
+		}
+	}
+	if want := []int{1, 2, 4, 8, 16}; !slices.Equal(readOn, want) {
+		t.Fatalf("read on sweeps %v, want %v", readOn, want)
+	}
+	st.decide(p, ledgerpb.Status_STATUS_COMMITTED)
+	for sweep := 17; ; sweep++ {
+		s, err := ix.Prune(100, st, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Pruned == 1 {
+			if sweep > 32 {
+				t.Fatalf("pruned on sweep %d, want by 32", sweep)
+			}
+			break
+		}
+		if sweep > 32 {
+			t.Fatal("a spent and final payment was not pruned")
+		}
+	}
+	if _, ok := ix.Lookup(p.ProposalID); ok {
+		t.Fatal("pruned payment still found")
 	}
 }

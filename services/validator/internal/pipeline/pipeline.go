@@ -382,10 +382,14 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	}
 	digest := sub.Digest()
 	// Nothing unpaid is replicated: wait for the payment here, unless the
-	// id's answer is known already (the same proposal, or a conflict).
-	if p.cfg.VerifyPayments && !p.answered(sub.ProposalID, digest) {
-		if err := p.awaitPayment(ctx, sub.ProposalID, sub.Wallet, len(sub.Message)); err != nil {
-			return status, false, err
+	// id's answer is known already (the same proposal, or a conflict). The
+	// records are read only when the payment is not observed: admit reads
+	// them anyway.
+	if p.cfg.VerifyPayments {
+		if _, paid := p.observed(sub.ProposalID); !paid && !p.answered(sub.ProposalID, digest) {
+			if err := p.awaitPayment(ctx, sub.ProposalID, sub.Wallet, len(sub.Message)); err != nil {
+				return status, false, err
+			}
 		}
 	}
 
