@@ -153,6 +153,8 @@ func tunables() []api.Tunable {
 		{Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5)"},
 		{Name: "forceTimeout", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 60s)"},
 		{Name: "memoryThreshold", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5%)"},
+		{Name: "snapshot size limit", Origin: "ADR 0032", Status: "configurable", Key: configPrefix + "MAX_SNAPSHOT_BYTES",
+			Note: "snapshots stream from disk to disk; " + configPrefix + "PEER_MAX_FRAME_BYTES bounds raft messages only"},
 		{Name: "event history window", Origin: "ADR 0023", Status: "configurable", Key: configPrefix + "EVENTS_RETENTION",
 			Note: "with " + configPrefix + "EVENTS_RETENTION_COUNT; the leader's values apply on every validator"},
 	}
