@@ -82,13 +82,32 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 		c.write(leader, fmt.Sprintf(`{"meanwhile":%d}`, i))
 	}
 
-	// 2. Add the machine under a new id, same addresses.
+	// 2. and 3. The machine comes back under a new id.
 	const newID = 4
+	replacement := c.replaceWiped(lost, running, newID)
+	members := append(running, replacement)
+	index, hash := c.converged(members...)
+	if sent := snapshotsSentTo(t, running, newID); sent == 0 {
+		t.Fatalf("no validator sent the replacement a snapshot")
+	}
+	c.sameArchives(members...)
+	t.Logf("validator %d replaced %d and caught up by snapshot to index %d, state hash %s", newID, lost.id, index, hash)
+}
+
+// replaceWiped brings the machine of lost, whose data directory was wiped and
+// whose id was removed, back under id newID as the runbook says
+// (docs/runbooks/membership.md): the member is added through a running
+// validator, the process started on the same addresses and the empty
+// directory with SVC_VALIDATOR_JOIN. It returns once the leader has made it a
+// voter (ADR 0027: after it caught up); a snapshot it needed has arrived by
+// then.
+func (c *cluster) replaceWiped(lost *node, running []*node, newID uint64) *node {
+	t := c.t
+	t.Helper()
 	body, _ := json.Marshal(api.Member{ID: newID, PeerAddr: lost.peerAddr, APIURL: lost.url()})
-	if code, out := send(t, http.MethodPost, running[1].url()+"/v1/cluster/members", body); code != http.StatusOK {
+	if code, out := send(t, http.MethodPost, running[len(running)-1].url()+"/v1/cluster/members", body); code != http.StatusOK {
 		t.Fatalf("adding validator %d: %d %s", newID, code, out)
 	}
-	// 3. Start it on the empty directory with SVC_VALIDATOR_JOIN.
 	var dial []string
 	for _, m := range running {
 		dial = append(dial, fmt.Sprintf("%d=%s=%s", m.id, m.peerAddr, m.url()))
@@ -97,35 +116,30 @@ func TestWipedValidatorIsReplaced(t *testing.T) {
 	replacement := &node{id: newID, httpAddr: lost.httpAddr, peerAddr: lost.peerAddr, dataDir: lost.dataDir,
 		logPath: strings.TrimSuffix(lost.logPath, ".log") + "-replacement.log"}
 	replacement.env = append(append(append([]string(nil), lost.env...), c.peerTLSEnv(newID)...), // later values win
-		"SVC_VALIDATOR_NODE_ID="+strconv.Itoa(newID),
+		"SVC_VALIDATOR_NODE_ID="+strconv.FormatUint(newID, 10),
 		"SVC_VALIDATOR_INITIAL_CLUSTER="+strings.Join(dial, ","),
 		"SVC_VALIDATOR_JOIN=true",
 	)
 	c.nodes = append(c.nodes, replacement)
 	c.start(replacement)
 
-	members := append(running, replacement)
-	// It joined as a learner; the leader promotes it once it has caught up
-	// (ADR 0027).
-	want := []uint64{running[0].id, running[1].id, newID}
+	var want []uint64
+	for _, m := range running {
+		want = append(want, m.id)
+	}
+	want = append(want, newID)
 	slices.Sort(want)
 	var cs api.ClusterState
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if err := get(replacement.url()+"/v1/msgbus/cluster-state", &cs); err == nil && slices.Equal(cs.Voters, want) {
-			break
+			return replacement
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("voters after the replacement: %v, want %v", cs.Voters, want)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the membership
 	}
-	index, hash := c.converged(members...)
-	if sent := snapshotsSentTo(t, running, newID); sent == 0 {
-		t.Fatalf("no validator sent the replacement a snapshot")
-	}
-	c.sameArchives(members...)
-	t.Logf("validator %d replaced %d and caught up by snapshot to index %d, state hash %s", newID, lost.id, index, hash)
 }
 
 // snapshotsSentTo sums the snapshots the nodes' transports sent to id.

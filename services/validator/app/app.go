@@ -150,7 +150,7 @@ func (v *validator) startRaft(g *lifecycle.Group) error {
 			zap.String("peer_addr", cfg.PeerAddr))
 	}
 	peers, err := transport.New(transport.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, ListenAddr: cfg.PeerAddr,
-		Credentials: creds, Logger: v.log.Named("transport")})
+		MaxFrameSize: cfg.PeerMaxFrameBytes, MaxSnapshotSize: cfg.MaxSnapshotBytes, Credentials: creds, Logger: v.log.Named("transport")})
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (v *validator) startRaft(g *lifecycle.Group) error {
 	}
 	node, err := consensus.Start(consensus.Config{ID: cfg.NodeID, Peers: ids, Join: cfg.Join, TickInterval: cfg.TickInterval,
 		SnapshotEntries: cfg.SnapshotEntries, CompactionMargin: cfg.CompactionMargin, TruncationInterval: cfg.LogTruncation,
-		Logger: v.log.Named("raft")}, v.db, v.machine, peers)
+		MaxSizePerMsg: cfg.raftMaxSizePerMsg(), Logger: v.log.Named("raft")}, v.db, v.machine, peers)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
 // Mode is the deployment mode of the contract.
@@ -59,6 +63,13 @@ type Config struct {
 	// PeerPlaintext is TESTNET's explicit way out of peer mTLS: anyone who
 	// reaches the peer port can then speak raft as any member.
 	PeerPlaintext bool `envconfig:"PEER_PLAINTEXT" default:"false" desc:"TESTNET only: run the raft peer port without mutual TLS (anyone reaching it can speak raft as any member; logged as a warning at start); refused in MAINNET"`
+	// The peer transport's limits (internal/transport, ADR 0032). A raft
+	// message travels in one frame, so the frame limit must hold the
+	// largest entry the pipeline seals (Validate checks it); a snapshot
+	// streams from file to file beside the frames, bounded only by its own
+	// limit and the disk.
+	PeerMaxFrameBytes int   `envconfig:"PEER_MAX_FRAME_BYTES" desc:"largest raft message sent to or accepted from a peer; a larger one is dropped (sent) or closes the connection (received), so keep it equal on every validator; must hold a raft entry of MAX_BATCH proposals of MAX_MESSAGE_BYTES (at most 4 MiB of messages), refused at start otherwise; raft's append messages are sized to half of it; 0: the default"`
+	MaxSnapshotBytes  int64 `envconfig:"MAX_SNAPSHOT_BYTES" desc:"largest raft snapshot (the snapshot file, streamed from disk to disk, never held in memory) sent to or accepted from a peer; a validator whose state outgrows it can no longer be caught up by snapshot; it guards against a peer that would make this one write without end (free disk is checked too); 0: the default"`
 	// Access lanes (internal/access, ADR 0024): a lane is open while no
 	// token opens it. Outside MOCK mode the operator lane must be guarded,
 	// and the ops-read lane too unless the HTTP listener is loopback or
@@ -247,6 +258,9 @@ func (c Config) Validate() error {
 	if c.MaxPending <= 0 || c.MaxBatch <= 0 || c.MaxPendingMessages <= 0 || c.MicroBatch <= 0 || c.MicroBatchBytes <= 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_MAX_PENDING, MAX_BATCH, MAX_PENDING_MESSAGES, MICRO_BATCH and MICRO_BATCH_BYTES must be positive"))
 	}
+	if err := c.validatePeerLimits(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.HoldPerWallet < 0 || c.HoldPerClient < 0 || c.HoldBytes < 0 || c.ChainStatusStale < 0 {
 		errs = append(errs, errors.New("SVC_VALIDATOR_HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES and CHAIN_STATUS_STALE must not be negative"))
 	}
@@ -355,6 +369,64 @@ func (c Config) validatePeerTLS() error {
 			", or set SVC_VALIDATOR_PEER_PLAINTEXT=true to run it open")
 	}
 	return fmt.Errorf("the raft peer port requires mutual TLS in %s: %s", c.Mode, howTo)
+}
+
+// Sizes of what a raft entry and message carry beside the proposals'
+// messages, for the frame limit's check (largestEntry).
+const (
+	// proposalAllowance is a proposal's fields other than its message (id,
+	// wallet, path, signature, transaction hash, digest, ...) and its
+	// payment, as a batch item: about 600 bytes with a path of 100 bytes
+	// (TestProposalAllowance); 1 KiB leaves room for longer paths.
+	proposalAllowance = 1 << 10
+	// raftEnvelope is a raft message's own fields and an entry's, and the
+	// metadata of a MsgSnap (its ConfState lists every member).
+	raftEnvelope = 4 << 10
+)
+
+// largestEntry bounds the bytes of the largest raft entry the pipeline
+// seals: a batch holds at most MAX_BATCH proposals and the pipeline's
+// MaxBatchBytes of messages, or one larger proposal alone.
+func (c Config) largestEntry() int64 {
+	batchBytes := int64(pipeline.DefaultConfig().MaxBatchBytes)
+	messages := max(min(int64(c.MaxBatch)*int64(c.MaxMessageBytes), batchBytes), int64(c.MaxMessageBytes))
+	return messages + int64(c.MaxBatch)*proposalAllowance
+}
+
+// peerFrameBytes is the transport's frame limit, the default for 0.
+func (c Config) peerFrameBytes() int {
+	return cmp.Or(c.PeerMaxFrameBytes, transport.DefaultMaxFrameSize)
+}
+
+// raftMaxSizePerMsg sizes raft's append messages to the frame limit. raft
+// packs entries into one MsgApp up to this many bytes of entries (always at
+// least one entry, which largestEntry bounds): half the frame leaves room
+// for the per-entry encoding overhead, at most about as large as the
+// entries themselves when they are tiny. Never above raft's default.
+func (c Config) raftMaxSizePerMsg() uint64 {
+	return uint64(min(consensus.DefaultMaxSizePerMsg, max(c.peerFrameBytes()-raftEnvelope, 2)/2))
+}
+
+// validatePeerLimits refuses transport limits the transport would refuse,
+// and a frame limit below the largest entry: every message carrying that
+// entry would be dropped, raft would resend it for ever, and replication
+// would stall at it.
+func (c Config) validatePeerLimits() error {
+	frame := c.peerFrameBytes()
+	switch {
+	case c.PeerMaxFrameBytes < 0 || c.MaxSnapshotBytes < 0:
+		return errors.New("SVC_VALIDATOR_PEER_MAX_FRAME_BYTES and MAX_SNAPSHOT_BYTES must not be negative (0: the default)")
+	case frame < transport.MinFrameSize || frame > transport.MaxFrameSizeLimit:
+		return fmt.Errorf("SVC_VALIDATOR_PEER_MAX_FRAME_BYTES %d must be within [%d, %d]", frame, transport.MinFrameSize, transport.MaxFrameSizeLimit)
+	case c.MaxBatch <= 0 || c.MaxMessageBytes <= 0:
+		return nil // refused on their own
+	}
+	if need := c.largestEntry() + raftEnvelope; int64(frame) < need {
+		return fmt.Errorf("SVC_VALIDATOR_PEER_MAX_FRAME_BYTES %d cannot carry a raft entry of SVC_VALIDATOR_MAX_BATCH %d proposals of "+
+			"SVC_VALIDATOR_MAX_MESSAGE_BYTES %d: replication would stall at the first such entry; set it to %d or more, "+
+			"or lower MAX_BATCH or MAX_MESSAGE_BYTES", frame, c.MaxBatch, c.MaxMessageBytes, need)
+	}
+	return nil
 }
 
 // VerifiesPayments reports whether the mode checks payments.

@@ -1,11 +1,20 @@
 package app
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/consensus"
+	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
 func TestParseCluster(t *testing.T) {
@@ -204,5 +213,119 @@ func TestValidatePeerTLS(t *testing.T) {
 		if tc.refuse == "" && err != nil || tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)) {
 			t.Errorf("%s tls=%v plaintext=%v: %v, want %q", tc.mode, c.PeerTLS(), c.PeerPlaintext, err, tc.refuse)
 		}
+	}
+}
+
+// TestValidatePeerLimits: the transport's limits are checked at start with
+// the variable's name, and a frame limit that cannot carry the largest
+// batch the pipeline seals is refused with the size it needs.
+func TestValidatePeerLimits(t *testing.T) {
+	ok := Config{Mode: Mock, NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 512, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("the defaults (0: the transport's): %v", err)
+	}
+	if got := ok.raftMaxSizePerMsg(); got != consensus.DefaultMaxSizePerMsg {
+		t.Errorf("raft's append messages with the default frame: %d bytes, want raft's default %d", got, consensus.DefaultMaxSizePerMsg)
+	}
+	small := ok
+	small.MaxBatch, small.MaxMessageBytes = 8, 16<<10
+	need := small.largestEntry() + raftEnvelope
+	small.PeerMaxFrameBytes = int(need)
+	if err := small.Validate(); err != nil {
+		t.Fatalf("a %d-byte frame for 8 proposals of 16 KiB: %v", need, err)
+	}
+	for name, tc := range map[string]struct {
+		edit func(*Config)
+		says string
+	}{
+		"frame below the largest entry": {func(c *Config) { c.PeerMaxFrameBytes-- }, fmt.Sprintf("set it to %d or more", need)},
+		"more proposals per batch":      {func(c *Config) { c.MaxBatch = 16 }, "SVC_VALIDATOR_MAX_BATCH 16"},
+		"the default batch":             {func(c *Config) { c.MaxBatch, c.MaxMessageBytes = 512, 1<<20 }, "SVC_VALIDATOR_PEER_MAX_FRAME_BYTES"},
+		"frame below the transport's":   {func(c *Config) { c.PeerMaxFrameBytes = transport.MinFrameSize - 1 }, "must be within"},
+		"frame above the transport's":   {func(c *Config) { c.PeerMaxFrameBytes = transport.MaxFrameSizeLimit + 1 }, "must be within"},
+		"negative frame":                {func(c *Config) { c.PeerMaxFrameBytes = -1 }, "must not be negative"},
+		"negative snapshot limit":       {func(c *Config) { c.MaxSnapshotBytes = -1 }, "MAX_SNAPSHOT_BYTES"},
+	} {
+		c := small
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want it to say %q", name, err, tc.says)
+		}
+	}
+}
+
+// TestLargestEntryFitsItsFrame holds largestEntry and raftMaxSizePerMsg to
+// what raft really sends: the largest batch a configuration allows, with
+// long fields and a payment in every item, marshaled as the append message
+// that carries it, fits the smallest frame Validate accepts; so does an
+// append message raft fills with tiny entries up to its size limit.
+func TestLargestEntryFitsItsFrame(t *testing.T) {
+	for _, c := range []Config{
+		{MaxBatch: 8, MaxMessageBytes: 16 << 10},
+		{MaxBatch: 512, MaxMessageBytes: 1 << 20},
+		{MaxBatch: 1, MaxMessageBytes: 1},
+		{MaxBatch: 64, MaxMessageBytes: 100 << 10},
+	} {
+		c.PeerMaxFrameBytes = int(c.largestEntry() + raftEnvelope)
+		batch := &ledgerpb.ProposalBatch{SealedAtMs: 1 << 62, Epoch: 1 << 62, EventWindowMs: 1 << 62, EventMax: 1 << 62}
+		left := max(min(c.MaxBatch*c.MaxMessageBytes, pipeline.DefaultConfig().MaxBatchBytes), c.MaxMessageBytes)
+		for range c.MaxBatch {
+			n := min(c.MaxMessageBytes, left)
+			left -= n
+			batch.Items = append(batch.Items, longBatchItem(n))
+		}
+		data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: batch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app := appendMessage(&raftpb.Entry{Term: proto.Uint64(1 << 62), Index: proto.Uint64(1 << 62), Type: raftpb.EntryNormal.Enum(), Data: data})
+		if size := proto.Size(app); size > c.PeerMaxFrameBytes {
+			t.Errorf("MAX_BATCH %d of %d bytes: the entry's append message is %d bytes, the frame %d", c.MaxBatch, c.MaxMessageBytes, size, c.PeerMaxFrameBytes)
+		}
+		// raft adds entries while their sizes sum to at most MaxSizePerMsg.
+		tiny := appendMessage()
+		for sum := uint64(0); ; {
+			e := &raftpb.Entry{Term: proto.Uint64(1), Index: proto.Uint64(1), Type: raftpb.EntryNormal.Enum()}
+			if sum += uint64(proto.Size(e)); sum > c.raftMaxSizePerMsg() {
+				break
+			}
+			tiny.Entries = append(tiny.Entries, e)
+		}
+		if size := proto.Size(tiny); size > c.PeerMaxFrameBytes {
+			t.Errorf("frame %d: an append message of %d empty entries is %d bytes", c.PeerMaxFrameBytes, len(tiny.Entries), size)
+		}
+	}
+}
+
+// appendMessage is a MsgApp of entries with every other field at its
+// longest.
+func appendMessage(entries ...*raftpb.Entry) *raftpb.Message {
+	long := proto.Uint64(1 << 62)
+	return &raftpb.Message{Type: raftpb.MsgApp.Enum(), To: long, From: long, Term: long, LogTerm: long, Index: long, Commit: long,
+		Entries: entries}
+}
+
+// longBatchItem is a committed batch item with a message of n bytes, a
+// path of 100 bytes and every other field at its longest.
+func longBatchItem(n int) *ledgerpb.BatchItem {
+	b32 := bytes.Repeat([]byte{0xff}, 32)
+	b20 := bytes.Repeat([]byte{0xff}, 20)
+	return &ledgerpb.BatchItem{
+		Proposal: &ledgerpb.Proposal{Id: b32, Action: ledgerpb.Action_ACTION_DELETE, Wallet: b20, Organization: strings.Repeat("o", 32),
+			Path: strings.Repeat("p", 100), ContentType: strings.Repeat("c", 32), Tier: ledgerpb.Tier_TIER_PRIORITY,
+			Message: make([]byte, n), Signature: make([]byte, 65), EthereumTxHash: b32, AcceptedAtMs: 1 << 62, Digest: b32, Epoch: 1 << 62},
+		Payment: &ledgerpb.Payment{ChainId: 1 << 62, Contract: b20, ProposalId: b32, Payer: b20, Amount: b32, Tier: ledgerpb.Tier_TIER_PRIORITY,
+			Token: ledgerpb.PaymentToken_PAYMENT_TOKEN_USDC, PreferredValidator: b20, PaidAt: 1 << 62, TxHash: b32, BlockHash: b32,
+			BlockNumber: 1 << 62, LogIndex: 1 << 31, Removed: true, Confirmations: 1 << 62},
+		Rejection: strings.Repeat("r", 48),
+	}
+}
+
+// TestProposalAllowance: a batch item's fields other than its message, at
+// their longest with a path of 100 bytes, take well under the allowance.
+func TestProposalAllowance(t *testing.T) {
+	if size := proto.Size(longBatchItem(0)); size > proposalAllowance*3/4 {
+		t.Fatalf("a batch item without its message is %d bytes, the allowance %d", size, proposalAllowance)
 	}
 }

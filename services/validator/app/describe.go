@@ -12,6 +12,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
+	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
 // What the configuration views (/v1/config/osgi/*) say of Config beyond
@@ -36,7 +37,8 @@ func describeSettings(cfg Config) []settings.Setting {
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
 			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes),
-			"CHAIN_STATUS_STALE": payments.DefaultStatusStale.String()}),
+			"CHAIN_STATUS_STALE": payments.DefaultStatusStale.String(), "PEER_MAX_FRAME_BYTES": strconv.Itoa(transport.DefaultMaxFrameSize),
+			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10)}),
 	})
 }
 
@@ -83,6 +85,11 @@ func settingClass(name string) (component, risk string, ok bool) {
 		"HTTP_MAX_BODY_BYTES", "HTTP_MAX_CONNS", "HTTP_MAX_CONNS_PER_CLIENT":
 		return "api", "medium", true
 	case "PEER_ADDR", "INITIAL_CLUSTER", "JOIN", "PEER_TLS_CERT", "PEER_TLS_KEY", "PEER_TLS_CA", "PEER_PLAINTEXT":
+		return "raft", "high", true
+	// Too small a frame limit stalls replication, too small a snapshot
+	// limit leaves a lagging validator no way to catch up, and peers that
+	// disagree on the frame limit close each other's connections.
+	case "PEER_MAX_FRAME_BYTES", "MAX_SNAPSHOT_BYTES":
 		return "raft", "high", true
 	case "TICK_INTERVAL", "SNAPSHOT_ENTRIES", "COMPACTION_MARGIN", "LOG_TRUNCATION":
 		return "raft", "medium", true
@@ -146,6 +153,8 @@ func tunables() []api.Tunable {
 		{Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5)"},
 		{Name: "forceTimeout", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 60s)"},
 		{Name: "memoryThreshold", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5%)"},
+		{Name: "snapshot size limit", Origin: "ADR 0032", Status: "configurable", Key: configPrefix + "MAX_SNAPSHOT_BYTES",
+			Note: "snapshots stream from disk to disk; " + configPrefix + "PEER_MAX_FRAME_BYTES bounds raft messages only"},
 		{Name: "event history window", Origin: "ADR 0023", Status: "configurable", Key: configPrefix + "EVENTS_RETENTION",
 			Note: "with " + configPrefix + "EVENTS_RETENTION_COUNT; the leader's values apply on every validator"},
 	}

@@ -51,11 +51,12 @@ const (
 const (
 	// MaxClusterIDLen is the longest cluster id the handshake can carry.
 	MaxClusterIDLen = 255
-	// maxFrameSizeLimit is the largest frame the 4-byte length prefix and
-	// the receiver's buffer policy allow.
-	maxFrameSizeLimit = 1 << 30
-	// minFrameSize keeps a misconfiguration from refusing every append.
-	minFrameSize = 4 << 10
+	// MaxFrameSizeLimit is the largest MaxFrameSize: the largest frame the
+	// 4-byte length prefix and the receiver's buffer policy allow.
+	MaxFrameSizeLimit = 1 << 30
+	// MinFrameSize is the smallest MaxFrameSize; it keeps a
+	// misconfiguration from refusing every append.
+	MinFrameSize = 4 << 10
 )
 
 // Config configures a Transport. Zero fields take the defaults above;
@@ -175,8 +176,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: timeouts and backoff must not be negative", ErrInvalidConfig)
 	case c.BackoffMin > c.BackoffMax:
 		return fmt.Errorf("%w: BackoffMin %v is above BackoffMax %v", ErrInvalidConfig, c.BackoffMin, c.BackoffMax)
-	case c.MaxFrameSize < minFrameSize || c.MaxFrameSize > maxFrameSizeLimit:
-		return fmt.Errorf("%w: MaxFrameSize %d must be within [%d, %d]", ErrInvalidConfig, c.MaxFrameSize, minFrameSize, maxFrameSizeLimit)
+	case c.MaxFrameSize < MinFrameSize || c.MaxFrameSize > MaxFrameSizeLimit:
+		return fmt.Errorf("%w: MaxFrameSize %d must be within [%d, %d]", ErrInvalidConfig, c.MaxFrameSize, MinFrameSize, MaxFrameSizeLimit)
 	case c.MaxSnapshotSize < 0:
 		return fmt.Errorf("%w: MaxSnapshotSize %d must not be negative", ErrInvalidConfig, c.MaxSnapshotSize)
 	}

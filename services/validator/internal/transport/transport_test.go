@@ -623,7 +623,7 @@ func (r *streamRaft) ReceiveSnapshot(ctx context.Context, m *raftpb.Message, dat
 func TestSnapshotStreamsBeyondFrameSizeInBoundedMemory(t *testing.T) {
 	checkLeaks(t)
 	const size = 64 << 20
-	small := func(c *Config) { c.MaxFrameSize = minFrameSize; c.Logger = zap.NewNop() }
+	small := func(c *Config) { c.MaxFrameSize = MinFrameSize; c.Logger = zap.NewNop() }
 	ca, cb := testConfig(t, 1), testConfig(t, 2)
 	small(&ca)
 	small(&cb)
