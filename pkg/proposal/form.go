@@ -119,6 +119,11 @@ func hexValue(c byte) byte {
 	}
 }
 
+// FormFieldsBytes is what a proposal form may carry beyond its message:
+// every other field is bounded and small, and intake reads no more (a
+// route's body limit is the message, encoded, plus this).
+const FormFieldsBytes = 64 << 10
+
 // ParseWrite parses the form of POST /v1/propose-write.
 func ParseWrite(form url.Values, opts Options) (*Submission, error) {
 	return parse(Write, form, opts)

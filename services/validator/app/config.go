@@ -16,6 +16,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -371,13 +372,12 @@ func (c Config) validatePeerTLS() error {
 	return fmt.Errorf("the raft peer port requires mutual TLS in %s: %s", c.Mode, howTo)
 }
 
-// Sizes of what a raft entry and message carry beside the proposals'
-// messages, for the frame limit's check (largestEntry).
+// Sizes of what a raft entry and message carry beside its proposals, for
+// the frame limit's check (largestEntry).
 const (
-	// proposalAllowance is a proposal's fields other than its message (id,
-	// wallet, path, signature, transaction hash, digest, ...) and its
-	// payment, as a batch item: about 600 bytes with a path of 100 bytes
-	// (TestProposalAllowance); 1 KiB leaves room for longer paths.
+	// proposalAllowance is what a batch item carries beyond the fields of
+	// its form: the digest, the acceptance time, the payment, the rejection
+	// reason and the item's framing in the batch (TestProposalAllowance).
 	proposalAllowance = 1 << 10
 	// raftEnvelope is a raft message's own fields and an entry's, and the
 	// metadata of a MsgSnap (its ConfState lists every member).
@@ -385,12 +385,13 @@ const (
 )
 
 // largestEntry bounds the bytes of the largest raft entry the pipeline
-// seals: a batch holds at most MAX_BATCH proposals and the pipeline's
-// MaxBatchBytes of messages, or one larger proposal alone.
+// seals: a batch of at most the pipeline's MaxBatchBytes of encoded
+// proposals, each framed, or one larger proposal alone (its message, the
+// rest of its form, and what intake adds).
 func (c Config) largestEntry() int64 {
-	batchBytes := int64(pipeline.DefaultConfig().MaxBatchBytes)
-	messages := max(min(int64(c.MaxBatch)*int64(c.MaxMessageBytes), batchBytes), int64(c.MaxMessageBytes))
-	return messages + int64(c.MaxBatch)*proposalAllowance
+	batch := int64(pipeline.DefaultConfig().MaxBatchBytes) + int64(c.MaxBatch)*proposalAllowance
+	single := int64(c.MaxMessageBytes) + proposal.FormFieldsBytes + proposalAllowance
+	return max(batch, single)
 }
 
 // peerFrameBytes is the transport's frame limit, the default for 0.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -282,6 +283,18 @@ func TestLargestEntryFitsItsFrame(t *testing.T) {
 		app := appendMessage(&raftpb.Entry{Term: proto.Uint64(1 << 62), Index: proto.Uint64(1 << 62), Type: raftpb.EntryNormal.Enum(), Data: data})
 		if size := proto.Size(app); size > c.PeerMaxFrameBytes {
 			t.Errorf("MAX_BATCH %d of %d bytes: the entry's append message is %d bytes, the frame %d", c.MaxBatch, c.MaxMessageBytes, size, c.PeerMaxFrameBytes)
+		}
+		// One proposal alone: its message and a form's other fields at their
+		// longest (a path filling them).
+		single := longBatchItem(c.MaxMessageBytes)
+		single.Proposal.Path = strings.Repeat("p", proposal.FormFieldsBytes-1<<10)
+		data, err = proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_Batch{Batch: &ledgerpb.ProposalBatch{SealedAtMs: 1 << 62, Items: []*ledgerpb.BatchItem{single}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app = appendMessage(&raftpb.Entry{Term: proto.Uint64(1 << 62), Index: proto.Uint64(1 << 62), Type: raftpb.EntryNormal.Enum(), Data: data})
+		if size := proto.Size(app); size > c.PeerMaxFrameBytes {
+			t.Errorf("one proposal of %d bytes with a long path: its append message is %d bytes, the frame %d", c.MaxMessageBytes, size, c.PeerMaxFrameBytes)
 		}
 		// raft adds entries while their sizes sum to at most MaxSizePerMsg.
 		tiny := appendMessage()

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/proposal"
 )
 
 // limitBody bounds the body of every request to its route's limit
@@ -37,5 +38,5 @@ func (s *Server) bodyLimit(method, path string) int64 {
 // formLimit is the largest proposal form: url-encoding at most triples a
 // message byte, and every other field is bounded and small.
 func (s *Server) formLimit() int64 {
-	return int64(s.cfg.Form.MaxMessageBytes)*3 + formOverhead
+	return int64(s.cfg.Form.MaxMessageBytes)*3 + proposal.FormFieldsBytes
 }

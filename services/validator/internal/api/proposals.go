@@ -18,10 +18,6 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 )
 
-// formOverhead is what a form may carry beyond its message: every other
-// field is bounded and small.
-const formOverhead = 64 << 10
-
 func (s *Server) proposeWrite(c echo.Context) error { return s.propose(c, proposal.ParseWrite) }
 
 func (s *Server) proposeDelete(c echo.Context) error { return s.propose(c, proposal.ParseDelete) }

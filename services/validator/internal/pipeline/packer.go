@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/payment"
 )
@@ -17,7 +19,7 @@ import (
 // Decided proposals are routed into a bucket per (epoch accepted in,
 // payment class). Inside a bucket, proposals of one wallet and organization
 // gather in micro-batches of at most MicroBatch proposals and
-// MicroBatchBytes of messages. A wallet's organization is one key prefix in
+// MicroBatchBytes of encoded proposals (itemBytes). A wallet's organization is one key prefix in
 // state (ADR 0004: /<root>/<xx>/<xx>/<xx>/<wallet>/<organization>/...),
 // so a micro-batch's writes land next to each other: one wallet's figures
 // and one stretch of the node keyspace for all of them (apply already
@@ -43,10 +45,13 @@ import (
 // concurrent use.
 type packer struct {
 	maxItems, maxBytes int // micro-batch bounds
-	buckets            map[bucketKey]*bucket
-	items, bytes       int    // queued proposals and their message bytes
-	micros             int    // micro-batches holding them
-	seq                uint64 // arrival order of micro-batches
+	// weigh is what an item counts against the byte bounds: itemBytes
+	// (the golden cases of testdata/packer weigh messages only).
+	weigh        func(*ledgerpb.BatchItem) int
+	buckets      map[bucketKey]*bucket
+	items, bytes int    // queued proposals and their weight
+	micros       int    // micro-batches holding them
+	seq          uint64 // arrival order of micro-batches
 }
 
 // bucketKey is an epoch bucket's key: the epoch proposals were accepted in
@@ -80,7 +85,7 @@ type microBatch struct {
 }
 
 func newPacker(maxItems, maxBytes int) *packer {
-	return &packer{maxItems: maxItems, maxBytes: maxBytes, buckets: map[bucketKey]*bucket{}}
+	return &packer{maxItems: maxItems, maxBytes: maxBytes, weigh: itemBytes, buckets: map[bucketKey]*bucket{}}
 }
 
 // add queues a decided proposal (or an acceptance) at now.
@@ -88,7 +93,7 @@ func (k *packer) add(item *ledgerpb.BatchItem, now time.Time) {
 	prop := item.GetProposal()
 	key := bucketKey{epoch: prop.GetEpoch(), class: payment.ClassFromProto(prop.GetTier())}
 	prefix := prefixKey{wallet: string(prop.GetWallet()), organization: prop.GetOrganization()}
-	n := len(prop.GetMessage())
+	n := k.weigh(item)
 	b := k.buckets[key]
 	if b == nil {
 		b = &bucket{open: map[prefixKey]*microBatch{}}
@@ -122,7 +127,8 @@ func (k *packer) oldest() time.Time {
 }
 
 // take removes and returns the proposals of one batch of at most room
-// proposals and maxBytes of messages (a single larger proposal goes alone).
+// proposals and maxBytes of encoded proposals (a single larger one goes
+// alone).
 //
 // When everything queued fits, everything goes, epochs in order and each
 // micro-batch's proposals together. When it does not, capacity is short
@@ -162,7 +168,7 @@ func (k *packer) take(room, maxBytes int, now time.Time, aging time.Duration) []
 	for _, m := range micros {
 		took, whole := 0, len(m.items)
 		for _, it := range m.items {
-			n := len(it.GetProposal().GetMessage())
+			n := k.weigh(it)
 			if len(items) == room || (len(items) > 0 && bytes+n > maxBytes) {
 				break
 			}
@@ -178,10 +184,16 @@ func (k *packer) take(room, maxBytes int, now time.Time, aging time.Duration) []
 	return items
 }
 
+// itemBytes is what an item weighs in a raft entry: its encoded size,
+// message, path, signature and payment included. Counting the message
+// alone let proposals with long paths seal an entry past the transport's
+// frame limit, which stalls replication.
+func itemBytes(it *ledgerpb.BatchItem) int { return proto.Size(it) }
+
 // remove drops the first n proposals of m, and m itself once it is empty.
 func (k *packer) remove(m *microBatch, n int) {
 	for _, it := range m.items[:n] {
-		size := len(it.GetProposal().GetMessage())
+		size := k.weigh(it)
 		k.bytes -= size
 		m.bytes -= size
 	}

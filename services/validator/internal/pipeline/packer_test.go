@@ -35,6 +35,8 @@ func TestPacker(t *testing.T) {
 				d.ScanArgs(t, "micro", &micro)
 				d.ScanArgs(t, "micro-bytes", &microBytes)
 				k = newPacker(micro, microBytes)
+				// The cases are written in message bytes.
+				k.weigh = func(it *ledgerpb.BatchItem) int { return len(it.GetProposal().GetMessage()) }
 				return ""
 			case "add":
 				var at time.Duration

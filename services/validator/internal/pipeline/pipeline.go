@@ -155,8 +155,9 @@ type Config struct {
 	// state's defaults.
 	EventWindow time.Duration
 	EventMax    uint64
-	// MaxBatchBytes bounds the message bytes in one raft entry; a single
-	// larger proposal still goes alone.
+	// MaxBatchBytes bounds the encoded proposals in one raft entry
+	// (messages, paths, signatures, payments); a single larger proposal
+	// still goes alone.
 	MaxBatchBytes int
 	// MicroBatch and MicroBatchBytes bound a micro-batch of the packing
 	// buffer: proposals of one wallet and organization released together
