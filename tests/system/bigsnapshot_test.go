@@ -51,12 +51,15 @@ import (
 func TestWipedValidatorCatchesUpThroughLargeSnapshot(t *testing.T) {
 	const (
 		frameBytes   = 256 << 10
-		messageBytes = 24 << 10 // 8 per batch: 192 KiB of messages, within the frame (Config.Validate checks it)
-		minSnapshot  = 24 << 20
+		messageBytes = 24 << 10
+		// A raft entry holds at most 128 KiB of encoded proposals, or one
+		// larger proposal alone: within the frame (Config.Validate checks it).
+		batchBytes  = 128 << 10
+		minSnapshot = 24 << 20
 	)
 	c := newCluster(t, 3, "MOCK",
 		"SVC_VALIDATOR_PEER_MAX_FRAME_BYTES="+strconv.Itoa(frameBytes),
-		"SVC_VALIDATOR_MAX_BATCH=8",
+		"SVC_VALIDATOR_MAX_BATCH=8", "SVC_VALIDATOR_MAX_BATCH_BYTES="+strconv.Itoa(batchBytes),
 		"SVC_VALIDATOR_MAX_MESSAGE_BYTES="+strconv.Itoa(messageBytes),
 		"SVC_VALIDATOR_SNAPSHOT_ENTRIES=50", "SVC_VALIDATOR_COMPACTION_MARGIN=5")
 	leader := c.waitLeader()

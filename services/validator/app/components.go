@@ -42,6 +42,7 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	d := cfg.domain()
 	p.Domain, p.Contract, p.ChainID = d, d.VerifyingContract, cfg.ChainID
 	p.PaymentWait, p.MaxPending, p.MaxBatch, p.MaxPendingMessages = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages
+	p.MaxBatchBytes = cfg.maxBatchBytes()
 	p.EventWindow, p.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
 	p.ClassAging, p.MicroBatch, p.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
 	p.HoldPerWallet = cmp.Or(cfg.HoldPerWallet, p.HoldPerWallet)

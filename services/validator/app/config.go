@@ -144,6 +144,7 @@ type Config struct {
 	LogTruncation    time.Duration `envconfig:"LOG_TRUNCATION" default:"250ms" desc:"how often the leader truncates the raft log up to what every validator holds, past the snapshots; negative: only behind snapshots"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	MaxBatchBytes    int           `envconfig:"MAX_BATCH_BYTES" desc:"encoded proposals per raft entry (a single larger proposal goes alone); keep a raft entry within PEER_MAX_FRAME_BYTES; 0: the default"`
 	MicroBatch       int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`
 	MicroBatchBytes  int           `envconfig:"MICRO_BATCH_BYTES" default:"262144" desc:"message bytes of one micro-batch of the packing buffer"`
 	HoldPerWallet    int           `envconfig:"HOLD_PER_WALLET" desc:"submissions of one wallet held for their payment at once; past it they are refused at once, 402 payment_not_found, retryable; 0: the default"`
@@ -262,8 +263,8 @@ func (c Config) Validate() error {
 	if err := c.validatePeerLimits(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.HoldPerWallet < 0 || c.HoldPerClient < 0 || c.HoldBytes < 0 || c.ChainStatusStale < 0 {
-		errs = append(errs, errors.New("SVC_VALIDATOR_HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES and CHAIN_STATUS_STALE must not be negative"))
+	if c.HoldPerWallet < 0 || c.HoldPerClient < 0 || c.HoldBytes < 0 || c.ChainStatusStale < 0 || c.MaxBatchBytes < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES, CHAIN_STATUS_STALE and MAX_BATCH_BYTES must not be negative"))
 	}
 	if write := c.HTTPServer().WithDefaults().WriteTimeout; c.VerifiesPayments() && c.PaymentWait >= write {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_PAYMENT_WAIT %s must be below HTTP_WRITE_TIMEOUT %s: a held submission is answered within its request", c.PaymentWait, write))
@@ -389,9 +390,14 @@ const (
 // proposals, each framed, or one larger proposal alone (its message, the
 // rest of its form, and what intake adds).
 func (c Config) largestEntry() int64 {
-	batch := int64(pipeline.DefaultConfig().MaxBatchBytes) + int64(c.MaxBatch)*proposalAllowance
 	single := int64(c.MaxMessageBytes) + proposal.FormFieldsBytes + proposalAllowance
+	batch := min(int64(c.maxBatchBytes())+int64(c.MaxBatch)*proposalAllowance, int64(c.MaxBatch)*single)
 	return max(batch, single)
+}
+
+// maxBatchBytes is the pipeline's MaxBatchBytes, its default for 0.
+func (c Config) maxBatchBytes() int {
+	return cmp.Or(c.MaxBatchBytes, pipeline.DefaultConfig().MaxBatchBytes)
 }
 
 // peerFrameBytes is the transport's frame limit, the default for 0.
@@ -425,7 +431,7 @@ func (c Config) validatePeerLimits() error {
 	if need := c.largestEntry() + raftEnvelope; int64(frame) < need {
 		return fmt.Errorf("SVC_VALIDATOR_PEER_MAX_FRAME_BYTES %d cannot carry a raft entry of SVC_VALIDATOR_MAX_BATCH %d proposals of "+
 			"SVC_VALIDATOR_MAX_MESSAGE_BYTES %d: replication would stall at the first such entry; set it to %d or more, "+
-			"or lower MAX_BATCH or MAX_MESSAGE_BYTES", frame, c.MaxBatch, c.MaxMessageBytes, need)
+			"or lower MAX_BATCH_BYTES, MAX_BATCH or MAX_MESSAGE_BYTES", frame, c.MaxBatch, c.MaxMessageBytes, need)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func describeSettings(cfg Config) []settings.Setting {
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
 			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes),
 			"CHAIN_STATUS_STALE": payments.DefaultStatusStale.String(), "PEER_MAX_FRAME_BYTES": strconv.Itoa(transport.DefaultMaxFrameSize),
-			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10)}),
+			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10), "MAX_BATCH_BYTES": strconv.Itoa(pipe.MaxBatchBytes)}),
 	})
 }
 
@@ -116,7 +116,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "content", "medium", true
 	case "EPOCH_LENGTH":
 		return "pipeline", "high", true
-	case "MAX_PENDING", "MAX_BATCH", "MICRO_BATCH", "MICRO_BATCH_BYTES", "VERIFIERS", "CLASS_AGING", "MAX_PENDING_MESSAGES",
+	case "MAX_PENDING", "MAX_BATCH", "MAX_BATCH_BYTES", "MICRO_BATCH", "MICRO_BATCH_BYTES", "VERIFIERS", "CLASS_AGING", "MAX_PENDING_MESSAGES",
 		"HOLD_PER_WALLET", "HOLD_PER_CLIENT", "HOLD_BYTES":
 		return "pipeline", "medium", true
 	case "EVENTS_RETENTION", "EVENTS_RETENTION_COUNT": // the leader's values apply to every validator

@@ -28,7 +28,7 @@ func parseFormReference(s *Server, c echo.Context) (url.Values, error) {
 		return nil, apierror.New(apierror.InvalidField, "content type must be application/x-www-form-urlencoded").
 			WithDetail("field", "Content-Type")
 	}
-	limit := int64(s.cfg.Form.MaxMessageBytes)*3 + formOverhead
+	limit := int64(s.cfg.Form.MaxMessageBytes)*3 + proposal.FormFieldsBytes
 	req.Body = http.MaxBytesReader(c.Response(), req.Body, limit)
 	if err := req.ParseForm(); err != nil {
 		var tooBig *http.MaxBytesError
@@ -45,7 +45,7 @@ func parseFormReference(s *Server, c echo.Context) (url.Values, error) {
 // string gives the form or the error ParseForm gave.
 func TestReadFormMatchesParseForm(t *testing.T) {
 	s := &Server{cfg: Config{Form: proposal.Options{MaxMessageBytes: 100}}}
-	limit := int(s.cfg.Form.MaxMessageBytes)*3 + formOverhead
+	limit := int(s.cfg.Form.MaxMessageBytes)*3 + proposal.FormFieldsBytes
 	bodies := map[string]string{
 		"form":        "proposalId=0x01&message=hello+world%21&path=a%2Fb&empty=&flag",
 		"empty":       "",
