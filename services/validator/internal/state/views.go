@@ -70,8 +70,8 @@ func (v *ReadView) each(lower, upper []byte, fn func(key, value []byte) error) e
 // fails. raw is valid only during the call.
 func (v *ReadView) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, hash [32]byte) error) error {
 	_, upper := storage.SegmentBounds()
-	return v.each(storage.SegmentKey(from), upper, func(k, raw []byte) error {
-		idx, _ := storage.Uint64(k[len(k)-8:])
+	return v.each(storage.SegmentKey(from, 0), upper, func(k, raw []byte) error {
+		idx, _, _ := storage.SegmentKeyIndex(k)
 		return fn(idx, raw, segmentHash(raw))
 	})
 }
@@ -85,10 +85,10 @@ func (v *ReadView) SegmentRange(first, last uint64, fn func(index uint64, raw []
 	}
 	_, upper := storage.SegmentBounds()
 	if last < math.MaxUint64 {
-		upper = storage.SegmentKey(last + 1)
+		upper = storage.SegmentKey(last+1, 0)
 	}
-	return v.each(storage.SegmentKey(first), upper, func(k, raw []byte) error {
-		idx, _ := storage.Uint64(k[len(k)-8:])
+	return v.each(storage.SegmentKey(first, 0), upper, func(k, raw []byte) error {
+		idx, _, _ := storage.SegmentKeyIndex(k)
 		return fn(idx, raw)
 	})
 }
@@ -104,7 +104,7 @@ func (v *ReadView) NewestSegments(fn func(index uint64, raw []byte) (bool, error
 	}
 	for ok := it.Last(); ok; ok = it.Prev() {
 		k := it.Key()
-		idx, _ := storage.Uint64(k[len(k)-8:])
+		idx, _, _ := storage.SegmentKeyIndex(k)
 		more, err := fn(idx, it.Value())
 		if err != nil {
 			return errors.Join(err, it.Close())
