@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -34,7 +35,8 @@ func (l *ledger) compact(epoch uint64) uint64 {
 // happened.
 func TestViewsAcrossCompactions(t *testing.T) {
 	l := newLedger(t)
-	cat := l.catalog(2000, newClock())
+	clk := newClock()
+	cat := l.catalog(2000, clk)
 	st, err := cat.GcStatus()
 	if err != nil || st.LastRun != nil || len(st.Gaps) != 1 {
 		t.Fatalf("before any run: %+v %v", st, err)
@@ -48,6 +50,7 @@ func TestViewsAcrossCompactions(t *testing.T) {
 	var runs []uint64
 	for r := 1; r <= 3; r++ {
 		round(r)
+		l.apply(l.write(bob, fmt.Sprintf("keep/%d", r), page("k", 300))) // live from now on, never written again
 		if _, err := cat.Tars(); err != nil { // the index reads the generation before the run
 			t.Fatal(err)
 		}
@@ -72,6 +75,27 @@ func TestViewsAcrossCompactions(t *testing.T) {
 		if err != nil || len(props.Proposals) != r || props.Proposals[r-1].CommitIndex != runs[r-1] ||
 			props.Proposals[r-1].State != CompactionStateApplied || len(props.Gaps) != 0 {
 			t.Fatalf("compaction proposals after run %d: %+v %v", r, props, err)
+		}
+
+		// Every live node is held by a TAR file kept: the compaction's, or
+		// the one of the segment that wrote it since.
+		clk.advance(time.Hour) // the kept scan is not reused
+		est, err := cat.GcEstimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var liveBytes uint64
+		for _, sub := range []string{"page/0", "page/1", "page/2"} {
+			_, size := l.node(alice, sub)
+			liveBytes += size
+		}
+		for k := 1; k <= r; k++ {
+			_, size := l.node(bob, fmt.Sprintf("keep/%d", k))
+			liveBytes += size
+		}
+		if est.AppliedIndex != l.machine.AppliedIndex() || est.LiveBytes != liveBytes {
+			t.Fatalf("after run %d: the estimate at %d holds %d live bytes, the live nodes at %d are %d", r, est.AppliedIndex,
+				est.LiveBytes, l.machine.AppliedIndex(), liveBytes)
 		}
 
 		tars, err := cat.Tars()

@@ -254,7 +254,7 @@ func TestCompactGenerations(t *testing.T) {
 }
 
 // TestCompactSurvivesReopen: the run, the generation and the garbage
-// count are read back after a restart.
+// count are read back after a restart, and a snapshot carries them.
 func TestCompactSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	db := openDB(t, dir)
@@ -283,4 +283,12 @@ func TestCompactSurvivesReopen(t *testing.T) {
 	if !proto.Equal(m.LastGcRun(), run) || m.Generation() != gen || m.GarbageBytes() != garbage || m.StateHash() != hash {
 		t.Fatalf("reopened: run %v, generation %d, garbage %d; want %v, %d, %d", m.LastGcRun(), m.Generation(), m.GarbageBytes(), run, gen, garbage)
 	}
+	restored := newMachine(t)
+	if err := snapshotOf(t, m, 1).restore(restored); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(restored.LastGcRun(), run) || restored.Generation() != gen || restored.GarbageBytes() != garbage {
+		t.Fatalf("restored: run %v, generation %d, garbage %d", restored.LastGcRun(), restored.Generation(), restored.GarbageBytes())
+	}
+	sameState(t, restored, m)
 }
