@@ -51,7 +51,8 @@ func TestViewsAcrossCompactions(t *testing.T) {
 	for r := 1; r <= 3; r++ {
 		round(r)
 		l.apply(l.write(bob, fmt.Sprintf("keep/%d", r), page("k", 300))) // live from now on, never written again
-		if _, err := cat.Tars(); err != nil { // the index reads the generation before the run
+		// The index reads the generation before the run.
+		if _, err := cat.Tars(); err != nil {
 			t.Fatal(err)
 		}
 		runs = append(runs, l.compact(uint64(r)))
