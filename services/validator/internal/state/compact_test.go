@@ -240,6 +240,20 @@ func TestCompactGenerations(t *testing.T) {
 	}
 	verifyChain(t, m, runs)
 
+	// A third run drops generation 1. Applied with the others in one
+	// batch (below), its count of what it drops reads through the range
+	// deletion the second run left in that batch.
+	l.batch(75, writeItem(12, bob, "docs/h", `{"h":1}`))
+	third := l.compact(3, 80)
+	mustApply(t, m, l.entries[m.AppliedIndex():]...)
+	runs[3] = m.LastGcRun()
+	if run3 := runs[3]; run3.GetRun() != 3 || run3.GetKeptFromGeneration() != 2 || run3.GetSegmentsReclaimed() == 0 || run3.GetIndex() != third.Index {
+		t.Fatalf("run 3 = %v", run3)
+	}
+	if gens := verifyChain(t, m, runs); !slices.Equal(gens, []uint32{2, 3}) {
+		t.Fatalf("generations after run 3: %v", gens)
+	}
+
 	// Another machine, the whole log in one Apply, and one entry at a time.
 	for _, step := range []int{len(l.entries), 1} {
 		other := newMachine(t)
