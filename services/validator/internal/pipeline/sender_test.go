@@ -2,10 +2,16 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
 )
 
 // TestSealWhen checks when a batch is due and how large it may be; which
@@ -105,5 +111,31 @@ func TestNoCompactionWithoutThreshold(t *testing.T) {
 	}
 	if n := l.proposed("GcCompact"); n != 0 || l.LastGcRun() != nil {
 		t.Fatalf("GcCompact proposed %d times with GcSizeDelta 0", n)
+	}
+}
+
+// TestCompactionOnTheMachine: on a real state machine, the leader's
+// compaction is applied once the committed writes pass the threshold: the
+// state moves to generation 1 on the finalized epoch, the live nodes
+// rewritten, the garbage count reset.
+func TestCompactionOnTheMachine(t *testing.T) {
+	index := payments.NewIndex()
+	p, l := startOnMachine(t, index, func(c *Config) { c.GcSizeDelta = 1 }) // the first segment is enough
+	key := payerKey()
+	ids := []common.Hash{common.HexToHash("0x61"), common.HexToHash("0x62")}
+	for _, id := range ids {
+		index.Observe(paidIn(id, id, 0x10))
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+			t.Fatal(err)
+		}
+		if s := final(t, p, id); s.Status != api.StatusCommitted && s.Status != api.StatusFinalized {
+			t.Fatalf("proposal %s: %s %s", id.Hex(), s.Status, s.Reason)
+		}
+	}
+	waitStats(t, p, "a compaction applied", func(Stats) bool { return l.m.LastGcRun() != nil })
+	run := l.m.LastGcRun()
+	if run.GetRun() != 1 || run.GetEpoch() != fixedEpoch(7).Finalized() || run.GetGeneration() != 1 || run.GetLiveNodes() == 0 ||
+		run.GetGarbageBytes() == 0 || l.m.Generation() != 1 {
+		t.Fatalf("run %v, generation %d", run, l.m.Generation())
 	}
 }
