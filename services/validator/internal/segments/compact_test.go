@@ -1,8 +1,10 @@
 package segments
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +99,20 @@ func TestViewsAcrossCompactions(t *testing.T) {
 		if est.AppliedIndex != l.machine.AppliedIndex() || est.LiveBytes != liveBytes {
 			t.Fatalf("after run %d: the estimate at %d holds %d live bytes, the live nodes at %d are %d", r, est.AppliedIndex,
 				est.LiveBytes, l.machine.AppliedIndex(), liveBytes)
+		}
+
+		// The journal names the compaction's segments by part.
+		j, err := cat.OpenJournal(runs[r-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var journal bytes.Buffer
+		err = j.Write(&journal, nil)
+		if cerr := j.Close(); err != nil || cerr != nil {
+			t.Fatal(err, cerr)
+		}
+		if first := fmt.Sprintf("index=%d compaction=0 term=1 epoch=%d generation=%d proposals=0 hash=", runs[r-1], r, r); !strings.HasPrefix(journal.String(), first) {
+			t.Fatalf("journal from run %d: %q", r, journal.String())
 		}
 
 		tars, err := cat.Tars()
