@@ -81,12 +81,31 @@ type GcGenerations struct {
 	Present []uint32 `json:"present"`
 }
 
-// GcRun is one applied GC run.
+// GcRun is one applied GC run (a COMPACT entry, docs/adr/0033): the same
+// on every validator that applied it. At is the proposing leader's clock;
+// the run is one apply, whose duration is no replicated figure.
 type GcRun struct {
-	At             time.Time `json:"at"`
-	Generation     uint32    `json:"generation"`
-	ReclaimedBytes uint64    `json:"reclaimedBytes"`
-	DurationMs     int64     `json:"durationMs"`
+	Run         uint64    `json:"run"`
+	At          time.Time `json:"at"`
+	Epoch       uint64    `json:"epoch"`
+	CommitIndex uint64    `json:"commitIndex"`
+	// Generation is the generation the run started; generations below
+	// KeptFromGeneration were deleted by its cleanup.
+	Generation         uint32 `json:"generation"`
+	KeptFromGeneration uint32 `json:"keptFromGeneration"`
+	LiveNodes          uint64 `json:"liveNodes"`
+	SegmentsWritten    uint64 `json:"segmentsWritten"`
+	BytesWritten       uint64 `json:"bytesWritten"`
+	SegmentsReclaimed  uint64 `json:"segmentsReclaimed"`
+	ReclaimedBytes     uint64 `json:"reclaimedBytes"`
+	// GarbageBytes is the segment bytes written since the previous run,
+	// which triggered this one.
+	GarbageBytes uint64 `json:"garbageBytes"`
+	// OldHead is the hash of the previous generation's last segment, which
+	// the new generation's first segment names; StateHash the state hash
+	// after the run.
+	OldHead   string `json:"oldHead"`
+	StateHash string `json:"stateHash"`
 }
 
 // GcEstimate is the body of GET /v1/gc/estimate: what GC could reclaim, by

@@ -833,6 +833,7 @@ type Entry struct {
 	//	*Entry_GcPay
 	//	*Entry_PaymentReorg
 	//	*Entry_LeaderElected
+	//	*Entry_GcCompact
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -938,6 +939,15 @@ func (x *Entry) GetLeaderElected() *LeaderElected {
 	return nil
 }
 
+func (x *Entry) GetGcCompact() *GcCompact {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_GcCompact); ok {
+			return x.GcCompact
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -970,6 +980,10 @@ type Entry_LeaderElected struct {
 	LeaderElected *LeaderElected `protobuf:"bytes,7,opt,name=leader_elected,json=leaderElected,proto3,oneof"`
 }
 
+type Entry_GcCompact struct {
+	GcCompact *GcCompact `protobuf:"bytes,8,opt,name=gc_compact,json=gcCompact,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -983,6 +997,8 @@ func (*Entry_GcPay) isEntry_Op() {}
 func (*Entry_PaymentReorg) isEntry_Op() {}
 
 func (*Entry_LeaderElected) isEntry_Op() {}
+
+func (*Entry_GcCompact) isEntry_Op() {}
 
 // LeaderElected is a leader announcing itself: proposed once per term by the
 // node that leads it. Apply emits a consensus "leader" event for the first
@@ -1561,6 +1577,212 @@ func (x *GcExecute) GetAtMs() int64 {
 	return 0
 }
 
+// GcCompact is the consensus GC (docs/adr/0033): the leader proposes it on
+// an epoch finalization once enough segment bytes were written since the
+// last run. Apply rewrites the live content as the first segments of the
+// next generation and deletes the generations older than the one before
+// it. One per epoch: an epoch at or below the last run's changes nothing.
+type GcCompact struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`           // the finalized epoch it was proposed on
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock: the run's and the event's time
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcCompact) Reset() {
+	*x = GcCompact{}
+	mi := &file_ledger_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcCompact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcCompact) ProtoMessage() {}
+
+func (x *GcCompact) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcCompact.ProtoReflect.Descriptor instead.
+func (*GcCompact) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GcCompact) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GcCompact) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// GcRun is the record of one applied GcCompact (state key s/k/<run>).
+type GcRun struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Run                uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"` // 1, 2, ...
+	Epoch              uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Index              uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"` // raft index of the GcCompact entry
+	AtMs               int64                  `protobuf:"varint,4,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	Generation         uint32                 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`                // the generation the run started
+	LiveNodes          uint64                 `protobuf:"varint,6,opt,name=live_nodes,json=liveNodes,proto3" json:"live_nodes,omitempty"` // nodes rewritten
+	SegmentsWritten    uint64                 `protobuf:"varint,7,opt,name=segments_written,json=segmentsWritten,proto3" json:"segments_written,omitempty"`
+	BytesWritten       uint64                 `protobuf:"varint,8,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"` // stored bytes of the segments written
+	SegmentsReclaimed  uint64                 `protobuf:"varint,9,opt,name=segments_reclaimed,json=segmentsReclaimed,proto3" json:"segments_reclaimed,omitempty"`
+	BytesReclaimed     uint64                 `protobuf:"varint,10,opt,name=bytes_reclaimed,json=bytesReclaimed,proto3" json:"bytes_reclaimed,omitempty"`               // stored bytes of the segments deleted
+	KeptFromGeneration uint32                 `protobuf:"varint,11,opt,name=kept_from_generation,json=keptFromGeneration,proto3" json:"kept_from_generation,omitempty"` // generations below it were deleted (none when 0)
+	OldHead            []byte                 `protobuf:"bytes,12,opt,name=old_head,json=oldHead,proto3" json:"old_head,omitempty"`                                     // hash of the last segment of the previous generation
+	StateHash          []byte                 `protobuf:"bytes,13,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`                               // the state hash after the entry (added after its digest)
+	GarbageBytes       uint64                 `protobuf:"varint,14,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`                     // segment bytes written since the previous run, at this one
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GcRun) Reset() {
+	*x = GcRun{}
+	mi := &file_ledger_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRun) ProtoMessage() {}
+
+func (x *GcRun) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRun.ProtoReflect.Descriptor instead.
+func (*GcRun) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GcRun) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *GcRun) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GcRun) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GcRun) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *GcRun) GetGeneration() uint32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GcRun) GetLiveNodes() uint64 {
+	if x != nil {
+		return x.LiveNodes
+	}
+	return 0
+}
+
+func (x *GcRun) GetSegmentsWritten() uint64 {
+	if x != nil {
+		return x.SegmentsWritten
+	}
+	return 0
+}
+
+func (x *GcRun) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *GcRun) GetSegmentsReclaimed() uint64 {
+	if x != nil {
+		return x.SegmentsReclaimed
+	}
+	return 0
+}
+
+func (x *GcRun) GetBytesReclaimed() uint64 {
+	if x != nil {
+		return x.BytesReclaimed
+	}
+	return 0
+}
+
+func (x *GcRun) GetKeptFromGeneration() uint32 {
+	if x != nil {
+		return x.KeptFromGeneration
+	}
+	return 0
+}
+
+func (x *GcRun) GetOldHead() []byte {
+	if x != nil {
+		return x.OldHead
+	}
+	return nil
+}
+
+func (x *GcRun) GetStateHash() []byte {
+	if x != nil {
+		return x.StateHash
+	}
+	return nil
+}
+
+func (x *GcRun) GetGarbageBytes() uint64 {
+	if x != nil {
+		return x.GarbageBytes
+	}
+	return 0
+}
+
 // GcSetLimit sets a wallet's executed-debt limit (0: back to the default).
 type GcSetLimit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1573,7 +1795,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1807,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1820,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1639,7 +1861,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1873,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1886,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1716,7 +1938,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1950,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1963,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -1778,7 +2000,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +2012,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2025,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -1874,7 +2096,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2108,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2121,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Property) GetName() string {
@@ -1935,7 +2157,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2169,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2182,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Node) GetPath() string {
@@ -2047,7 +2269,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2281,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2294,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -2128,13 +2350,15 @@ type Segment struct {
 	PrevHash      []byte                 `protobuf:"bytes,5,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
 	Ops           []*SegmentOp           `protobuf:"bytes,6,rep,name=ops,proto3" json:"ops,omitempty"`
 	ProposalIds   [][]byte               `protobuf:"bytes,7,rep,name=proposal_ids,json=proposalIds,proto3" json:"proposal_ids,omitempty"` // proposals this entry committed or rejected
+	Part          uint32                 `protobuf:"varint,8,opt,name=part,proto3" json:"part,omitempty"`                                 // a GcCompact writes parts 0, 1, ... at one index
+	Compaction    bool                   `protobuf:"varint,9,opt,name=compaction,proto3" json:"compaction,omitempty"`                     // written by a GcCompact: the live content, no proposals
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2370,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2383,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -2211,6 +2435,20 @@ func (x *Segment) GetProposalIds() [][]byte {
 	return nil
 }
 
+func (x *Segment) GetPart() uint32 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
+}
+
+func (x *Segment) GetCompaction() bool {
+	if x != nil {
+		return x.Compaction
+	}
+	return false
+}
+
 // Event is one record of the event log (ADR 0023). The id is assigned
 // during apply, so every validator holds the same events under the same ids.
 type Event struct {
@@ -2233,7 +2471,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2483,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2496,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{21}
+	return file_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2360,7 +2598,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2610,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2623,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{22}
+	return file_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -2445,7 +2683,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2695,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2708,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{23}
+	return file_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2559,7 +2797,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
 	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
 	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
-	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xc9\x03\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\x87\x04\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -2569,7 +2807,9 @@ const file_ledger_proto_rawDesc = "" +
 	"gcSetLimit\x120\n" +
 	"\x06gc_pay\x18\x05 \x01(\v2\x17.contentledger.v1.GcPayH\x00R\x05gcPay\x12E\n" +
 	"\rpayment_reorg\x18\x06 \x01(\v2\x1e.contentledger.v1.PaymentReorgH\x00R\fpaymentReorg\x12H\n" +
-	"\x0eleader_elected\x18\a \x01(\v2\x1f.contentledger.v1.LeaderElectedH\x00R\rleaderElectedB\x04\n" +
+	"\x0eleader_elected\x18\a \x01(\v2\x1f.contentledger.v1.LeaderElectedH\x00R\rleaderElected\x12<\n" +
+	"\n" +
+	"gc_compact\x18\b \x01(\v2\x1b.contentledger.v1.GcCompactH\x00R\tgcCompactB\x04\n" +
 	"\x02op\"Q\n" +
 	"\rLeaderElected\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
@@ -2620,7 +2860,30 @@ const file_ledger_proto_rawDesc = "" +
 	"\tGcExecute\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\\\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"6\n" +
+	"\tGcCompact\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xd2\x03\n" +
+	"\x05GcRun\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x13\n" +
+	"\x05at_ms\x18\x04 \x01(\x03R\x04atMs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\rR\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"live_nodes\x18\x06 \x01(\x04R\tliveNodes\x12)\n" +
+	"\x10segments_written\x18\a \x01(\x04R\x0fsegmentsWritten\x12#\n" +
+	"\rbytes_written\x18\b \x01(\x04R\fbytesWritten\x12-\n" +
+	"\x12segments_reclaimed\x18\t \x01(\x04R\x11segmentsReclaimed\x12'\n" +
+	"\x0fbytes_reclaimed\x18\n" +
+	" \x01(\x04R\x0ebytesReclaimed\x120\n" +
+	"\x14kept_from_generation\x18\v \x01(\rR\x12keptFromGeneration\x12\x19\n" +
+	"\bold_head\x18\f \x01(\fR\aoldHead\x12\x1d\n" +
+	"\n" +
+	"state_hash\x18\r \x01(\fR\tstateHash\x12#\n" +
+	"\rgarbage_bytes\x18\x0e \x01(\x04R\fgarbageBytes\"\\\n" +
 	"\n" +
 	"GcSetLimit\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12!\n" +
@@ -2667,7 +2930,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x03put\x18\x01 \x01(\v2\x16.contentledger.v1.NodeH\x00R\x03put\x12!\n" +
 	"\vdelete_path\x18\x02 \x01(\tH\x00R\n" +
 	"deletePathB\x04\n" +
-	"\x02op\"\xd8\x01\n" +
+	"\x02op\"\x8c\x02\n" +
 	"\aSegment\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x14\n" +
@@ -2677,7 +2940,11 @@ const file_ledger_proto_rawDesc = "" +
 	"generation\x12\x1b\n" +
 	"\tprev_hash\x18\x05 \x01(\fR\bprevHash\x12-\n" +
 	"\x03ops\x18\x06 \x03(\v2\x1b.contentledger.v1.SegmentOpR\x03ops\x12!\n" +
-	"\fproposal_ids\x18\a \x03(\fR\vproposalIds\"\xc7\x02\n" +
+	"\fproposal_ids\x18\a \x03(\fR\vproposalIds\x12\x12\n" +
+	"\x04part\x18\b \x01(\rR\x04part\x12\x1e\n" +
+	"\n" +
+	"compaction\x18\t \x01(\bR\n" +
+	"compaction\"\xc7\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -2737,7 +3004,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),              // 0: contentledger.v1.Tier
 	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
@@ -2756,18 +3023,20 @@ var file_ledger_proto_goTypes = []any{
 	(*WalletStats)(nil),    // 14: contentledger.v1.WalletStats
 	(*ProposalCounts)(nil), // 15: contentledger.v1.ProposalCounts
 	(*GcExecute)(nil),      // 16: contentledger.v1.GcExecute
-	(*GcSetLimit)(nil),     // 17: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 18: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 19: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 20: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 21: contentledger.v1.Property
-	(*Node)(nil),           // 22: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 23: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 24: contentledger.v1.Segment
-	(*Event)(nil),          // 25: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 26: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 27: contentledger.v1.Member
-	nil,                    // 28: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(*GcCompact)(nil),      // 17: contentledger.v1.GcCompact
+	(*GcRun)(nil),          // 18: contentledger.v1.GcRun
+	(*GcSetLimit)(nil),     // 19: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),          // 20: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil), // 21: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil), // 22: contentledger.v1.ProposalRecord
+	(*Property)(nil),       // 23: contentledger.v1.Property
+	(*Node)(nil),           // 24: contentledger.v1.Node
+	(*SegmentOp)(nil),      // 25: contentledger.v1.SegmentOp
+	(*Segment)(nil),        // 26: contentledger.v1.Segment
+	(*Event)(nil),          // 27: contentledger.v1.Event
+	(*EpochUpdate)(nil),    // 28: contentledger.v1.EpochUpdate
+	(*Member)(nil),         // 29: contentledger.v1.Member
+	nil,                    // 30: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -2778,28 +3047,29 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	19, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	21, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
 	16, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	17, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	18, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	19, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	20, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
 	11, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
 	10, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
-	4,  // 14: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
-	4,  // 15: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
-	4,  // 16: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
-	28, // 17: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	6,  // 18: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 19: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 20: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	12, // 21: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
-	21, // 22: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	22, // 23: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	23, // 24: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	17, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
+	4,  // 15: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	4,  // 16: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	4,  // 17: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	30, // 18: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	6,  // 19: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 20: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 21: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	12, // 22: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	23, // 23: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	24, // 24: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	25, // 25: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -2815,8 +3085,9 @@ func file_ledger_proto_init() {
 		(*Entry_GcPay)(nil),
 		(*Entry_PaymentReorg)(nil),
 		(*Entry_LeaderElected)(nil),
+		(*Entry_GcCompact)(nil),
 	}
-	file_ledger_proto_msgTypes[19].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[21].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -2826,7 +3097,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -25,7 +25,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, s := range segs {
-			if err := w.Add(s.index, s.raw); err != nil {
+			if err := w.Add(s.index, 0, s.raw); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -78,18 +78,35 @@ func CountOps(seg *ledgerpb.Segment) (writes, deletes int) {
 	return writes, deletes
 }
 
-// EntryName is the member name of the segment of raft index: 20 decimal
-// digits, so that names sort as indexes do.
-func EntryName(index uint64) string { return fmt.Sprintf("%020d%s", index, entrySuffix) }
-
-// parseEntryName returns the raft index a member name gives.
-func parseEntryName(name string) (uint64, bool) {
-	digits, ok := strings.CutSuffix(name, entrySuffix)
-	if !ok || len(digits) != 20 {
-		return 0, false
+// EntryName is the member name of part of the segments of raft index: 20
+// decimal digits, so that names sort as indexes do, and for a part after
+// the first (a compaction writes several segments at its index) a dash and
+// 10 more.
+func EntryName(index uint64, part uint32) string {
+	if part == 0 {
+		return fmt.Sprintf("%020d%s", index, entrySuffix)
 	}
-	index, err := strconv.ParseUint(digits, 10, 64)
-	return index, err == nil && EntryName(index) == name
+	return fmt.Sprintf("%020d-%010d%s", index, part, entrySuffix)
+}
+
+// parseEntryName returns the raft index and part a member name gives.
+func parseEntryName(name string) (index uint64, part uint32, ok bool) {
+	body, ok := strings.CutSuffix(name, entrySuffix)
+	if !ok || len(body) < 20 {
+		return 0, 0, false
+	}
+	index, err := strconv.ParseUint(body[:20], 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	if len(body) == 31 && body[20] == '-' {
+		p, err := strconv.ParseUint(body[21:], 10, 32)
+		if err != nil {
+			return 0, 0, false
+		}
+		part = uint32(p)
+	}
+	return index, part, EntryName(index, part) == name
 }
 
 // Manifest describes the segments of an archive. Hashes are 0x-prefixed
@@ -123,9 +140,11 @@ func NewWriter(w io.Writer, m Manifest) (*Writer, error) {
 	return aw, aw.member(ManifestName, raw)
 }
 
-// Add appends the segment of raft index, raw being its stored bytes.
-// Segments are added in raft index order.
-func (w *Writer) Add(index uint64, raw []byte) error { return w.member(EntryName(index), raw) }
+// Add appends part of the segments of raft index, raw being its stored
+// bytes. Segments are added in chain order (raft index, then part).
+func (w *Writer) Add(index uint64, part uint32, raw []byte) error {
+	return w.member(EntryName(index, part), raw)
+}
 
 func (w *Writer) member(name string, body []byte) error {
 	hdr := &tar.Header{
@@ -160,15 +179,21 @@ type Summary struct {
 	HeadHash [32]byte
 	// NodeWrites and NodeDeletes count the segments' operations.
 	NodeWrites, NodeDeletes int
+	// Compactions are the raft indexes where a compaction started a
+	// generation in this archive: a segment of the next generation
+	// following one of the previous, both verified.
+	Compactions []uint64
 }
 
 // Chain verifies archives in order, each linked to the one before. The zero
 // value accepts any first archive, whatever its first segment links to (an
 // archive that does not start the chain names a hash it does not hold).
 type Chain struct {
-	started bool
-	last    uint64
-	head    [32]byte
+	started    bool
+	last       uint64
+	lastPart   uint32
+	generation uint32
+	head       [32]byte
 }
 
 // Head returns the index and hash of the last segment verified, ok false
@@ -185,7 +210,7 @@ func (c *Chain) Verify(r io.Reader) (Summary, error) {
 	if err := readManifest(tr, &s.Manifest); err != nil {
 		return s, err
 	}
-	started, last, head := c.started, c.last, c.head
+	started, last, lastPart, generation, head := c.started, c.last, c.lastPart, c.generation, c.head
 	var buf bytes.Buffer
 	for {
 		hdr, err := tr.Next()
@@ -195,15 +220,15 @@ func (c *Chain) Verify(r io.Reader) (Summary, error) {
 		if err != nil {
 			return s, fmt.Errorf("%w: after %d segments: %v", ErrMalformed, s.Segments, err)
 		}
-		index, ok := parseEntryName(hdr.Name)
+		index, part, ok := parseEntryName(hdr.Name)
 		if !ok || hdr.Typeflag != tar.TypeReg {
 			return s, fmt.Errorf("%w: member %q is not a segment", ErrMalformed, hdr.Name)
 		}
 		if hdr.Size < 0 || hdr.Size > MaxSegmentBytes {
 			return s, fmt.Errorf("%w: segment %d has %d bytes (at most %d)", ErrMalformed, index, hdr.Size, MaxSegmentBytes)
 		}
-		if started && index <= last {
-			return s, fmt.Errorf("%w: segment %d follows segment %d", ErrMalformed, index, last)
+		if started && (index < last || index == last && part <= lastPart) {
+			return s, fmt.Errorf("%w: segment %d part %d follows segment %d part %d", ErrMalformed, index, part, last, lastPart)
 		}
 		buf.Reset()
 		if _, err := io.Copy(&buf, tr); err != nil {
@@ -214,8 +239,8 @@ func (c *Chain) Verify(r io.Reader) (Summary, error) {
 		if err := proto.Unmarshal(raw, seg); err != nil {
 			return s, fmt.Errorf("%w: segment %d does not decode: %v", ErrMalformed, index, err)
 		}
-		if seg.GetIndex() != index {
-			return s, fmt.Errorf("%w: member %s holds the segment of index %d", ErrMalformed, hdr.Name, seg.GetIndex())
+		if seg.GetIndex() != index || seg.GetPart() != part {
+			return s, fmt.Errorf("%w: member %s holds the segment of index %d part %d", ErrMalformed, hdr.Name, seg.GetIndex(), seg.GetPart())
 		}
 		prev := seg.GetPrevHash()
 		if len(prev) != len(head) {
@@ -225,13 +250,21 @@ func (c *Chain) Verify(r io.Reader) (Summary, error) {
 			return s, fmt.Errorf("%w: segment %d names previous hash %s, segment %d hashes to %s",
 				ErrChainBroken, index, hexHash([32]byte(prev)), last, hexHash(head))
 		}
+		if started && seg.GetGeneration() != generation {
+			// Generations change only where a compaction starts one.
+			if seg.GetGeneration() != generation+1 || !seg.GetCompaction() || part != 0 {
+				return s, fmt.Errorf("%w: segment %d part %d of generation %d follows generation %d", ErrChainBroken, index, part,
+					seg.GetGeneration(), generation)
+			}
+			s.Compactions = append(s.Compactions, index)
+		}
 		if s.Segments == 0 {
 			s.FirstIndex, s.PrevHash = index, [32]byte(prev)
 		}
 		writes, deletes := CountOps(seg)
 		s.NodeWrites += writes
 		s.NodeDeletes += deletes
-		started, last, head = true, index, Hash(raw)
+		started, last, lastPart, generation, head = true, index, part, seg.GetGeneration(), Hash(raw)
 		s.Segments++
 		s.Bytes += uint64(len(raw))
 		s.LastIndex, s.HeadHash = index, head
@@ -239,7 +272,7 @@ func (c *Chain) Verify(r io.Reader) (Summary, error) {
 	if err := s.matches(s.Manifest); err != nil {
 		return s, err
 	}
-	c.started, c.last, c.head = started, last, head
+	c.started, c.last, c.lastPart, c.generation, c.head = started, last, lastPart, generation, head
 	return s, nil
 }
 

@@ -17,6 +17,7 @@ import (
 // segment is one stored segment of a test chain.
 type segment struct {
 	index uint64
+	part  uint32
 	raw   []byte
 }
 
@@ -34,7 +35,7 @@ func chain(t testing.TB, first uint64, n int, prev [32]byte) []segment {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, segment{seg.GetIndex(), raw})
+		out = append(out, segment{index: seg.GetIndex(), raw: raw})
 		prev = segarchive.Hash(raw)
 	}
 	return out
@@ -69,7 +70,7 @@ func archive(t testing.TB, m segarchive.Manifest, segs []segment) []byte {
 		t.Fatal(err)
 	}
 	for _, s := range segs {
-		if err := w.Add(s.index, s.raw); err != nil {
+		if err := w.Add(s.index, s.part, s.raw); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +136,7 @@ func TestArchiveIsDeterministicAndPlainTar(t *testing.T) {
 		}
 		body, _ := io.ReadAll(tr)
 		names = append(names, hdr.Name)
-		if hdr.Name == segarchive.EntryName(segs[0].index) && !bytes.Equal(body, segs[0].raw) {
+		if hdr.Name == segarchive.EntryName(segs[0].index, 0) && !bytes.Equal(body, segs[0].raw) {
 			t.Fatal("a member does not hold the stored segment bytes")
 		}
 	}
@@ -154,7 +155,7 @@ func TestArchiveFaults(t *testing.T) {
 	segs := chain(t, 1, 4, [32]byte{})
 	m := manifest("data00000a.tar", segs)
 	tampered := append([]segment(nil), segs...)
-	tampered[2] = segment{segs[2].index, append(append([]byte(nil), segs[2].raw...), 0x18, 0x01)} // epoch 1 appended: re-hashes
+	tampered[2] = segment{index: segs[2].index, raw: append(append([]byte(nil), segs[2].raw...), 0x18, 0x01)} // epoch 1 appended: re-hashes
 	swapped := []segment{segs[0], segs[2], segs[1], segs[3]}
 	renamed := append([]segment(nil), segs...)
 	renamed[1].index = 4
@@ -173,7 +174,7 @@ func TestArchiveFaults(t *testing.T) {
 		"a segment from elsewhere":    {archive(t, m, append(segs[:3:3], chain(t, 9, 1, [32]byte{1})...)), segarchive.ErrChainBroken},
 		"no manifest":                 {archive(t, m, segs)[512+512:], segarchive.ErrMalformed},
 		"empty":                       {nil, segarchive.ErrMalformed},
-		"not a segment":               {archive(t, manifest("x", []segment{{1, []byte{0xff}}}), []segment{{1, []byte{0xff}}}), segarchive.ErrMalformed},
+		"not a segment":               {archive(t, manifest("x", []segment{{index: 1, raw: []byte{0xff}}}), []segment{{index: 1, raw: []byte{0xff}}}), segarchive.ErrMalformed},
 		"manifest names another head": {archive(t, otherHead, segs), segarchive.ErrMalformed},
 	}
 	for name, tc := range cases {
@@ -214,4 +215,54 @@ func FuzzVerifyArchive(f *testing.F) {
 			t.Fatalf("accepted an inconsistent summary %+v", s)
 		}
 	})
+}
+
+// compacted is segs followed by a compaction at index: parts 0..parts-1 of
+// the next generation (compaction set), then one ordinary segment of it.
+func compacted(t testing.TB, segs []segment, index uint64, parts int, edit func(*ledgerpb.Segment)) []segment {
+	t.Helper()
+	prev := segarchive.Hash(segs[len(segs)-1].raw)
+	out := append([]segment(nil), segs...)
+	for i := 0; i <= parts; i++ {
+		seg := &ledgerpb.Segment{Index: index, Part: uint32(i), Generation: 1, Compaction: true, PrevHash: prev[:],
+			Ops: []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_Put{Put: &ledgerpb.Node{Path: "/a/b"}}}}}
+		if i == parts { // the next entry's ordinary segment
+			seg.Index, seg.Part, seg.Compaction = index+1, 0, false
+		}
+		if edit != nil {
+			edit(seg)
+		}
+		raw, err := proto.Marshal(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, segment{seg.GetIndex(), seg.GetPart(), raw})
+		prev = segarchive.Hash(raw)
+	}
+	return out
+}
+
+// TestVerifyAcrossCompaction: the parts of a compaction are members of
+// their own, in order; the chain runs on into the next generation, and the
+// summary says where the compaction happened. A generation that changes
+// anywhere else, or parts out of order, are refused.
+func TestVerifyAcrossCompaction(t *testing.T) {
+	segs := compacted(t, chain(t, 1, 3, [32]byte{}), 9, 3, nil)
+	var c segarchive.Chain
+	sum, err := c.Verify(bytes.NewReader(archive(t, manifest("data00000a.tar", segs), segs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Segments != 7 || len(sum.Compactions) != 1 || sum.Compactions[0] != 9 || sum.LastIndex != 10 {
+		t.Fatalf("summary %+v", sum)
+	}
+
+	noMark := compacted(t, chain(t, 1, 3, [32]byte{}), 9, 3, func(s *ledgerpb.Segment) { s.Compaction = false })
+	if _, err := new(segarchive.Chain).Verify(bytes.NewReader(archive(t, manifest("data00000a.tar", noMark), noMark))); !errors.Is(err, segarchive.ErrChainBroken) {
+		t.Fatalf("a generation change outside a compaction: %v", err)
+	}
+	repeated := append(append([]segment(nil), segs[:5]...), segs[4:]...) // part 1 twice
+	if _, err := new(segarchive.Chain).Verify(bytes.NewReader(archive(t, manifest("data00000a.tar", repeated), repeated))); !errors.Is(err, segarchive.ErrMalformed) {
+		t.Fatalf("a part repeated: %v", err)
+	}
 }

@@ -26,12 +26,15 @@ type archiveReport struct {
 	HeadHash    string `json:"headHash"`
 	NodeWrites  int    `json:"nodeWrites"`
 	NodeDeletes int    `json:"nodeDeletes"`
+	// Compactions are the raft indexes where a compaction started the
+	// next generation inside the archive.
+	Compactions []uint64 `json:"compactions,omitempty"`
 }
 
 func report(file string, s segarchive.Summary) archiveReport {
 	return archiveReport{File: file, Name: s.Manifest.Name, Segments: s.Segments, FirstIndex: s.FirstIndex, LastIndex: s.LastIndex,
 		Bytes: s.Bytes, PrevHash: "0x" + hex.EncodeToString(s.PrevHash[:]), HeadHash: "0x" + hex.EncodeToString(s.HeadHash[:]),
-		NodeWrites: s.NodeWrites, NodeDeletes: s.NodeDeletes}
+		NodeWrites: s.NodeWrites, NodeDeletes: s.NodeDeletes, Compactions: s.Compactions}
 }
 
 // segments runs "ledgerctl segments list|fetch|verify": the validator's TAR
@@ -153,6 +156,9 @@ func verifySegments(c *commonFlags, files []string, out io.Writer) error {
 		if !c.json {
 			fmt.Fprintf(out, "%s: %s, %d segments %d-%d, %d node writes, %d deletes, chains from %s to %s\n",
 				path, r.Name, r.Segments, r.FirstIndex, r.LastIndex, r.NodeWrites, r.NodeDeletes, r.PrevHash, r.HeadHash)
+			for _, index := range r.Compactions {
+				fmt.Fprintf(out, "%s: a compaction starts the next generation at segment %d\n", path, index)
+			}
 		}
 	}
 	if c.json {

@@ -53,7 +53,7 @@ func archivesServer(t *testing.T, corrupt bool) *httptest.Server {
 			if corrupt && number == 1 && i == 1 {
 				raw = append(append([]byte(nil), raw...), 0x18, 0x05) // a changed segment: the next one no longer links
 			}
-			if err := w.Add(first+uint64(i), raw); err != nil {
+			if err := w.Add(first+uint64(i), 0, raw); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -43,6 +43,10 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	p.Domain, p.Contract, p.ChainID = d, d.VerifyingContract, cfg.ChainID
 	p.PaymentWait, p.MaxPending, p.MaxBatch, p.MaxPendingMessages = cfg.PaymentWait, cfg.MaxPending, cfg.MaxBatch, cfg.MaxPendingMessages
 	p.MaxBatchBytes = cfg.maxBatchBytes()
+	p.GcSizeDelta = cmp.Or(cfg.GcSizeDelta, p.GcSizeDelta)
+	if cfg.GcOff {
+		p.GcSizeDelta = 0
+	}
 	p.EventWindow, p.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
 	p.ClassAging, p.MicroBatch, p.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
 	p.HoldPerWallet = cmp.Or(cfg.HoldPerWallet, p.HoldPerWallet)

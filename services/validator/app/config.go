@@ -144,6 +144,8 @@ type Config struct {
 	LogTruncation    time.Duration `envconfig:"LOG_TRUNCATION" default:"250ms" desc:"how often the leader truncates the raft log up to what every validator holds, past the snapshots; negative: only behind snapshots"`
 	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
 	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	GcSizeDelta      uint64        `envconfig:"GC_SIZE_DELTA" desc:"the contract's gcSizeDeltaEstimation: segment bytes written since the last compaction that make the leader propose COMPACT at the next finalized epoch (ADR 0033); 0: the default"`
+	GcOff            bool          `envconfig:"GC_OFF" default:"false" desc:"true: the leader proposes no compaction (COMPACT) and storage only grows; for comparisons"`
 	MaxBatchBytes    int           `envconfig:"MAX_BATCH_BYTES" desc:"encoded proposals per raft entry (a single larger proposal goes alone); keep a raft entry within PEER_MAX_FRAME_BYTES; 0: the default"`
 	MicroBatch       int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`
 	MicroBatchBytes  int           `envconfig:"MICRO_BATCH_BYTES" default:"262144" desc:"message bytes of one micro-batch of the packing buffer"`

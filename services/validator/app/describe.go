@@ -38,7 +38,8 @@ func describeSettings(cfg Config) []settings.Setting {
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
 			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes),
 			"CHAIN_STATUS_STALE": payments.DefaultStatusStale.String(), "PEER_MAX_FRAME_BYTES": strconv.Itoa(transport.DefaultMaxFrameSize),
-			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10), "MAX_BATCH_BYTES": strconv.Itoa(pipe.MaxBatchBytes)}),
+			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10), "MAX_BATCH_BYTES": strconv.Itoa(pipe.MaxBatchBytes),
+			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10)}),
 	})
 }
 
@@ -106,6 +107,8 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "chain", "high", true
 	case "PAYMENT_WAIT", "CHAIN_STATUS_STALE":
 		return "chain", "medium", true
+	case "GC_SIZE_DELTA", "GC_OFF":
+		return "gc", "medium", true
 	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES":
 		return "events", "high", true
 	case "NATS_EVENTS_DUPLICATES":

@@ -81,7 +81,7 @@ func TestSegmentArchive(t *testing.T) {
 			t.Fatalf("tar -t: %v", err)
 		}
 		names := strings.Fields(string(out))
-		if len(names) != f.Segments+1 || names[0] != segarchive.ManifestName || names[1] != segarchive.EntryName(f.FirstIndex) {
+		if len(names) != f.Segments+1 || names[0] != segarchive.ManifestName || names[1] != segarchive.EntryName(f.FirstIndex, 0) {
 			t.Fatalf("tar -t lists %v", names)
 		}
 	}

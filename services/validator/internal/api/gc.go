@@ -217,5 +217,9 @@ func (s *Server) gcEstimate(c echo.Context) error {
 
 // compactionProposals serves GET /v1/compaction/proposals.
 func (s *Server) compactionProposals(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.deps.Segments.CompactionProposals())
+	out, err := s.deps.Segments.CompactionProposals()
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }

@@ -51,7 +51,7 @@ type Segments interface {
 	GcStatus() (api.GcStatus, error)
 	GcEstimate() (api.GcEstimate, error)
 	WalletGcEstimate(wallet common.Address) (api.GcEstimate, error)
-	CompactionProposals() api.CompactionProposals
+	CompactionProposals() (api.CompactionProposals, error)
 }
 
 // Database is the Pebble database's figures (storage.DB).

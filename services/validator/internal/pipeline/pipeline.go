@@ -73,6 +73,12 @@ type Records interface {
 	FinalizedEpoch() uint64
 	// GcEpoch is the epoch of the last per-epoch GC debt job applied.
 	GcEpoch() uint64
+	// LastGcRun is the newest compaction (GcCompact) applied, nil before
+	// the first; it must not be modified.
+	LastGcRun() *ledgerpb.GcRun
+	// GarbageBytes is the stored bytes of the segments written since the
+	// last compaction.
+	GarbageBytes() uint64
 	// LeaderTerm is the newest term a leader announced itself in
 	// (LeaderElected) in the applied state.
 	LeaderTerm() uint64
@@ -189,12 +195,20 @@ type Config struct {
 	// FinalizeInterval is how often a leader compares its epoch source's
 	// finalized epoch with the state's, and proposes finality when it moved.
 	FinalizeInterval time.Duration
+	// GcSizeDelta is the contract's gcSizeDeltaEstimation: the segment
+	// bytes written since the last compaction at which a leader proposes
+	// the next (GcCompact) on an epoch finalization. 0 proposes none
+	// (storage then only grows). Default DefaultGcSizeDelta.
+	GcSizeDelta uint64
 	// Now is the leader's clock.
 	Now func() time.Time
 	// Events, when set, is told of refusals, rejections, backpressure,
 	// wallets blocked by GC debt and retracted payments.
 	Events Events
 }
+
+// DefaultGcSizeDelta is the contract's default gcSizeDeltaEstimation, 1 GB.
+const DefaultGcSizeDelta = 1_000_000_000
 
 // recentOutcomes is how many applied records the pipeline keeps in memory
 // for status reads and waiters.
@@ -219,6 +233,7 @@ func DefaultConfig() Config {
 		CommitTimeout:      5 * time.Second,
 		AdoptInterval:      2 * time.Second,
 		FinalizeInterval:   time.Second,
+		GcSizeDelta:        DefaultGcSizeDelta,
 		Now:                time.Now,
 	}
 }

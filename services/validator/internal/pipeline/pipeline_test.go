@@ -51,6 +51,8 @@ type ledger struct {
 	ops       map[string]int                   // other entries proposed, by op, lost ones included
 	finalized uint64                           // the newest FinalizeEpochs entry's epoch
 	gcEpoch   uint64                           // the newest GcExecute entry's epoch
+	garbage   uint64                           // segment bytes since the last compaction, set by tests
+	runs      []*ledgerpb.GcRun                // the compactions applied
 	elected   []*ledgerpb.LeaderElected        // the LeaderElected entries proposed
 	announced uint64                           // the newest term announced, as apply keeps it
 	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests and GC entries
@@ -157,6 +159,13 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		l.gcEpoch = max(l.gcEpoch, g.GetEpoch())
 		return nil
 	}
+	if g := e.GetGcCompact(); g != nil {
+		if n := len(l.runs); n == 0 || g.GetEpoch() > l.runs[n-1].GetEpoch() { // as apply does
+			l.runs = append(l.runs, &ledgerpb.GcRun{Run: uint64(len(l.runs) + 1), Epoch: g.GetEpoch(), AtMs: g.GetAtMs(), GarbageBytes: l.garbage})
+			l.garbage = 0
+		}
+		return nil
+	}
 	if g := e.GetGcSetLimit(); g != nil {
 		next := &ledgerpb.GcAccount{Wallet: g.GetWallet()}
 		if acc := l.accounts[[20]byte(g.GetWallet())]; acc != nil {
@@ -225,6 +234,28 @@ func (l *ledger) GcEpoch() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.gcEpoch
+}
+
+func (l *ledger) LastGcRun() *ledgerpb.GcRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.runs); n > 0 {
+		return l.runs[n-1]
+	}
+	return nil
+}
+
+func (l *ledger) GarbageBytes() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.garbage
+}
+
+// addGarbage counts segment bytes written, as apply does.
+func (l *ledger) addGarbage(n uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.garbage += n
 }
 
 func (l *ledger) Account(wallet [20]byte) (*ledgerpb.GcAccount, error) {

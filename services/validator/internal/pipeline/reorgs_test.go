@@ -118,6 +118,8 @@ func (l *machineLedger) Changed() <-chan struct{}                        { retur
 func (l *machineLedger) FinalizedEpoch() uint64                          { return l.m.FinalizedEpoch() }
 func (l *machineLedger) GcEpoch() uint64                                 { return l.m.GcEpoch() }
 func (l *machineLedger) LeaderTerm() uint64                              { return l.m.LeaderTerm() }
+func (l *machineLedger) LastGcRun() *ledgerpb.GcRun                      { return l.m.LastGcRun() }
+func (l *machineLedger) GarbageBytes() uint64                            { return l.m.GarbageBytes() }
 func (l *machineLedger) Account(w [20]byte) (*ledgerpb.GcAccount, error) { return l.m.Account(w) }
 func (l *machineLedger) DebtTxPaid(tx [32]byte) (bool, error)            { return l.m.DebtTxPaid(tx) }
 func (l *machineLedger) DebtTxSpent(tx [32]byte, i uint32) (bool, error) {

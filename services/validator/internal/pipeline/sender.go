@@ -294,8 +294,10 @@ func itemApplied(rec *ledgerpb.ProposalRecord, item *ledgerpb.BatchItem) bool {
 
 // finalize runs on every validator; while it leads, it hands the sender the
 // entries its epoch source calls for: FinalizeEpochs whenever the source's
-// finalized epoch has passed the applied state's, and the per-epoch GC debt
-// job (GcExecute) once per epoch. The sender proposes each until applied
+// finalized epoch has passed the applied state's, the per-epoch GC debt
+// job (GcExecute) once per epoch, and a compaction (GcCompact, ADR 0033)
+// once per finalized epoch while the segment bytes written since the last
+// one are at least GcSizeDelta. The sender proposes each until applied
 // state holds it; while it is on its way, the next looks hand over nothing.
 func (p *Pipeline) finalize(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
@@ -319,13 +321,25 @@ func (p *Pipeline) finalize(ctx context.Context) {
 				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
 			}}}, func() (bool, error) { return p.records.GcEpoch() >= epoch, nil })
 		}
+		if epoch := p.epochs.Finalized(); p.compactionDue(epoch) {
+			p.background(ctx, compactKey(epoch), &ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompact{GcCompact: &ledgerpb.GcCompact{
+				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
+			}}}, func() (bool, error) { return p.records.LastGcRun().GetEpoch() >= epoch, nil })
+		}
 	}
+}
+
+// compactionDue reports whether the finalized epoch calls for a
+// compaction: none ran on it yet and the garbage reached the threshold.
+func (p *Pipeline) compactionDue(finalized uint64) bool {
+	return p.cfg.GcSizeDelta > 0 && finalized > p.records.LastGcRun().GetEpoch() && p.records.GarbageBytes() >= p.cfg.GcSizeDelta
 }
 
 // Keys of the background changes of finalize and announce (see change.key).
 type (
 	finalizeKey uint64 // FinalizeEpochs of an epoch
 	gcJobKey    uint64 // the per-epoch GC debt job of an epoch
+	compactKey  uint64 // the compaction proposed on a finalized epoch
 	announceKey uint64 // LeaderElected of a term
 )
 

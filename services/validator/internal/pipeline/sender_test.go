@@ -2,13 +2,18 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/validator/internal/payments"
 )
 
 // TestSealWhen checks when a batch is due and how large it may be; which
@@ -63,5 +68,94 @@ func TestBatchBytesCountWholeProposals(t *testing.T) {
 	batch := &ledgerpb.ProposalBatch{Items: items}
 	if len(items) == 0 || len(items) == 64 || proto.Size(batch) > maxBytes+len(items)*8 {
 		t.Fatalf("sealed %d proposals, %d bytes; the bound %d", len(items), proto.Size(batch), maxBytes)
+	}
+}
+
+// TestCompactsOnFinalizedEpochOverThreshold: the leader proposes a
+// compaction on an epoch finalization only once the garbage reached
+// GcSizeDelta, once per finalized epoch, and none with GcSizeDelta 0.
+func TestCompactsOnFinalizedEpochOverThreshold(t *testing.T) {
+	const threshold = 1000
+	epochs := &movableEpoch{}
+	epochs.current.Store(7)
+	epochs.finalized.Store(5)
+	p, l := startWith(t, paymentsByID{}, nil, epochs, func(c *Config) {
+		c.VerifyPayments = false
+		c.FinalizeInterval = 5 * time.Millisecond
+		c.GcSizeDelta = threshold
+	})
+	// Below the threshold: epochs become final, nothing is compacted.
+	l.addGarbage(threshold - 1)
+	waitStats(t, p, "finality of epoch 5", func(Stats) bool { return l.FinalizedEpoch() == 5 })
+	epochs.finalized.Store(6)
+	waitStats(t, p, "finality of epoch 6", func(Stats) bool { return l.FinalizedEpoch() == 6 })
+
+	// At the threshold: one compaction, on the finalized epoch.
+	l.addGarbage(1)
+	waitStats(t, p, "a compaction", func(Stats) bool { return l.LastGcRun() != nil })
+	if run := l.LastGcRun(); run.GetRun() != 1 || run.GetEpoch() != 6 || run.GetGarbageBytes() != threshold || run.GetAtMs() == 0 {
+		t.Fatalf("run %v, want the first on epoch 6 at %d garbage bytes", run, threshold)
+	}
+
+	// More garbage in the same epoch: no second run until the next
+	// finalization.
+	l.addGarbage(5 * threshold)
+	epochs.current.Store(9)
+	epochs.finalized.Store(8)
+	waitStats(t, p, "the next compaction", func(Stats) bool { return l.LastGcRun().GetRun() == 2 })
+	if run := l.LastGcRun(); run.GetEpoch() != 8 || run.GetGarbageBytes() != 5*threshold {
+		t.Fatalf("run %v, want the second on epoch 8 at %d garbage bytes", run, 5*threshold)
+	}
+	if n := l.proposed("GcCompact"); n != 2 {
+		t.Fatalf("GcCompact proposed %d times, want once per run", n)
+	}
+}
+
+// TestNoCompactionWithoutThreshold: GcSizeDelta 0 turns compaction off.
+func TestNoCompactionWithoutThreshold(t *testing.T) {
+	epochs := &movableEpoch{}
+	epochs.current.Store(7)
+	epochs.finalized.Store(5)
+	p, l := startWith(t, paymentsByID{}, nil, epochs, func(c *Config) {
+		c.VerifyPayments = false
+		c.FinalizeInterval = 5 * time.Millisecond
+		c.GcSizeDelta = 0
+	})
+	l.addGarbage(1 << 40)
+	waitStats(t, p, "finality of epoch 5", func(Stats) bool { return l.FinalizedEpoch() == 5 })
+	// Two more finalizations: the loop looked at the garbage after the
+	// first, and handed over anything it would propose before the last.
+	for _, e := range []uint64{6, 7} {
+		epochs.finalized.Store(e)
+		waitStats(t, p, "finality", func(Stats) bool { return l.FinalizedEpoch() == e })
+	}
+	if n := l.proposed("GcCompact"); n != 0 || l.LastGcRun() != nil {
+		t.Fatalf("GcCompact proposed %d times with GcSizeDelta 0", n)
+	}
+}
+
+// TestCompactionOnTheMachine: on a real state machine, the leader's
+// compaction is applied once the committed writes pass the threshold: the
+// state moves to generation 1 on the finalized epoch, the live nodes
+// rewritten, the garbage count reset.
+func TestCompactionOnTheMachine(t *testing.T) {
+	index := payments.NewIndex()
+	p, l := startOnMachine(t, index, func(c *Config) { c.GcSizeDelta = 1 }) // the first segment is enough
+	key := payerKey()
+	ids := []common.Hash{common.HexToHash("0x61"), common.HexToHash("0x62")}
+	for _, id := range ids {
+		index.Observe(paidIn(id, id, 0x10))
+		if _, _, err := p.Submit(context.Background(), submission(t, key, id, id, payment.Standard)); err != nil {
+			t.Fatal(err)
+		}
+		if s := final(t, p, id); s.Status != api.StatusCommitted && s.Status != api.StatusFinalized {
+			t.Fatalf("proposal %s: %s %s", id.Hex(), s.Status, s.Reason)
+		}
+	}
+	waitStats(t, p, "a compaction applied", func(Stats) bool { return l.m.LastGcRun() != nil })
+	run := l.m.LastGcRun()
+	if run.GetRun() != 1 || run.GetEpoch() != fixedEpoch(7).Finalized() || run.GetGeneration() != 1 || run.GetLiveNodes() == 0 ||
+		run.GetGarbageBytes() == 0 || l.m.Generation() != 1 {
+		t.Fatalf("run %v, generation %d", run, l.m.Generation())
 	}
 }

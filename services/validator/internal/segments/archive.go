@@ -27,8 +27,7 @@ type Archive struct {
 // not a TAR file name (data00000a.tar), or names no TAR file of this
 // validator, is an apierror.NotFound.
 func (c *Catalog) OpenArchive(name string) (*Archive, error) {
-	number, ok := parseTarName(name)
-	if !ok {
+	if _, ok := parseTarName(name); !ok {
 		return nil, apierror.New(apierror.NotFound, "%q is not a TAR file name (data00000a.tar); GET /api/segments/tars lists them", name)
 	}
 	var (
@@ -37,8 +36,10 @@ func (c *Catalog) OpenArchive(name string) (*Archive, error) {
 		found  bool
 	)
 	view, err := c.openIndexed(func(_ uint64, x *segmentIndex) {
-		if number < len(x.tars) && tarName(number, x.tars[number].generation) == name {
-			file, closed, found = x.tars[number], x.closed(number), true
+		for i, f := range x.tars { // a few files: two generations
+			if f.name() == name {
+				file, closed, found = f, x.closed(i), true
+			}
 		}
 	})
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // Defaults and fixed figures of the catalog.
@@ -13,8 +15,8 @@ const (
 	DefaultTarTargetBytes = 256 << 20
 
 	// RetainedGenerations is how many segment generations GC keeps: 2,
-	// fixed by the contract.
-	RetainedGenerations = 2
+	// fixed by the contract; apply's cleanup keeps them (state, compact.go).
+	RetainedGenerations = state.RetainedGenerations
 )
 
 // Config configures a Catalog. Zero fields take the defaults above.

@@ -1,6 +1,10 @@
 package segments
 
 import (
+	"encoding/hex"
+	"fmt"
+	"time"
+
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/contentledger/contentledger/pkg/api"
@@ -8,14 +12,13 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
-// What GC could reclaim, and where it stands. Apply knows no COMPACT entry
-// yet: segments are never compacted, every one stays in its generation,
-// and the answers say so in their gaps. Storage GC, when it comes, lands
-// here.
+// What GC could reclaim, and where it stands. Compaction itself is a
+// replicated entry (GcCompact, internal/state compact.go, docs/adr/0033);
+// these views read the runs applied state records.
 
-// noGcRun says why no GC run is reported: apply has no COMPACT entry yet.
-const noGcRun = "no GC (COMPACT) run has been applied: this validator version does not propose or apply COMPACT entries, " +
-	"so segments are never compacted or cleaned up and every segment stays in its generation"
+// noGcRun says why no GC run is reported yet.
+const noGcRun = "no GC (COMPACT) run has been applied yet: the leader proposes one on an epoch finalization once the " +
+	"segment bytes written since the last run reach the GC threshold (gcSizeDeltaEstimation)"
 
 // GcStatus sums the GC debt accounts at one applied index, with the segment
 // generations present at that index and the last GC run.
@@ -51,11 +54,29 @@ func (c *Catalog) GcStatus() (api.GcStatus, error) {
 		return api.GcStatus{}, err
 	}
 	d.PendingDebt, d.ExecutedDebt, d.Paid = api.DebtString(d.PendingDebtMicros), api.DebtString(d.ExecutedDebtMicros), api.DebtString(d.PaidMicros)
-	return api.GcStatus{
+	out := api.GcStatus{
 		ContractVersion: api.GcStatusVersion, NodeID: c.cfg.NodeID, AppliedIndex: view.AppliedIndex(), Debt: d, Generations: gens,
-		LastRun: nil, Gaps: []api.Gap{{Field: "lastRun", Reason: noGcRun}},
-	}, nil
+		Gaps: []api.Gap{},
+	}
+	if run := view.LastGcRun(); run != nil {
+		r := gcRun(run)
+		out.LastRun = &r
+	} else {
+		out.Gaps = append(out.Gaps, api.Gap{Field: "lastRun", Reason: noGcRun})
+	}
+	return out, nil
 }
+
+// gcRun renders a run's record.
+func gcRun(run *ledgerpb.GcRun) api.GcRun {
+	return api.GcRun{Run: run.GetRun(), At: time.UnixMilli(run.GetAtMs()).UTC(), Epoch: run.GetEpoch(), CommitIndex: run.GetIndex(),
+		Generation: run.GetGeneration(), KeptFromGeneration: run.GetKeptFromGeneration(), LiveNodes: run.GetLiveNodes(),
+		SegmentsWritten: run.GetSegmentsWritten(), BytesWritten: run.GetBytesWritten(), SegmentsReclaimed: run.GetSegmentsReclaimed(),
+		ReclaimedBytes: run.GetBytesReclaimed(), GarbageBytes: run.GetGarbageBytes(), OldHead: hexBytes(run.GetOldHead()),
+		StateHash: hexBytes(run.GetStateHash())}
+}
+
+func hexBytes(b []byte) string { return "0x" + hex.EncodeToString(b) }
 
 // GcEstimate is what GC could reclaim, by TAR file, from the kept scan: a
 // TAR file's stored bytes its live nodes no longer carry.
@@ -67,7 +88,7 @@ func (c *Catalog) GcEstimate() (api.GcEstimate, error) {
 	out := c.estimate(s)
 	for i, f := range s.tars {
 		live := min(s.tarLive[i], f.bytes)
-		out.ByTar = append(out.ByTar, api.TarEstimate{Name: tarName(i, f.generation), Generation: f.generation, Segments: f.segments,
+		out.ByTar = append(out.ByTar, api.TarEstimate{Name: f.name(), Generation: f.generation, Segments: f.segments,
 			Bytes: f.bytes, WrittenBytes: f.written, LiveBytes: live, ReclaimableBytes: f.bytes - live})
 		out.SegmentBytes += f.bytes
 		out.WrittenBytes += f.written
@@ -99,7 +120,7 @@ func (c *Catalog) WalletGcEstimate(wallet common.Address) (api.GcEstimate, error
 		if written == 0 {
 			continue // a TAR file the wallet wrote nothing to
 		}
-		out.ByTar = append(out.ByTar, api.TarEstimate{Name: tarName(i, f.generation), Generation: f.generation, Segments: f.segments,
+		out.ByTar = append(out.ByTar, api.TarEstimate{Name: f.name(), Generation: f.generation, Segments: f.segments,
 			Bytes: f.bytes, WrittenBytes: written, LiveBytes: live, ReclaimableBytes: written - live})
 		out.SegmentBytes += f.bytes
 		out.WrittenBytes += written
@@ -115,13 +136,32 @@ func (c *Catalog) estimate(s *liveScan) api.GcEstimate {
 		ByTar: []api.TarEstimate{}}
 }
 
-// CompactionProposals lists the compaction proposals in applied state:
-// none, since apply knows no COMPACT entry yet; the gap says so.
-func (c *Catalog) CompactionProposals() api.CompactionProposals {
-	return api.CompactionProposals{
-		ContractVersion: api.CompactionProposalsVersion, NodeID: c.cfg.NodeID, AppliedIndex: c.machine.AppliedIndex(),
-		Proposals: []api.CompactionProposal{},
-		Gaps: []api.Gap{{Field: "proposals", Reason: "this validator version has no GC proposal lifecycle (propose-gc, vote, " +
-			"COMPACT entries): no compaction proposal can exist, so the list stays empty"}},
+// CompactionStateApplied is the state of a COMPACT entry applied state
+// holds: committed and applied here (a proposal raft lost is in no state).
+const CompactionStateApplied = "applied"
+
+// CompactionProposals lists the COMPACT entries applied state holds, oldest
+// first. Only applied ones are known to every validator alike: a proposal
+// in flight is the leader's business (its sender proposes it until applied).
+func (c *Catalog) CompactionProposals() (api.CompactionProposals, error) {
+	view, err := c.machine.ReadView()
+	if err != nil {
+		return api.CompactionProposals{}, err
 	}
+	defer view.Close()
+	out := api.CompactionProposals{
+		ContractVersion: api.CompactionProposalsVersion, NodeID: c.cfg.NodeID, AppliedIndex: view.AppliedIndex(),
+		Proposals: []api.CompactionProposal{}, Gaps: []api.Gap{},
+	}
+	if err := view.GcRuns(func(run *ledgerpb.GcRun) error {
+		out.Proposals = append(out.Proposals, api.CompactionProposal{ProposalID: fmt.Sprintf("compact-%d", run.GetRun()),
+			State: CompactionStateApplied, Epoch: run.GetEpoch(), Generation: run.GetGeneration(), CommitIndex: run.GetIndex()})
+		return nil
+	}); err != nil {
+		return api.CompactionProposals{}, err
+	}
+	if len(out.Proposals) == 0 {
+		out.Gaps = append(out.Gaps, api.Gap{Field: "proposals", Reason: noGcRun})
+	}
+	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 // tarFile is one TAR file of the index.
 type tarFile struct {
 	generation  uint32
+	number      int    // its place in its generation (0 the oldest): tarName
 	first, last uint64 // raft indexes of its first and last segment
 	segments    int
 	bytes       uint64 // stored segment bytes
@@ -54,6 +55,7 @@ func (w *walletWrites) clone() *walletWrites {
 // are counted as they come.
 type segmentIndex struct {
 	target          uint64 // TAR file size (Config.TarTargetBytes)
+	run             uint64 // the newest compaction run of the segments read
 	next            uint64 // the lowest raft index not read yet
 	count, bytes    uint64
 	writes, deletes uint64
@@ -95,13 +97,22 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 	decoded := proto.Unmarshal(raw, seg) == nil
 	size := uint64(len(raw))
 	gen := seg.GetGeneration()
-	linked := bytes.Equal(seg.GetPrevHash(), x.head[:])
+	// The oldest segment kept after a cleanup is a compaction's first: it
+	// names the head of a generation that is gone (ADR 0033).
+	anchor := x.count == 0 && seg.GetCompaction() && seg.GetPart() == 0
+	linked := bytes.Equal(seg.GetPrevHash(), x.head[:]) || anchor
 	if !linked {
 		x.breaks++
 	}
 	n := len(x.tars)
-	if n == 0 || x.tars[n-1].generation != gen || (x.tars[n-1].bytes+size > x.target && x.tars[n-1].segments > 0) {
+	// A compaction's parts share its raft index: they stay in one file, so
+	// that a file is a range of indexes.
+	split := n > 0 && seg.GetPart() == 0 && x.tars[n-1].bytes+size > x.target && x.tars[n-1].segments > 0
+	if n == 0 || x.tars[n-1].generation != gen || split {
 		t := tarFile{generation: gen, first: index, chainOK: true}
+		if n > 0 && x.tars[n-1].generation == gen {
+			t.number = x.tars[n-1].number + 1
+		}
 		copy(t.prev[:], seg.GetPrevHash())
 		x.tars = append(x.tars, t)
 		n++
@@ -149,13 +160,22 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 	}
 }
 
-// catchUp reads the segments of view the index has not read yet.
+// catchUp reads the segments of view the index has not read yet. After a
+// compaction, whose cleanup may have dropped the oldest segments, it reads
+// them all again (the generations kept: at most twice the live content and
+// the writes since).
 func (x *segmentIndex) catchUp(view *state.ReadView) error {
+	if run := view.LastGcRun().GetRun(); run != x.run {
+		*x = *newSegmentIndex(x.target)
+		x.run = run
+	}
 	return view.SegmentsFrom(x.next, func(index uint64, raw []byte, hash [32]byte) error {
 		x.add(index, raw, hash)
 		return nil
 	})
 }
+
+func (f tarFile) name() string { return tarName(f.number, f.generation) }
 
 // tarOf returns the TAR file holding the segment of raft index, or -1.
 func tarOf(tars []tarFile, index uint64) int {
@@ -198,7 +218,7 @@ func (x *segmentIndex) summary() (api.SegmentSummary, api.TarSummary) {
 		t.PackingEfficiency = &eff
 	}
 	if n := len(x.tars); n > 0 {
-		t.Newest = tarName(n-1, x.tars[n-1].generation)
+		t.Newest = x.tars[n-1].name()
 	}
 	return s, t
 }
@@ -211,7 +231,7 @@ func (x *segmentIndex) closed(i int) bool { return i < len(x.tars)-1 }
 func (x *segmentIndex) tarFiles() []api.TarFile {
 	out := make([]api.TarFile, len(x.tars))
 	for i, f := range x.tars {
-		out[i] = api.TarFile{Name: tarName(i, f.generation), Number: i, Generation: f.generation, FirstIndex: f.first,
+		out[i] = api.TarFile{Name: f.name(), Number: f.number, Generation: f.generation, FirstIndex: f.first,
 			LastIndex: f.last, Segments: f.segments, Bytes: f.bytes, Fill: float64(f.bytes) / float64(x.target), Closed: x.closed(i),
 			PrevHash: hexHash(f.prev), HeadHash: hexHash(f.head), ChainOK: f.chainOK}
 	}

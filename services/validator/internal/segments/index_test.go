@@ -15,8 +15,7 @@ import (
 // TestSegmentIndex groups hand-made segments into TAR files: a file closes
 // when the next segment would pass the target or starts another
 // generation; a segment that does not name its predecessor's hash breaks
-// the chain; deletes count for the wallet their path names. (Apply writes
-// generation 0 only, so generations are tried here on hand-made segments.)
+// the chain; deletes count for the wallet their path names.
 func TestSegmentIndex(t *testing.T) {
 	w := common.HexToAddress("0x70997970c51812dc3a010c7d01b50e0d17dc79c8")
 	path := proposal.ContentPath("ledger", w, "default", "page/x")
@@ -54,11 +53,11 @@ func TestSegmentIndex(t *testing.T) {
 	}
 	seg, tars := x.summary()
 	if seg.ChainVerified || seg.Count != 5 || seg.NodeWrites != 4 || seg.NodeDeletes != 1 || seg.CurrentGeneration != 1 ||
-		len(seg.Generations) != 2 || tars.Closed != 2 || tars.PackingEfficiency == nil || tars.Newest != "data00002b.tar" {
+		len(seg.Generations) != 2 || tars.Closed != 2 || tars.PackingEfficiency == nil || tars.Newest != "data00000b.tar" {
 		t.Fatalf("summary %+v %+v", seg, tars)
 	}
 	files := x.tarFiles()
-	if files[1].PrevHash != files[0].HeadHash || files[0].PrevHash != hexHash([32]byte{}) || files[2].Name != "data00002b.tar" {
+	if files[1].PrevHash != files[0].HeadHash || files[0].PrevHash != hexHash([32]byte{}) || files[2].Name != "data00000b.tar" {
 		t.Fatalf("TAR chain %+v", files)
 	}
 	ww := x.wallets[w]
@@ -71,30 +70,44 @@ func TestSegmentIndex(t *testing.T) {
 }
 
 // TestGenerationStartsATarFile: a segment of another generation starts a
-// TAR file however little the current one holds, and a generation that
-// comes back (an older one, out of order) starts another; the generations
-// present are listed once each, ascending.
+// TAR file however little the current one holds; files are numbered within
+// their generation (cleanup drops the oldest generation and renames
+// nothing); the parts of one compaction stay in one file however large;
+// after a cleanup the oldest segment kept, a compaction's first, anchors
+// the chain; the generations present are listed once each, ascending.
 func TestGenerationStartsATarFile(t *testing.T) {
-	x := newSegmentIndex(1 << 20)
-	var prev [32]byte
-	for i, gen := range []uint32{0, 0, 2, 2, 1, 27} {
-		raw, err := proto.Marshal(&ledgerpb.Segment{Index: uint64(i + 1), Generation: gen, PrevHash: prev[:]})
+	x := newSegmentIndex(100)
+	prev := sha256.Sum256([]byte("the head of a generation dropped by cleanup"))
+	add := func(seg *ledgerpb.Segment) {
+		t.Helper()
+		seg.PrevHash = append([]byte(nil), prev[:]...)
+		seg.Ops = []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_Put{Put: &ledgerpb.Node{Path: strings.Repeat("p", 60)}}}}
+		raw, err := proto.Marshal(seg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		prev = sha256.Sum256(raw)
-		x.add(uint64(i+1), raw, prev)
+		x.add(seg.GetIndex(), raw, prev)
 	}
+	for part := range uint32(3) { // generation 25 starts: three parts, past the target together
+		add(&ledgerpb.Segment{Index: 4, Part: part, Generation: 25, Compaction: true})
+	}
+	add(&ledgerpb.Segment{Index: 5, Generation: 25}) // passes the target: a new file
+	add(&ledgerpb.Segment{Index: 6, Generation: 26, Compaction: true})
+	add(&ledgerpb.Segment{Index: 7, Generation: 26})
 	var names []string
 	for _, f := range x.tarFiles() {
 		names = append(names, f.Name)
 	}
-	// Generation 27 is letter b again: the letter is the generation mod 26.
-	if got := strings.Join(names, " "); got != "data00000a.tar data00001c.tar data00002b.tar data00003b.tar" {
+	// Generation 26 is letter a again: the letter is the generation mod 26.
+	if got := strings.Join(names, " "); got != "data00000z.tar data00001z.tar data00000a.tar data00001a.tar" {
 		t.Fatalf("TAR files %s", got)
 	}
+	if x.tars[0].segments != 3 || x.tars[0].first != 4 || x.tars[0].last != 4 {
+		t.Fatalf("the compaction's file %+v", x.tars[0])
+	}
 	seg, _ := x.summary()
-	if !seg.ChainVerified || len(seg.Generations) != 4 || seg.Generations[0] != 0 || seg.Generations[3] != 27 || seg.CurrentGeneration != 27 {
+	if !seg.ChainVerified || len(seg.Generations) != 2 || seg.Generations[0] != 25 || seg.CurrentGeneration != 26 {
 		t.Fatalf("summary %+v", seg)
 	}
 }

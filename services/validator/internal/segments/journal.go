@@ -96,9 +96,16 @@ func (j *Journal) Close() error { return j.view.Close() }
 // appendJournalLine appends the journal line of one segment (logfmt):
 //
 //	index=12 term=2 epoch=1000 generation=0 proposals=3 hash=0x…
+//
+// A compaction's segments (docs/adr/0033) say so after the index, with
+// their part: index=40 compaction=0 term=2 ... proposals=0 hash=0x…
 func appendJournalLine(dst []byte, index uint64, seg *ledgerpb.Segment, hash [32]byte) []byte {
 	dst = append(dst, "index="...)
 	dst = strconv.AppendUint(dst, index, 10)
+	if seg.GetCompaction() {
+		dst = append(dst, " compaction="...)
+		dst = strconv.AppendUint(dst, uint64(seg.GetPart()), 10)
+	}
 	dst = append(dst, " term="...)
 	dst = strconv.AppendUint(dst, seg.GetTerm(), 10)
 	dst = append(dst, " epoch="...)

@@ -74,13 +74,17 @@ func (s *liveScan) addNodes(view *state.ReadView) error {
 	s.tarLive = make([]uint64, len(s.tars))
 	seed := maphash.MakeSeed()
 	var cidHashes []uint64
+	// A node written before the last compaction is held by that
+	// compaction's segments (the segment that wrote it may be gone): what
+	// cleanup cannot drop yet is its newest copy.
+	compacted := view.LastGcRun().GetIndex()
 	node := &ledgerpb.Node{}
 	if err := view.Nodes(func(value []byte) error {
 		if err := proto.Unmarshal(value, node); err != nil {
 			return fmt.Errorf("%w: a content node: %v", state.ErrCorruptState, err)
 		}
 		size := uint64(len(value))
-		tar := tarOf(s.tars, node.GetCommitIndex())
+		tar := tarOf(s.tars, max(node.GetCommitIndex(), compacted))
 		if tar >= 0 {
 			s.tarLive[tar] += size
 		}

@@ -66,7 +66,7 @@ func (c *Catalog) Recent(limit int) (api.RecentSegments, error) {
 			Proposals: len(seg.GetProposalIds())}
 		info.NodeWrites, info.NodeDeletes = segarchive.CountOps(seg)
 		if i := tarOf(tars, index); i >= 0 {
-			info.Tar = tarName(i, tars[i].generation)
+			info.Tar = tars[i].name()
 		}
 		out.Segments = append(out.Segments, info)
 		return len(out.Segments) < limit, nil

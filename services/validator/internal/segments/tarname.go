@@ -7,8 +7,9 @@ import (
 )
 
 // tarName names a TAR file as the architecture does: data%05d%c.tar, the
-// number being its place in the chain's TAR files (0 the oldest) and the
-// letter its generation.
+// number being its place among its generation's TAR files (0 the oldest)
+// and the letter its generation mod 26. Only two consecutive generations
+// are kept (ADR 0033), so names are unique, and cleanup renames nothing.
 func tarName(number int, generation uint32) string {
 	return fmt.Sprintf("data%05d%c.tar", number, 'a'+rune(generation%26))
 }

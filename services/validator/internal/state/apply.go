@@ -76,6 +76,7 @@ const (
 	// Consensus events.
 	EventActionLeader   = "leader"   // a leader announced itself in a new term
 	EventActionFinalize = "finalize" // an epoch became final (Event.epoch)
+	EventActionCompact  = "compact"  // a GcCompact started a generation (Event.epoch: the run's)
 )
 
 // applier holds the state of one Apply call.
@@ -89,6 +90,9 @@ type applier struct {
 	// Per-entry caches of the records a batch changes once per proposal
 	// (a wallet's figures, its GC account): read once, written once at the
 	// end of the entry in key order (entryRecords).
+	// run is the compaction the entry being applied recorded, whose
+	// state hash is added once the entry's digest is known (compact.go).
+	run         *ledgerpb.GcRun
 	walletStats map[[20]byte]*ledgerpb.WalletStats
 	accounts    map[[20]byte]*ledgerpb.GcAccount // nil value: the wallet has none
 	dirty       map[[20]byte]bool                // accounts to write
@@ -131,6 +135,8 @@ func (a *applier) applyEntry(e *Entry) error {
 		return a.paymentReorg(op.PaymentReorg)
 	case *ledgerpb.Entry_LeaderElected:
 		return a.leaderElected(e.Index, e.Term, op.LeaderElected)
+	case *ledgerpb.Entry_GcCompact:
+		return a.compact(e.Index, e.Term, op.GcCompact)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.Index))
@@ -143,7 +149,7 @@ func (a *applier) applyBatch(ec entryContext) error {
 		Index:      ec.index,
 		Term:       ec.term,
 		Epoch:      ec.batch.GetEpoch(),
-		Generation: 0,
+		Generation: a.meta.lastRun.GetGeneration(),
 		PrevHash:   append([]byte(nil), a.meta.segmentHash[:]...),
 	}
 	for _, item := range ec.batch.GetItems() {
@@ -251,10 +257,11 @@ func (a *applier) applyBatch(ec entryContext) error {
 	if err != nil {
 		return err
 	}
-	if err := a.mut.set(storage.SegmentKey(ec.index), raw); err != nil {
+	if err := a.mut.set(storage.SegmentKey(ec.index, 0), raw); err != nil {
 		return err
 	}
 	a.meta.segmentHash = segmentHash(raw)
+	a.meta.garbage += uint64(len(raw))
 	return nil
 }
 

@@ -17,15 +17,18 @@ package state
 // and conf changes included):
 //
 //	stateHash_0 = 32 zero bytes
-//	stateHash_i = SHA-256("contentledger/state/v8" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
+//	stateHash_i = SHA-256("contentledger/state/v9" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
 //
 // changeDigest_i is SHA-256 over the mutations applying entry i made to
 // replicated state, in the order apply made them, each encoded as
 //
 //	set:    'S' ‖ BE32(len(key)) ‖ key ‖ BE32(len(value)) ‖ value
 //	delete: 'D' ‖ BE32(len(key)) ‖ key
+//	range:  'R' ‖ BE32(len(lower)) ‖ lower ‖ BE32(len(upper)) ‖ upper  (every key in [lower, upper) deleted)
 //
-// or 32 zero bytes when entry i changed nothing. The mutations cover nodes,
+// or 32 zero bytes when entry i changed nothing. (v9: segment keys carry a
+// part, a GcCompact writes segments, deletes old generations with a range
+// deletion and records a run, compact.go.) The mutations cover nodes,
 // proposal records, events (written, and deleted by retention, retention.go)
 // and the segment (whose own bytes chain the segment hashes); the metadata keys (applied index, state hash, segment
 // hash, event sequence) are excluded because they are derived from it. So
@@ -44,7 +47,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const stateHashDomain = "contentledger/state/v8"
+const stateHashDomain = "contentledger/state/v9"
 
 // nextStateHash computes stateHash_i from stateHash_{i-1}.
 func nextStateHash(prev [32]byte, index, term uint64, digest [32]byte) [32]byte {
@@ -89,6 +92,20 @@ func (m *mutations) delete(key []byte) error {
 	m.h.Write(key)
 	m.count++
 	return m.b.Delete(key, nil)
+}
+
+// deleteRange deletes every key in [lower, upper): one tombstone however
+// many keys, which is how cleanup drops whole generations (compact.go).
+func (m *mutations) deleteRange(lower, upper []byte) error {
+	m.hdr[0] = 'R'
+	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(lower)))
+	m.h.Write(m.hdr[:])
+	m.h.Write(lower)
+	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(upper)))
+	m.h.Write(m.hdr[1:])
+	m.h.Write(upper)
+	m.count++
+	return m.b.DeleteRange(lower, upper, nil)
 }
 
 // digest returns the change digest of the current entry and starts the next.

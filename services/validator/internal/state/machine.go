@@ -87,6 +87,12 @@ type meta struct {
 	gcEpoch     uint64 // epoch of the last per-epoch GC debt job
 	leaderTerm  uint64 // newest term a leader announced itself in (LeaderElected)
 	unfinalized uint64 // committed proposals whose epoch is not final
+	// garbage is the stored bytes of the segments written since the last
+	// compaction (GarbageBytes).
+	garbage uint64
+	// lastRun is the newest compaction run, nil before the first; replaced,
+	// never modified, once published.
+	lastRun *ledgerpb.GcRun
 	// counts is replaced, never modified, once published: Apply works on
 	// a clone.
 	counts *ledgerpb.ProposalCounts
@@ -138,6 +144,12 @@ func loadMeta(r pebble.Reader) (meta, error) {
 	}
 	if md.counts == nil {
 		md.counts = &ledgerpb.ProposalCounts{}
+	}
+	if md.garbage, err = getUint64(r, []byte(storage.GarbageBytesKey)); err != nil {
+		return meta{}, err
+	}
+	if md.lastRun, err = newestGcRun(r); err != nil {
+		return meta{}, err
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {
 		return meta{}, err
@@ -223,6 +235,9 @@ func (m *Machine) Apply(entries []Entry) error {
 		}
 		cur.stateHash = nextStateHash(cur.stateHash, e.Index, e.Term, a.mut.digest())
 		cur.applied = e.Index
+		if err := a.recordRunHash(cur.stateHash); err != nil {
+			return err
+		}
 		hashes = append(hashes, indexHash{cur.applied, cur.stateHash})
 	}
 	if len(hashes) == 0 {
@@ -244,6 +259,7 @@ func (m *Machine) Apply(entries []Entry) error {
 		{[]byte(storage.GcEpochKey), storage.PutUint64(cur.gcEpoch)},
 		{[]byte(storage.LeaderTermKey), storage.PutUint64(cur.leaderTerm)},
 		{[]byte(storage.UnfinalizedCountKey), storage.PutUint64(cur.unfinalized)},
+		{[]byte(storage.GarbageBytesKey), storage.PutUint64(cur.garbage)},
 	} {
 		if err := b.Set(kv.key, kv.value, nil); err != nil {
 			return err
@@ -490,10 +506,11 @@ func (m *Machine) EventsSince(afterID uint64, limit int) ([]*ledgerpb.Event, err
 	return out, it.Error()
 }
 
-// Segment returns the segment of raft index; ok is false when there is
-// none (entries that changed nothing have none).
+// Segment returns the segment of raft index (the first part of a
+// compaction's); ok is false when there is none (entries that changed
+// nothing have none).
 func (m *Machine) Segment(index uint64) (seg *ledgerpb.Segment, ok bool, err error) {
-	seg, err = getMessage[*ledgerpb.Segment](m.db.Pebble(), storage.SegmentKey(index), fmt.Sprintf("segment %d", index))
+	seg, err = getMessage[*ledgerpb.Segment](m.db.Pebble(), storage.SegmentKey(index, 0), fmt.Sprintf("segment %d", index))
 	return seg, seg != nil, err
 }
 
@@ -502,14 +519,14 @@ func (m *Machine) Segment(index uint64) (seg *ledgerpb.Segment, ok bool, err err
 // returns false. It is what a chain verifier or a TAR exporter reads.
 func (m *Machine) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, hash [32]byte) bool) error {
 	_, upper := storage.SegmentBounds()
-	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: storage.SegmentKey(from), UpperBound: upper})
+	it, err := m.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: storage.SegmentKey(from, 0), UpperBound: upper})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		idx, _ := storage.Uint64(k[len(k)-8:])
+		idx, _, _ := storage.SegmentKeyIndex(k)
 		raw := it.Value()
 		if !fn(idx, raw, segmentHash(raw)) {
 			break

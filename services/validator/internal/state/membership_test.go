@@ -16,7 +16,7 @@ import (
 // change without one and an update record nothing. The state hash of the
 // log is pinned like TestStateHashGolden's.
 func TestMembershipAddressBook(t *testing.T) {
-	const want = "33d6adfe82dbd68aa704bd0aba00a338d1bbc2647e1f475b90ba1a00d15fdd93"
+	const want = "24dc7b234865d3247e48a01770dfd55d782ce450f6f9234177e3e1a1457b3ed0"
 	member := func(id uint64, peer, api string) []byte {
 		b, err := proto.Marshal(&ledgerpb.Member{Id: id, PeerAddr: peer, ApiUrl: api})
 		if err != nil {

@@ -163,7 +163,7 @@ func TestEventRetentionBoundedPerEntry(t *testing.T) {
 // retention that prunes by time and by count: the deletes are replicated
 // state like the writes (see TestStateHashGolden).
 func TestStateHashGoldenRetention(t *testing.T) {
-	const want = "e3289424deb1204f7b3778a34f7607c9e0081fe3058ed2ac75016292a978fde7"
+	const want = "daae4f387c21fdb22f324d64fd1f88b0785349e3030c00fc22f6037cca44ffd3"
 	m := newMachine(t)
 	mustApply(t, m, scenarioWith(t, EventRetention{Window: 5 * time.Millisecond, MaxEvents: 4}).entries...)
 	got := m.StateHash()

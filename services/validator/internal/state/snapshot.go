@@ -409,7 +409,7 @@ func decodeSnapshot(r io.Reader, fn func(key, value []byte) error) (snapshotHead
 			if err := proto.Unmarshal(value, &ledgerpb.ProposalCounts{}); err != nil {
 				return bad("proposal counts do not decode: %v", err)
 			}
-		case storage.FinalizedEpochKey, storage.GcEpochKey, storage.LeaderTermKey, storage.UnfinalizedCountKey:
+		case storage.FinalizedEpochKey, storage.GcEpochKey, storage.LeaderTermKey, storage.UnfinalizedCountKey, storage.GarbageBytesKey:
 			if len(value) != 8 {
 				return bad("%s of %d bytes", key, len(value))
 			}

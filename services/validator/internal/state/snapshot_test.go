@@ -336,7 +336,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	h := snapshotHeader{index: 7, term: 1}
 	h.stateHash[0] = 0xab
 	seed := encodeRecords(h, // in key order
-		[2]string{string(storage.SegmentKey(7)), strings.Repeat("s", 200)},
+		[2]string{string(storage.SegmentKey(7, 0)), strings.Repeat("s", 200)},
 		[2]string{storage.AppliedIndexKey, string(storage.PutUint64(7))},
 		[2]string{storage.EventSeqKey, string(storage.PutUint64(3))},
 		[2]string{storage.StateHashKey, string(h.stateHash[:])},

@@ -22,6 +22,7 @@ type ReadView struct {
 	snap    *pebble.Snapshot
 	applied uint64
 	gcEpoch uint64
+	lastRun *ledgerpb.GcRun
 }
 
 // ReadView opens a view of the state as it is now.
@@ -37,7 +38,29 @@ func (m *Machine) ReadView() (*ReadView, error) {
 		_ = snap.Close()
 		return nil, err
 	}
-	return &ReadView{snap: snap, applied: applied, gcEpoch: gcEpoch}, nil
+	lastRun, err := newestGcRun(snap)
+	if err != nil {
+		_ = snap.Close()
+		return nil, err
+	}
+	return &ReadView{snap: snap, applied: applied, gcEpoch: gcEpoch, lastRun: lastRun}, nil
+}
+
+// LastGcRun is the newest compaction run the view holds, nil before the
+// first. It must not be modified.
+func (v *ReadView) LastGcRun() *ledgerpb.GcRun { return v.lastRun }
+
+// GcRuns calls fn with each compaction run the view holds, oldest first,
+// until fn fails.
+func (v *ReadView) GcRuns(fn func(*ledgerpb.GcRun) error) error {
+	lower, upper := storage.GcRunBounds()
+	return v.each(lower, upper, func(k, raw []byte) error {
+		run := &ledgerpb.GcRun{}
+		if err := proto.Unmarshal(raw, run); err != nil {
+			return fmt.Errorf("%w: GC run %x: %v", ErrCorruptState, k, err)
+		}
+		return fn(run)
+	})
 }
 
 // AppliedIndex is the applied index the view holds.
@@ -70,26 +93,26 @@ func (v *ReadView) each(lower, upper []byte, fn func(key, value []byte) error) e
 // fails. raw is valid only during the call.
 func (v *ReadView) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, hash [32]byte) error) error {
 	_, upper := storage.SegmentBounds()
-	return v.each(storage.SegmentKey(from), upper, func(k, raw []byte) error {
-		idx, _ := storage.Uint64(k[len(k)-8:])
+	return v.each(storage.SegmentKey(from, 0), upper, func(k, raw []byte) error {
+		idx, _, _ := storage.SegmentKeyIndex(k)
 		return fn(idx, raw, segmentHash(raw))
 	})
 }
 
-// SegmentRange calls fn with the raft index and the stored bytes of each
-// segment with first <= index <= last, in index order, until fn fails. raw
-// is valid only during the call.
-func (v *ReadView) SegmentRange(first, last uint64, fn func(index uint64, raw []byte) error) error {
+// SegmentRange calls fn with the raft index, the part and the stored bytes
+// of each segment with first <= index <= last, in chain order (index, then
+// part), until fn fails. raw is valid only during the call.
+func (v *ReadView) SegmentRange(first, last uint64, fn func(index uint64, part uint32, raw []byte) error) error {
 	if last < first {
 		return nil
 	}
 	_, upper := storage.SegmentBounds()
 	if last < math.MaxUint64 {
-		upper = storage.SegmentKey(last + 1)
+		upper = storage.SegmentKey(last+1, 0)
 	}
-	return v.each(storage.SegmentKey(first), upper, func(k, raw []byte) error {
-		idx, _ := storage.Uint64(k[len(k)-8:])
-		return fn(idx, raw)
+	return v.each(storage.SegmentKey(first, 0), upper, func(k, raw []byte) error {
+		idx, part, _ := storage.SegmentKeyIndex(k)
+		return fn(idx, part, raw)
 	})
 }
 
@@ -104,7 +127,7 @@ func (v *ReadView) NewestSegments(fn func(index uint64, raw []byte) (bool, error
 	}
 	for ok := it.Last(); ok; ok = it.Prev() {
 		k := it.Key()
-		idx, _ := storage.Uint64(k[len(k)-8:])
+		idx, _, _ := storage.SegmentKeyIndex(k)
 		more, err := fn(idx, it.Value())
 		if err != nil {
 			return errors.Join(err, it.Close())

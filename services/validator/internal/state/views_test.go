@@ -89,7 +89,7 @@ func TestSegmentRangeAndNewest(t *testing.T) {
 	}
 	rangeOf := func(first, last uint64) (got []uint64) {
 		t.Helper()
-		if err := v.SegmentRange(first, last, func(i uint64, raw []byte) error {
+		if err := v.SegmentRange(first, last, func(i uint64, _ uint32, raw []byte) error {
 			if len(raw) == 0 {
 				t.Fatalf("segment %d without bytes", i)
 			}

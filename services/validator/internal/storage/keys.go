@@ -28,7 +28,8 @@ import (
 //	    s/n/<path>              ledgerpb.Node; '/' in the path is encoded as 0x00 (see NodeKey)
 //	    s/p/<id:32>             ledgerpb.ProposalRecord by proposal id
 //	    s/v/<id:8>              ledgerpb.Event by sequence number
-//	    s/g/<index:8>           ledgerpb.Segment by raft index
+//	    s/g/<index:8><part:4>   ledgerpb.Segment by raft index and part (a GcCompact writes parts 0, 1, ...;
+//	                            every other entry part 0): key order is chain order
 //	    s/c/<id:8>              ledgerpb.Member by raft id: the cluster's address book
 //	    s/x/<id:8>              empty: the raft id was a member and was removed; never a member again
 //	    s/u/<id:32>             empty: the proposal is accepted and undecided (its record is PENDING)
@@ -36,6 +37,7 @@ import (
 //	    s/a/<wallet:20>         ledgerpb.GcAccount: a wallet's GC debt account
 //	    s/w/<wallet:20>         ledgerpb.WalletStats: a wallet's content figures
 //	    s/t/<tx:32><log:4>      empty: the DebtPaid log (transaction, log index) already paid a debt
+//	    s/k/<run:8>             ledgerpb.GcRun: an applied compaction (GcCompact), runs 1, 2, ...
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/unfinal             number of unfinalized marks (8 bytes)
@@ -43,6 +45,7 @@ import (
 //	    s/m/applied             applied raft index (8 bytes)
 //	    s/m/hash                rolling state hash (32 bytes)
 //	    s/m/seghash             hash of the newest segment (32 bytes)
+//	    s/m/gcdelta             stored bytes of the segments written since the last compaction (8 bytes)
 //	    s/m/event               last assigned event id (8 bytes)
 //
 //	l/  local to this validator (not replicated, not in the state hash or snapshots:
@@ -68,6 +71,7 @@ const (
 	accountPrefix   = StatePrefix + "a/"
 	walletPrefix    = StatePrefix + "w/"
 	debtTxPrefix    = StatePrefix + "t/"
+	gcRunPrefix     = StatePrefix + "k/"
 )
 
 // Fixed keys (constants, so no caller can modify a shared key slice;
@@ -89,6 +93,9 @@ const (
 	StateHashKey = StatePrefix + "m/hash"
 	// SegmentHashKey holds the hash of the newest segment.
 	SegmentHashKey = StatePrefix + "m/seghash"
+	// GarbageBytesKey holds the stored bytes of the segments written since
+	// the last compaction, big-endian uint64.
+	GarbageBytesKey = StatePrefix + "m/gcdelta"
 	// EventSeqKey holds the last assigned event id, big-endian uint64.
 	EventSeqKey = StatePrefix + "m/event"
 	// FinalizedEpochKey holds the newest final epoch, big-endian uint64.
@@ -213,12 +220,30 @@ func EventBounds() (lower, upper []byte) {
 	return []byte(eventPrefix), PrefixEnd([]byte(eventPrefix))
 }
 
-// SegmentKey is the key of the segment of raft index.
-func SegmentKey(index uint64) []byte { return withUint64(segmentPrefix, index) }
+// SegmentKey is the key of part of the segments of raft index.
+func SegmentKey(index uint64, part uint32) []byte {
+	return binary.BigEndian.AppendUint32(withUint64(segmentPrefix, index), part)
+}
+
+// SegmentKeyIndex returns the raft index and part a segment key encodes.
+func SegmentKeyIndex(key []byte) (index uint64, part uint32, ok bool) {
+	if len(key) != len(segmentPrefix)+8+4 || string(key[:len(segmentPrefix)]) != segmentPrefix {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(segmentPrefix):]), binary.BigEndian.Uint32(key[len(segmentPrefix)+8:]), true
+}
 
 // SegmentBounds returns the key range of all segments.
 func SegmentBounds() (lower, upper []byte) {
 	return []byte(segmentPrefix), PrefixEnd([]byte(segmentPrefix))
+}
+
+// GcRunKey is the key of the record of compaction run.
+func GcRunKey(run uint64) []byte { return withUint64(gcRunPrefix, run) }
+
+// GcRunBounds returns the key range of every compaction run's record.
+func GcRunBounds() (lower, upper []byte) {
+	return []byte(gcRunPrefix), PrefixEnd([]byte(gcRunPrefix))
 }
 
 // UndecidedKey marks an accepted proposal that has no decision yet.

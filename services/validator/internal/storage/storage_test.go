@@ -70,7 +70,8 @@ func TestOpenGetReopen(t *testing.T) {
 func TestIntegerKeysSortNumerically(t *testing.T) {
 	idx := []uint64{0, 1, 255, 256, 1 << 32, 1<<64 - 1}
 	for i := 1; i < len(idx); i++ {
-		for _, f := range []func(uint64) []byte{RaftEntryKey, EventKey, SegmentKey} {
+		firstPart := func(index uint64) []byte { return SegmentKey(index, 0) }
+		for _, f := range []func(uint64) []byte{RaftEntryKey, EventKey, firstPart, GcRunKey} {
 			if bytes.Compare(f(idx[i-1]), f(idx[i])) >= 0 {
 				t.Fatalf("key(%d) does not sort before key(%d)", idx[i-1], idx[i])
 			}
@@ -78,6 +79,24 @@ func TestIntegerKeysSortNumerically(t *testing.T) {
 	}
 	if n, ok := RaftEntryIndex(RaftEntryKey(300)); !ok || n != 300 {
 		t.Fatalf("RaftEntryIndex round trip = %d, %v", n, ok)
+	}
+}
+
+// TestSegmentKeysAreChainOrder: the parts of a compaction's segments sort
+// after the segments of earlier indexes and before those of later ones, so
+// key order is chain order and a generation is one key range.
+func TestSegmentKeysAreChainOrder(t *testing.T) {
+	keys := [][]byte{SegmentKey(7, 0), SegmentKey(8, 0), SegmentKey(8, 1), SegmentKey(8, 1<<32-1), SegmentKey(9, 0), SegmentKey(256, 0)}
+	for i := 1; i < len(keys); i++ {
+		if bytes.Compare(keys[i-1], keys[i]) >= 0 {
+			t.Fatalf("segment key %d %x does not sort before key %d %x", i-1, keys[i-1], i, keys[i])
+		}
+	}
+	if idx, part, ok := SegmentKeyIndex(SegmentKey(300, 2)); !ok || idx != 300 || part != 2 {
+		t.Fatalf("SegmentKeyIndex round trip = %d, %d, %v", idx, part, ok)
+	}
+	if _, _, ok := SegmentKeyIndex(EventKey(300)); ok {
+		t.Fatal("SegmentKeyIndex accepted an event key")
 	}
 }
 
