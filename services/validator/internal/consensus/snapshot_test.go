@@ -500,11 +500,9 @@ func TestReceiveSnapshotRefusesBadData(t *testing.T) {
 		Snapshot: &raftpb.Snapshot{Metadata: md}}
 
 	// A valid kv snapshot, framed, to damage in several ways.
-	var kv bytes.Buffer
-	binary.Write(&kv, binary.BigEndian, uint64(index))
-	binary.Write(&kv, binary.BigEndian, uint64(term))
-	binary.Write(&kv, binary.BigEndian, crc32.ChecksumIEEE(kv.Bytes()))
-	good := snapFileBytes(t, index, term, kv.Bytes())
+	kv := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term)
+	kv = binary.BigEndian.AppendUint32(kv, crc32.ChecksumIEEE(kv))
+	good := snapFileBytes(t, index, term, kv)
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)/2] ^= 1
 	cases := map[string]struct {
@@ -514,7 +512,7 @@ func TestReceiveSnapshotRefusesBadData(t *testing.T) {
 		"not a snapshot":    {[]byte("not a snapshot file, but long enough for a frame"), 50},
 		"truncated stream":  {good[:len(good)-5], int64(len(good))},
 		"corrupt frame":     {flipped, int64(len(flipped))},
-		"other index":       {snapFileBytes(t, index+1, term, kv.Bytes()), int64(len(good))},
+		"other index":       {snapFileBytes(t, index+1, term, kv), int64(len(good))},
 		"data not verified": {snapFileBytes(t, index, term, []byte("0123456789abcdefghij")), int64(len(good))},
 	}
 	for name, c := range cases {

@@ -80,8 +80,6 @@ const (
 
 	snapshotHeaderLen  = 8 + 4 + 4 + 8 + 8 + 32
 	snapshotTrailerLen = 8 + 4
-	// snapshotMinLen is an empty record list: header, end marker, trailer.
-	snapshotMinLen = snapshotHeaderLen + 1 + snapshotTrailerLen
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
