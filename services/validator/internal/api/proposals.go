@@ -163,9 +163,8 @@ func (s *Server) isMemberAddress(id, ip string) bool {
 // It does what Request.ParseForm does for this request, and answers the
 // same errors, without the work intake has no use for: parsing the media
 // type when it is exactly the one clients send, and merging body and query
-// into Request.Form.
-// readForm reads and decodes the request's form; screen, when set, sees
-// the encoded body first and may refuse it.
+// into Request.Form. screen, when set, sees the encoded body before it is
+// decoded and may refuse it (intake's early refusal, ADR 0030).
 func (s *Server) readForm(c echo.Context, screen func(body string) error) (url.Values, error) {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationForm {
