@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,14 +213,9 @@ func (c *ledgerCluster) leaderMetric(b *testing.B, name string) float64 {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		b.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
-	var sum float64
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
-	for _, m := range re.FindAllSubmatch(body, -1) {
-		v, err := strconv.ParseFloat(string(m[1]), 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sum += v
+	sum, err := harness.SumMetric(body, name)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return sum
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -385,14 +384,9 @@ func fileContaining(t *testing.T, dir string, needle []byte) string {
 // it has none.
 func nodeMetric(t *testing.T, n *node, name string) float64 {
 	t.Helper()
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
-	var sum float64
-	for _, m := range re.FindAllSubmatch(getBody(t, n.url()+"/metrics"), -1) {
-		v, err := strconv.ParseFloat(string(m[1]), 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += v
+	sum, err := harness.SumMetric(getBody(t, n.url()+"/metrics"), name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return sum
 }

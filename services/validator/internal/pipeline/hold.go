@@ -94,6 +94,13 @@ type holds struct {
 	refused uint64
 }
 
+// refuse counts a submission refused at a bound before take was asked.
+func (h *holds) refuse() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refused++
+}
+
 // full reports whether a submission of client carrying n bytes would be
 // refused at the client's or the byte bound.
 func (h *holds) full(cfg Config, client string, n int) bool {
@@ -222,9 +229,7 @@ func (p *Pipeline) RefuseEarly(ctx context.Context, id common.Hash, n int) error
 	if err != nil || known != nil {
 		return nil // the records answer it (Submit says how)
 	}
-	p.held.mu.Lock()
-	p.held.refused++
-	p.held.mu.Unlock()
+	p.held.refuse()
 	return holdFull(id)
 }
 

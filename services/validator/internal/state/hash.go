@@ -74,15 +74,21 @@ func newMutations(b *pebble.Batch) *mutations {
 }
 
 func (m *mutations) set(key, value []byte) error {
-	m.hdr[0] = 'S'
-	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(key)))
-	m.h.Write(m.hdr[:])
-	m.h.Write(key)
-	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(value)))
-	m.h.Write(m.hdr[1:])
-	m.h.Write(value)
-	m.count++
+	m.digestPair('S', key, value)
 	return m.b.Set(key, value, nil)
+}
+
+// digestPair adds an operation on two byte strings to the digest: op, then
+// each with its length.
+func (m *mutations) digestPair(op byte, a, b []byte) {
+	m.hdr[0] = op
+	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(a)))
+	m.h.Write(m.hdr[:])
+	m.h.Write(a)
+	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(b)))
+	m.h.Write(m.hdr[1:])
+	m.h.Write(b)
+	m.count++
 }
 
 func (m *mutations) delete(key []byte) error {
@@ -97,14 +103,7 @@ func (m *mutations) delete(key []byte) error {
 // deleteRange deletes every key in [lower, upper): one tombstone however
 // many keys, which is how cleanup drops whole generations (compact.go).
 func (m *mutations) deleteRange(lower, upper []byte) error {
-	m.hdr[0] = 'R'
-	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(lower)))
-	m.h.Write(m.hdr[:])
-	m.h.Write(lower)
-	binary.BigEndian.PutUint32(m.hdr[1:], uint32(len(upper)))
-	m.h.Write(m.hdr[1:])
-	m.h.Write(upper)
-	m.count++
+	m.digestPair('R', lower, upper)
 	return m.b.DeleteRange(lower, upper, nil)
 }
 
