@@ -68,9 +68,10 @@ bench-pipeline:
 
 ## bench-flood: the pipeline benchmark's cluster and paid closed-loop load (64 clients) without and
 ## with an unpaid flood from 1,000 fresh keys, each its own client behind a trusted proxy, 1 KiB
-## messages, once a second each, against a 256 KiB hold: paid proposals/s, p50/p99, leader peak
-## RSS, the flood's submissions/s and refusals, and paid-%-of-noflood (paid throughput under the
-## flood, % of without). FLOOD_COUNT paid proposals per run; BENCH_FLOOD_CLIENTS, _KEYS,
+## messages, once a second each (ignoring Retry-After), against a 256 KiB hold; and the flood alone:
+## paid proposals/s, p50/p99, leader peak RSS, CPU per operation, the flood's submissions/s and
+## refusals, and paid-%-of-noflood (paid throughput under the flood, % of without). FLOOD_COUNT
+## paid proposals (and flood submissions alone) per run; BENCH_FLOOD_CLIENTS, _KEYS,
 ## _MESSAGE_BYTES, _INTERVAL, _HOLD_BYTES shape it.
 FLOOD_COUNT ?= 3000
 bench-flood:

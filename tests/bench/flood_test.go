@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -25,28 +28,33 @@ import (
 // BenchmarkPaymentFlood measures what an unpaid flood costs paying users:
 // the pipeline benchmark's cluster (3 TESTNET validators on the dev chain,
 // fsync on, real signatures, every paid proposal paid and observed before
-// the timer) under the same closed-loop paid load twice in one run:
+// the timer), in one run:
 //
-//	flood=off  BENCH_FLOOD_CLIENTS paid closed-loop clients (default 64)
-//	flood=on   the same, while BENCH_FLOOD_KEYS fresh keys (default 1000) flood
-//	           validly signed proposals that are never paid (random transaction
-//	           hashes) for the whole timed run
+//	flood=alone  the flood below with no paid load, b.N flood submissions:
+//	             what each costs the leader, the servers and this process
+//	flood=off    BENCH_FLOOD_CLIENTS paid closed-loop clients (default 64)
+//	flood=on     the same, while BENCH_FLOOD_KEYS fresh keys (default 1000)
+//	             flood validly signed proposals that are never paid (random
+//	             transaction hashes) for the whole timed run
 //
 // Each flooding key is its own client behind a trusted proxy (its own
-// X-Forwarded-For), as a botnet behind a proxy would be, and sends its
-// proposal again BENCH_FLOOD_INTERVAL (default 1s) after the last answer
-// began: up to 1,000 submissions/s offered. Flood messages are
+// X-Forwarded-For), as a botnet behind a proxy would be, on its own
+// keep-alive connection, and sends its proposal again BENCH_FLOOD_INTERVAL
+// (default 1s) after the last answer began, ignoring the 2 s Retry-After it
+// is given: up to 1,000 submissions/s offered. Flood messages are
 // BENCH_FLOOD_MESSAGE_BYTES (default 1 KiB, the paid proposals' size), and
 // the hold's byte bound is BENCH_FLOOD_HOLD_BYTES (HOLD_BYTES, default
-// 256 KiB here), so the flood outgrows it: a quarter of it waits out
-// PAYMENT_WAIT in the hold, the rest is refused at once, most of it before
-// its form is decoded (ADR 0030). The validators run their defaults
-// otherwise (PAYMENT_WAIT 60 s as in BenchmarkPipeline). With 128 KiB
-// messages the flood is 128 MB/s of request bodies: on a 2-core machine that
-// is a bandwidth flood, which costs whatever carries it (the kernel's
-// loopback, the reads) before any validator logic. Both runs report the paid proposals/s, p50/p99 and
-// the leader's peak RSS; flood=on adds the flood's submissions/s and
-// refusals/s (402 payment_not_found), the refusals at a hold bound, and
+// 256 KiB here), so the flood outgrows it: a quarter of the keys wait out
+// PAYMENT_WAIT in the hold, the rest are refused at once, and then, back
+// before their Retry-After, refused before their forms are read (ADR 0030).
+// The validators run their defaults otherwise (PAYMENT_WAIT 60 s as in
+// BenchmarkPipeline). With 128 KiB messages the flood is 128 MB/s of
+// request bodies: on a 2-core machine that is a bandwidth flood, which
+// costs whatever carries it (the kernel's loopback, the reads) before any
+// validator logic. Every run reports where the CPU went (cpuMeter); the
+// paid runs report the paid proposals/s, p50/p99 and the leader's peak RSS;
+// flood=on adds the flood's submissions/s and refusals/s (402
+// payment_not_found or 429 rate_limited), the refusals at a hold bound, and
 // paid-%-of-noflood, its paid throughput as a percentage of flood=off's.
 // Run with a fixed count, e.g. -bench BenchmarkPaymentFlood -benchtime
 // 3000x: every paid proposal is paid first.
@@ -73,22 +81,41 @@ func BenchmarkPaymentFlood(b *testing.B) {
 			b.Fatalf("BENCH_FLOOD_INTERVAL=%q is not a duration", s)
 		}
 	}
+	b.Run("flood=alone", func(b *testing.B) {
+		f := c.startFlood(b, keys, messageBytes, interval)
+		profiled := startProfile(b, c, 0)
+		meter := startCPUMeter(c.servers())
+		for f.sent.Load() < int64(b.N) {
+			time.Sleep(10 * time.Millisecond) // the flood runs at its own pace; this only looks at it
+		}
+		profiled()
+		_, _, other := f.stop()
+		b.StopTimer()
+		meter.report(b)
+		if other != "" {
+			b.Errorf("flood submissions answered otherwise than 402 payment_not_found: %s", other)
+		}
+	})
 	var noFlood float64
 	b.Run("flood=off", func(b *testing.B) {
 		forms := c.prepaid(b, chain, b.N)
+		meter := startCPUMeter(c.servers())
 		latencies, elapsed := c.drive(b, forms, clients, 0)
 		noFlood = float64(b.N) / elapsed.Seconds()
 		c.report(b, latencies, elapsed)
+		meter.report(b)
 	})
 	b.Run("flood=on", func(b *testing.B) {
 		forms := c.prepaid(b, chain, b.N)
 		f := c.startFlood(b, keys, messageBytes, interval)
 		refusedAtBound0 := c.leaderMetric(b, "validator_payment_hold_refused_total")
 		profiled := startProfile(b, c, clients)
+		meter := startCPUMeter(c.servers())
 		latencies, elapsed := c.drive(b, forms, clients, 0)
 		profiled()
 		sent, refused, other := f.stop()
 		c.report(b, latencies, elapsed)
+		meter.report(b)
 		if other != "" {
 			b.Errorf("flood submissions answered otherwise than 402 payment_not_found: %s", other)
 		}
@@ -109,8 +136,7 @@ type flood struct {
 	refused atomic.Int64
 	mu      sync.Mutex
 	other   map[string]int
-	// closeIdle closes the flood's idle connections.
-	closeIdle func()
+	conns   []*floodConn
 }
 
 // startFlood signs one unpaid proposal per fresh key (untimed) and starts
@@ -139,23 +165,22 @@ func (c *ledgerCluster) startFlood(b *testing.B, keys, messageBytes int, interva
 		forms[i] = form.Encode()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	// net/http here, not submitConn: a held submission's request must end
-	// at stop. Its client CPU lands in flood=on only (this process shares
-	// the machine with the validators), which makes the ratio, if
-	// anything, pessimistic.
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: keys, MaxIdleConns: keys}}
-	f := &flood{cancel: cancel, other: map[string]int{}, closeIdle: hc.CloseIdleConnections}
+	f := &flood{cancel: cancel, other: map[string]int{}}
+	addr := strings.TrimPrefix(c.leader.url, "http://")
 	for i, form := range forms {
-		client := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		fc := &floodConn{addr: addr, req: floodRequest(addr, fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), form)}
+		f.conns = append(f.conns, fc)
 		f.wg.Go(func() {
+			defer fc.close()
 			for ctx.Err() == nil {
 				next := time.Now().Add(interval)
-				code, body, err := floodSubmit(ctx, hc, c.leader.url, client, form)
+				code, body, err := fc.submit()
 				if ctx.Err() != nil {
 					return
 				}
 				f.sent.Add(1)
-				if err == nil && code == http.StatusPaymentRequired && strings.Contains(body, `"payment_not_found"`) {
+				if err == nil && (code == http.StatusPaymentRequired && bytes.Contains(body, []byte(`"payment_not_found"`)) ||
+					code == http.StatusTooManyRequests && bytes.Contains(body, []byte(`"rate_limited"`))) {
 					f.refused.Add(1)
 				} else {
 					f.mu.Lock()
@@ -172,34 +197,104 @@ func (c *ledgerCluster) startFlood(b *testing.B, keys, messageBytes int, interva
 	return f
 }
 
-// stop ends the flood and returns the submissions answered, the 402
-// payment_not_found refusals among them, and a summary of other answers.
+// stop ends the flood and returns the submissions answered, the refusals
+// among them (402 payment_not_found, or 429 rate_limited for a key back
+// before its Retry-After), and a summary of other answers. Closing the
+// connections ends the submissions still held.
 func (f *flood) stop() (sent, refused int64, other string) {
 	f.cancel()
+	for _, fc := range f.conns {
+		fc.interrupt()
+	}
 	f.wg.Wait()
-	f.closeIdle()
 	if len(f.other) > 0 {
 		other = fmt.Sprint(f.other)
 	}
 	return f.sent.Load(), f.refused.Load(), other
 }
 
-// floodSubmit posts one flood form as the proxy forwarding client.
-func floodSubmit(ctx context.Context, hc *http.Client, base, client, form string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/propose-write", strings.NewReader(form))
-	if err != nil {
-		return 0, "", err
+// floodConn is one flooding key's keep-alive connection to the leader. Like
+// the paid clients' submitConn, it writes its prepared request and reads
+// the answer directly: the attacker's client shares the machine's 2 cores
+// with the validators here, as it would not in an attack, and net/http's
+// client transport would spend more of them than the refusals cost the
+// leader.
+type floodConn struct {
+	addr string
+	req  []byte
+	mu   sync.Mutex
+	conn net.Conn
+	r    *bufio.Reader
+	// stopped is set by interrupt: no connection is dialled after it.
+	stopped bool
+}
+
+// floodRequest is the request of one flood form posted by a proxy for
+// client.
+func floodRequest(addr, client, form string) []byte {
+	return []byte("POST /v1/propose-write HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer " + benchSubmitToken +
+		"\r\nContent-Type: application/x-www-form-urlencoded\r\nX-Forwarded-For: " + client +
+		"\r\nContent-Length: " + strconv.Itoa(len(form)) + "\r\n\r\n" + form)
+}
+
+// submit sends the request and returns the answer's status and body; on
+// an error the connection is closed and the next submit dials again.
+func (fc *floodConn) submit() (int, []byte, error) {
+	fc.mu.Lock()
+	if fc.stopped {
+		fc.mu.Unlock()
+		return 0, nil, net.ErrClosed
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "Bearer "+benchSubmitToken)
-	req.Header.Set("X-Forwarded-For", client)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
+	if fc.conn == nil {
+		conn, err := net.Dial("tcp", fc.addr)
+		if err != nil {
+			fc.mu.Unlock()
+			return 0, nil, err
+		}
+		fc.conn, fc.r = conn, bufio.NewReader(conn)
 	}
-	defer resp.Body.Close()
+	conn, r := fc.conn, fc.r
+	fc.mu.Unlock()
+	code, body, err := floodExchange(conn, r, fc.req)
+	if err != nil {
+		fc.close()
+	}
+	return code, body, err
+}
+
+func floodExchange(conn net.Conn, r *bufio.Reader, req []byte) (int, []byte, error) {
+	if _, err := conn.Write(req); err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return 0, nil, err
+	}
 	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	if cerr := resp.Body.Close(); err == nil {
+		err = cerr
+	}
+	return resp.StatusCode, body, err
+}
+
+// interrupt closes the connection, ending a submission held by the leader,
+// and keeps another from being dialled.
+func (fc *floodConn) interrupt() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.stopped = true
+	if fc.conn != nil {
+		_ = fc.conn.Close()
+	}
+}
+
+func (fc *floodConn) close() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.conn != nil {
+		_ = fc.conn.Close()
+		fc.conn = nil
+	}
 }
 
 // leaderMetric sums the series of family name on the leader's /metrics.

@@ -49,7 +49,12 @@ const (
 // cluster:
 //
 //   - every flood submission is refused 402 payment_not_found, retryable,
-//     with Retry-After, and no validator has a status for any flood id;
+//     with Retry-After (or, its client back before that Retry-After while
+//     the bound is still reached, 429 rate_limited, also retryable), and
+//     no validator has a status for any flood id;
+//   - a client refused at the bound that comes back at once is refused
+//     without its form being decoded: a form that does not decode is
+//     answered 429 rate_limited, where decoding it answers 400;
 //   - every paid proposal commits, and every validator counts exactly the
 //     paid ones committed and nothing rejected;
 //   - the raft log carried nothing of the flood. Two pieces of evidence:
@@ -158,6 +163,28 @@ func TestAttackUnpaidFlood(t *testing.T) {
 	// The paid load: closed-loop submitters through the leader, started
 	// once the flood has filled the hold.
 	harness.Eventually(t, 30*time.Second, func() bool { return submitted.Load() >= floodInFlight })
+
+	// An impatient client: refused at the bound, it comes back at once
+	// with a form of the same size that does not decode.
+	impatient := 0
+	harness.Eventually(t, 30*time.Second, func() bool {
+		impatient++
+		client := fmt.Sprintf("10.251.%d.1", impatient)
+		p := &ledgerclient.Proposal{ID: ledgerclient.NewProposalID(), Message: message, ContentType: "flood"}
+		form, _, err := ledgerclient.Form(cfg, keys[0], p, randomHash(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := time.Now()
+		if verdict := floodSubmit(ctx, floodHTTP, leader.url(), form.Encode(), client); verdict != "" || time.Since(started) > time.Second {
+			return false // held, not refused at the bound: the hold had room
+		}
+		code, answer, retryAfter := post(ctx, floodHTTP, leader.url(), "proposalId=%zz&message="+strings.Repeat("z", len(message)), client)
+		if code != http.StatusTooManyRequests || !strings.Contains(answer, `"rate_limited"`) || retryAfter == "" {
+			t.Fatalf("a client back at once after a refusal at the bound, with a form that does not decode: %d %s", code, answer)
+		}
+		return true
+	})
 	paidClient := c.client(leader)
 	paidClient.Token, paidClient.PaymentRetry = submitToken, time.Minute
 	work := make(chan int, len(paid))
@@ -250,6 +277,9 @@ func TestAttackUnpaidFlood(t *testing.T) {
 	if refused <= 0 {
 		t.Errorf("validator_payment_hold_refused_total is %v: the flood never reached a bound", refused)
 	}
+	if got := nodeMetric(t, leader, "validator_payment_hold_refused_impatient_total"); got < 1 {
+		t.Errorf("validator_payment_hold_refused_impatient_total is %v after a client came back early", got)
+	}
 	if w := nodeMetric(t, leader, "validator_payment_hold_waiting"); w != 0 {
 		t.Errorf("%v submissions still held after the flood", w)
 	}
@@ -300,28 +330,38 @@ func payFor(ctx context.Context, t *testing.T, c *cluster, n int) []paidProposal
 // client, and returns "" when the answer is what the hold must give an
 // unpaid submission, else a description of the answer.
 func floodSubmit(ctx context.Context, hc *http.Client, base, form, client string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/propose-write", strings.NewReader(form))
+	code, raw, retryAfter := post(ctx, hc, base, form, client)
+	var body apierror.Body
+	if err := json.Unmarshal([]byte(raw), &body); err != nil || body.Error == nil {
+		return fmt.Sprintf("%d, not an error: %.100s", code, raw)
+	}
+	e := body.Error
+	refused := code == http.StatusPaymentRequired && e.Code == apierror.PaymentNotFound ||
+		code == http.StatusTooManyRequests && e.Code == apierror.RateLimited
+	if !refused || !e.Retryable || retryAfter == "" {
+		return fmt.Sprintf("%d %s retryable=%v Retry-After=%q", code, e.Code, e.Retryable, retryAfter)
+	}
+	return ""
+}
+
+// post sends body to the leader's write route as a proxy forwarding
+// client, and returns the answer's status, body and Retry-After (0 and the
+// error when none came).
+func post(ctx context.Context, hc *http.Client, base, body, client string) (code int, answer, retryAfter string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/propose-write", strings.NewReader(body))
 	if err != nil {
-		return err.Error()
+		return 0, err.Error(), ""
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer "+submitToken)
 	req.Header.Set("X-Forwarded-For", client)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "transport: " + err.Error()
+		return 0, "transport: " + err.Error(), ""
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var body apierror.Body
-	if err := json.Unmarshal(raw, &body); err != nil || body.Error == nil {
-		return fmt.Sprintf("%d, not an error", resp.StatusCode)
-	}
-	e := body.Error
-	if resp.StatusCode != http.StatusPaymentRequired || e.Code != apierror.PaymentNotFound || !e.Retryable || resp.Header.Get("Retry-After") == "" {
-		return fmt.Sprintf("%d %s retryable=%v Retry-After=%q", resp.StatusCode, e.Code, e.Retryable, resp.Header.Get("Retry-After"))
-	}
-	return ""
+	return resp.StatusCode, string(raw), resp.Header.Get("Retry-After")
 }
 
 // floodMarker is a string unique to this run, of upper-case letters only:

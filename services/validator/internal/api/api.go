@@ -38,6 +38,10 @@ type Proposals interface {
 	// n bytes that Submit would refuse at once for a full payment hold
 	// (ADR 0030), before its form is decoded; nil to go on.
 	RefuseEarly(ctx context.Context, id common.Hash, n int) error
+	// RefuseImpatient returns the refusal of a submission of at most n
+	// bytes whose client was refused at the payment hold's bound and came
+	// back before its Retry-After, before its form is read; nil to go on.
+	RefuseImpatient(ctx context.Context, n int) error
 	WaitStatus(ctx context.Context, id common.Hash, wait time.Duration) (api.ProposalStatus, error)
 	// QueueStats are the queue statistics of this validator's pipeline.
 	QueueStats() api.QueueStats

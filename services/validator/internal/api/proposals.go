@@ -30,6 +30,9 @@ func (s *Server) propose(c echo.Context, parse func(url.Values, proposal.Options
 		return err
 	}
 	ctx := pipeline.WithClient(c.Request().Context(), s.clientKey(c))
+	if err := s.deps.Proposals.RefuseImpatient(ctx, int(max(c.Request().ContentLength, 0))); err != nil {
+		return err
+	}
 	form, err := s.readForm(c, func(body string) error {
 		if id, ok := proposal.ScanID(body); ok {
 			return s.deps.Proposals.RefuseEarly(ctx, id, len(body))

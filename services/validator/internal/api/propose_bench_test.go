@@ -27,6 +27,8 @@ func (instantProposals) Submit(_ context.Context, sub *proposal.Submission) (api
 
 func (instantProposals) RefuseEarly(context.Context, common.Hash, int) error { return nil }
 
+func (instantProposals) RefuseImpatient(context.Context, int) error { return nil }
+
 func (instantProposals) WaitStatus(_ context.Context, id common.Hash, _ time.Duration) (api.ProposalStatus, error) {
 	return api.ProposalStatus{ProposalID: id.Hex(), Status: api.StatusCommitted}, nil
 }

@@ -43,7 +43,7 @@ func (leaderCluster) Members() []api.Member {
 
 func TestIPLimit(t *testing.T) {
 	limiter := &allowN{n: 1}
-	e := New(Config{IPLimiter: limiter}, Deps{Cluster: leaderCluster{}}, zap.NewNop())
+	e := New(Config{IPLimiter: limiter}, Deps{Proposals: instantProposals{}, Cluster: leaderCluster{}}, zap.NewNop())
 	send := func(remote, forwardedBy string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/propose-write", strings.NewReader("proposalId=x"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

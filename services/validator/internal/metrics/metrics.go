@@ -103,7 +103,7 @@ type Collector struct {
 	flushes, walWritten, stalls, stallSeconds           *prometheus.Desc
 	cacheHits, cacheMisses, fsync                       *prometheus.Desc
 	payIndexed, payMessages, payRetracted, debtsIndexed *prometheus.Desc
-	holdWaiting, holdBytes, holdRefused                 *prometheus.Desc
+	holdWaiting, holdBytes, holdRefused, holdImpatient  *prometheus.Desc
 	epochUpdates, epochBehind, epochAhead               *prometheus.Desc
 }
 
@@ -177,6 +177,8 @@ func NewCollector(src Sources) *Collector {
 		holdWaiting: d("validator_payment_hold_waiting", "Submissions held at intake until their payment is observed, now (nothing of them is replicated)."),
 		holdBytes:   d("validator_payment_hold_bytes", "Message bytes of the submissions held for their payment, now; bounded by HOLD_BYTES."),
 		holdRefused: d("validator_payment_hold_refused_total", "Submissions refused at once because a hold bound (HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES) was reached."),
+		holdImpatient: d("validator_payment_hold_refused_impatient_total",
+			"Submissions refused unread (429) because their client, refused at a hold bound, came back before its Retry-After while the bound was still reached."),
 
 		epochUpdates: d("validator_epoch_updates_total", "Epoch updates read from the chain-watcher's feed."),
 		epochBehind:  d("validator_epoch_updates_behind_total", "Epoch updates with a figure below the adopted one (that figure was kept)."),
@@ -291,6 +293,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.holdWaiting, float64(ps.Holds.Waiting))
 		gauge(c.holdBytes, float64(ps.Holds.Bytes))
 		counter(c.holdRefused, float64(ps.Holds.Refused))
+		counter(c.holdImpatient, float64(ps.Holds.Impatient))
 	}
 	if s.Epochs != nil {
 		es := s.Epochs.Chain()

@@ -146,6 +146,9 @@ func (ix *Index) restore(cp checkpoint) {
 	ix.sweep, ix.cursor, ix.peak = fresh.sweep, 0, fresh.peak
 	ix.consumed, ix.streamCreated = cp.seq, cp.streamCreated
 	ix.signal()
+	for id := range ix.watches {
+		ix.wake(id)
+	}
 }
 
 // consumedThrough records that the index holds the message of stream

@@ -45,8 +45,13 @@ type Index struct {
 	observedAt  map[common.Hash]int64
 	retractedAt map[common.Hash]int64
 	changed     chan struct{} // closed and replaced on every change
-	seen        uint64
-	now         func() time.Time
+	// watches are the channels of callers waiting for one proposal id's
+	// payment (Watch), each closed at that id's next change: a wait for one
+	// id is not woken by every other payment. An entry lives while some
+	// caller holds it, so the map is as large as the waits.
+	watches map[common.Hash]*watch
+	seen    uint64
+	now     func() time.Time
 
 	// consumed is the last stream sequence whose message the index holds,
 	// and streamCreated the creation time of that stream (unix ns): what a
@@ -102,6 +107,7 @@ func (ix *Index) Observe(p payment.ProposalPaid) {
 		ix.byID[p.ProposalID] = p
 	}
 	ix.signal()
+	ix.wake(p.ProposalID)
 }
 
 // TxLog is one ProposalPaid log of a transaction as this validator knows
@@ -202,6 +208,46 @@ func (ix *Index) ObserveDebt(d payment.DebtPaid) {
 func (ix *Index) signal() {
 	close(ix.changed)
 	ix.changed = make(chan struct{})
+}
+
+// watch is one proposal id's change channel and how many callers hold it.
+type watch struct {
+	ch      chan struct{}
+	holders int
+}
+
+// Watch returns a channel closed at the next change of id's payment (a
+// payment or a retraction observed for it, or the index restored from a
+// checkpoint); only that id's changes close it, unlike Changed. stop ends
+// the caller's interest and must be called once the channel is no longer
+// waited on.
+func (ix *Index) Watch(id common.Hash) (changed <-chan struct{}, stop func()) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.watches == nil {
+		ix.watches = map[common.Hash]*watch{}
+	}
+	w := ix.watches[id]
+	if w == nil {
+		w = &watch{ch: make(chan struct{})}
+		ix.watches[id] = w
+	}
+	w.holders++
+	return w.ch, func() {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		if w.holders--; w.holders == 0 && ix.watches[id] == w {
+			delete(ix.watches, id)
+		}
+	}
+}
+
+// wake closes the watch of id, if any; ix.mu is held.
+func (ix *Index) wake(id common.Hash) {
+	if w := ix.watches[id]; w != nil {
+		close(w.ch)
+		delete(ix.watches, id)
+	}
 }
 
 // DebtsByTx returns the debt payments observed in transaction tx, by log

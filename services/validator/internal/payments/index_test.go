@@ -217,3 +217,48 @@ func TestFollowerDispatchesEpochs(t *testing.T) {
 		t.Fatalf("epoch messages reached the payment index: %+v", s)
 	}
 }
+
+// TestIndexWatch: a watch is closed by its own id's payment or retraction
+// only, and is forgotten once its last holder stops.
+func TestIndexWatch(t *testing.T) {
+	ix := NewIndex()
+	id, other := common.HexToHash("0x01"), common.HexToHash("0x02")
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	first, stopFirst := ix.Watch(id)
+	second, stopSecond := ix.Watch(id)
+	ix.Observe(payment.ProposalPaid{ProposalID: other, BlockHash: common.HexToHash("0xb1")})
+	if closed(first) || closed(second) {
+		t.Fatal("another id's payment woke the watch")
+	}
+	ix.Observe(payment.ProposalPaid{ProposalID: id, BlockHash: common.HexToHash("0xb1")})
+	if !closed(first) || !closed(second) {
+		t.Fatal("the id's payment did not wake its watches")
+	}
+	stopFirst()
+	stopSecond()
+
+	again, stop := ix.Watch(id)
+	if closed(again) {
+		t.Fatal("a watch taken after the change is already closed")
+	}
+	ix.Observe(payment.ProposalPaid{ProposalID: id, BlockHash: common.HexToHash("0xb1"), Removed: true})
+	if !closed(again) {
+		t.Fatal("the id's retraction did not wake its watch")
+	}
+	stop()
+
+	_, stop = ix.Watch(other)
+	stop()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if len(ix.watches) != 0 {
+		t.Fatalf("%d watches left after every holder stopped", len(ix.watches))
+	}
+}

@@ -83,6 +83,12 @@ func clientOf(ctx context.Context) string {
 // poll of the watcher, so a client's retry finds its next figures.
 const holdRetryAfter = 2 * time.Second
 
+// maxImpatient bounds the clients remembered as refused at a bound and
+// told to retry later (holds.retryAt): 64 Ki entries of a few dozen bytes.
+// Past it a refused client is not remembered, and its next submission is
+// read and screened like any other.
+const maxImpatient = 1 << 16
+
 // holds counts the submissions waiting for their payment.
 type holds struct {
 	mu       sync.Mutex
@@ -90,15 +96,66 @@ type holds struct {
 	bytes    int
 	byWallet map[common.Address]int
 	byClient map[string]int
-	// refused counts the submissions refused at once, a bound reached.
-	refused uint64
+	// refused counts the submissions refused at once, a bound reached;
+	// impatient those refused before they were read, their client having
+	// come back before the Retry-After it was given (RefuseImpatient).
+	refused, impatient uint64
+	// retryAt is when each client refused at a bound may submit again.
+	retryAt map[string]time.Time
 }
 
-// refuse counts a submission refused at a bound before take was asked.
-func (h *holds) refuse() {
+// refusedClient remembers that client was refused at a bound at now and
+// told to retry after holdRetryAfter; h.mu is held.
+func (h *holds) refusedClient(client string, now time.Time) {
+	if client == "" {
+		return
+	}
+	if h.retryAt == nil {
+		h.retryAt = map[string]time.Time{}
+	}
+	if _, ok := h.retryAt[client]; !ok && len(h.retryAt) >= maxImpatient {
+		for c, at := range h.retryAt {
+			if !at.After(now) {
+				delete(h.retryAt, c)
+			}
+		}
+		if len(h.retryAt) >= maxImpatient {
+			return
+		}
+	}
+	h.retryAt[client] = now.Add(holdRetryAfter)
+}
+
+// refuse counts a submission of client refused at a bound at now, before
+// take was asked.
+func (h *holds) refuse(client string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.refused++
+	h.refusedClient(client, now)
+}
+
+// impatientAt reports whether client, refused at the client's or the
+// byte bound, comes back at now before the Retry-After it was given while
+// that bound is still reached for a submission of n bytes; if so the
+// refusal is counted and the client's wait starts again.
+func (h *holds) impatientAt(cfg Config, client string, n int, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.retryAt[client]
+	if !ok {
+		return false
+	}
+	if !at.After(now) {
+		delete(h.retryAt, client)
+		return false
+	}
+	if !h.fullLocked(cfg, client, n) {
+		return false
+	}
+	h.impatient++
+	h.retryAt[client] = now.Add(holdRetryAfter)
+	return true
 }
 
 // full reports whether a submission of client carrying n bytes would be
@@ -106,18 +163,27 @@ func (h *holds) refuse() {
 func (h *holds) full(cfg Config, client string, n int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.fullLocked(cfg, client, n)
+}
+
+func (h *holds) fullLocked(cfg Config, client string, n int) bool {
 	return (client != "" && h.byClient[client] >= cfg.HoldPerClient) || h.bytes+n > cfg.HoldBytes
 }
 
 // take reserves a place for one waiting submission of wallet and client
 // carrying n bytes; release frees it. ok is false at a bound.
-func (h *holds) take(cfg Config, wallet common.Address, client string, n int) (release func(), ok bool) {
+func (h *holds) take(cfg Config, wallet common.Address, client string, n int, now time.Time) (release func(), ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.byWallet == nil {
 		h.byWallet, h.byClient = map[common.Address]int{}, map[string]int{}
 	}
-	if h.byWallet[wallet] >= cfg.HoldPerWallet || (client != "" && h.byClient[client] >= cfg.HoldPerClient) || h.bytes+n > cfg.HoldBytes {
+	if h.fullLocked(cfg, client, n) {
+		h.refused++
+		h.refusedClient(client, now)
+		return nil, false
+	}
+	if h.byWallet[wallet] >= cfg.HoldPerWallet {
 		h.refused++
 		return nil, false
 	}
@@ -148,12 +214,15 @@ type HoldStats struct {
 	Waiting int    `json:"waiting"`
 	Bytes   int    `json:"bytes"`
 	Refused uint64 `json:"refusedAtBound"` // refused at once, a bound reached
+	// Impatient counts the submissions refused unread, their client back
+	// before the Retry-After of its last refusal at a bound.
+	Impatient uint64 `json:"refusedImpatient"`
 }
 
 func (h *holds) stats() HoldStats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HoldStats{Waiting: h.count, Bytes: h.bytes, Refused: h.refused}
+	return HoldStats{Waiting: h.count, Bytes: h.bytes, Refused: h.refused, Impatient: h.impatient}
 }
 
 // observed returns the payment observed for id once it has its
@@ -177,7 +246,7 @@ func (p *Pipeline) awaitPayment(ctx context.Context, id common.Hash, wallet comm
 	if _, ok := p.observed(id); ok {
 		return nil
 	}
-	release, ok := p.held.take(p.cfg, wallet, clientOf(ctx), n)
+	release, ok := p.held.take(p.cfg, wallet, clientOf(ctx), n, p.cfg.Now())
 	if !ok {
 		return holdFull(id)
 	}
@@ -186,20 +255,39 @@ func (p *Pipeline) awaitPayment(ctx context.Context, id common.Hash, wallet comm
 	timer := time.NewTimer(p.cfg.PaymentWait)
 	defer timer.Stop()
 	for {
-		// Taken before looking, so a change in between wakes the wait.
-		paymentsChanged, feedChanged := p.payments.Changed(), p.cfg.Feed.Changed()
-		if _, ok := p.observed(id); ok {
+		observed, paymentChanged, feedChanged, stop := p.watchPayment(id)
+		if observed {
+			stop()
 			return nil
 		}
 		select {
-		case <-paymentsChanged:
+		case <-paymentChanged:
 		case <-feedChanged:
 		case <-timer.C:
+			stop()
 			return p.notObserved(id, arrival)
 		case <-ctx.Done():
+			stop()
 			return apierror.New(apierror.Timeout, "the request ended while the proposal waited for its payment; nothing was kept: resubmit it")
 		}
+		stop()
 	}
+}
+
+// watchPayment reports whether id's payment is observed and, when it is
+// not, the changes that may make it so: its payment's arrival (or
+// retraction), and, once the payment is in the index, the feed's next head,
+// which brings its confirmations (nil otherwise: not waited on). Other
+// payments and feed changes do not wake a waiter, so a full hold costs
+// nothing while payments arrive and the chain moves. stop ends the watch.
+func (p *Pipeline) watchPayment(id common.Hash) (observed bool, paymentChanged, feedChanged <-chan struct{}, stop func()) {
+	// Taken before looking, so a change in between wakes the wait.
+	paymentChanged, stop = p.payments.Watch(id)
+	if _, ok := p.payments.Lookup(id); ok {
+		feedChanged = p.cfg.Feed.Changed()
+	}
+	_, observed = p.observed(id)
+	return observed, paymentChanged, feedChanged, stop
 }
 
 // holdFull is the refusal of a submission that finds the hold full.
@@ -229,8 +317,30 @@ func (p *Pipeline) RefuseEarly(ctx context.Context, id common.Hash, n int) error
 	if err != nil || known != nil {
 		return nil // the records answer it (Submit says how)
 	}
-	p.held.refuse()
+	p.held.refuse(clientOf(ctx), p.cfg.Now())
 	return holdFull(id)
+}
+
+// RefuseImpatient returns the refusal, 429 rate_limited, of a submission
+// of at most n bytes whose client (WithClient) was refused at the client's
+// or the byte bound of the hold, comes back before the Retry-After it was
+// given, and finds that bound still reached; nil when it may go on. Intake
+// calls it before it reads the form: a flood that ignores Retry-After
+// costs the node the requests themselves (net/http drains a small unread
+// body to keep the connection), none of their decoding or checks, and its
+// wait starts again at each early return. A client that waits as told, or
+// finds room, is read as any other.
+func (p *Pipeline) RefuseImpatient(ctx context.Context, n int) error {
+	if !p.cfg.VerifyPayments {
+		return nil
+	}
+	if !p.held.impatientAt(p.cfg, clientOf(ctx), n, p.cfg.Now()) {
+		return nil
+	}
+	e := apierror.New(apierror.RateLimited,
+		"this client was refused at the payment hold's bound and told to retry after %s, and came back sooner; retry after %s", holdRetryAfter, holdRetryAfter)
+	e.RetryAfter = holdRetryAfter
+	return e
 }
 
 // notObserved is the refusal of a submission whose payment did not come

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,5 +246,74 @@ func TestStaleFeedDefersRejection(t *testing.T) {
 	feed.move(func(pos *FeedPosition, _ map[common.Hash]uint64) { pos.Stale = "" })
 	if s := final(t, p, id); s.Status != api.StatusRejected || s.Reason != string(apierror.PaymentNotFound) {
 		t.Fatalf("after the feed came back: %s %q", s.Status, s.Reason)
+	}
+}
+
+// TestHoldRefusesImpatientClients: a client refused at its own or the byte
+// bound and back before its Retry-After is refused unread (429) while the
+// bound is still reached; a client that waits as told, finds room, or was
+// refused at its wallet's bound only, is read as any other.
+func TestHoldRefusesImpatientClients(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	p, _ := startWith(t, paymentsByID{}, nil, nil, func(c *Config) {
+		c.HoldPerWallet, c.HoldPerClient, c.HoldBytes, c.PaymentWait = 1, 1, 1<<20, 10*time.Second
+		c.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const client, other = "198.51.100.7", "198.51.100.8"
+	wallet := payerKey()
+	first := common.HexToHash("0x0a01")
+	held := async(func() error {
+		_, _, err := p.Submit(WithClient(ctx, client), submission(t, wallet, first, first, payment.Standard))
+		return err
+	})
+	waitStats(t, p, "one held", func(s Stats) bool { return s.Holds.Waiting == 1 })
+
+	// The same wallet from another client: refused at the wallet's bound,
+	// which does not make that client impatient.
+	second := common.HexToHash("0x0a02")
+	if _, _, err := p.Submit(WithClient(ctx, other), submission(t, wallet, second, second, payment.Standard)); apierror.CodeOf(err) != apierror.PaymentNotFound {
+		t.Fatalf("a wallet's second: %v", err)
+	}
+	if err := p.RefuseImpatient(WithClient(ctx, other), 100); err != nil {
+		t.Fatalf("refused at the wallet's bound only, then refused unread: %v", err)
+	}
+	// The client at its bound: refused, then refused unread while it comes
+	// back early, each early return starting its wait again.
+	fresh, _ := crypto.GenerateKey()
+	if _, _, err := p.Submit(WithClient(ctx, client), submission(t, fresh, second, second, payment.Standard)); apierror.CodeOf(err) != apierror.PaymentNotFound {
+		t.Fatalf("a client's second: %v", err)
+	}
+	for range 2 {
+		clock.Add(int64(holdRetryAfter / 2))
+		e := apierror.As(p.RefuseImpatient(WithClient(ctx, client), 100))
+		if e == nil || e.Code != apierror.RateLimited || !e.Retryable || e.RetryAfter != holdRetryAfter {
+			t.Fatalf("back before its Retry-After: %v", e)
+		}
+	}
+	if st := p.Stats(); st.Holds.Impatient != 2 {
+		t.Fatalf("holds %+v", st.Holds)
+	}
+	if err := p.RefuseImpatient(WithClient(ctx, other), 100); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	// Back after its Retry-After: read again.
+	clock.Add(int64(holdRetryAfter))
+	if err := p.RefuseImpatient(WithClient(ctx, client), 100); err != nil {
+		t.Fatalf("back after its Retry-After: %v", err)
+	}
+	// Refused again, but back early when the hold has room: read.
+	if _, _, err := p.Submit(WithClient(ctx, client), submission(t, fresh, second, second, payment.Standard)); apierror.CodeOf(err) != apierror.PaymentNotFound {
+		t.Fatalf("a client's second, again: %v", err)
+	}
+	cancel()
+	if err := <-held; apierror.CodeOf(err) != apierror.Timeout {
+		t.Fatalf("held submission whose request ended: %v", err)
+	}
+	waitStats(t, p, "released", func(s Stats) bool { return s.Holds.Waiting == 0 })
+	if err := p.RefuseImpatient(WithClient(context.Background(), client), 100); err != nil {
+		t.Fatalf("back early, the hold with room: %v", err)
 	}
 }

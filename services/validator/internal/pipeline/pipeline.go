@@ -106,6 +106,9 @@ type Payments interface {
 	Lookup(id common.Hash) (payment.ProposalPaid, bool)
 	// Changed is closed at the index's next change.
 	Changed() <-chan struct{}
+	// Watch returns a channel closed at the next change of id's payment;
+	// stop ends the watch and must be called.
+	Watch(id common.Hash) (changed <-chan struct{}, stop func())
 	// Debts lists the DebtPaid logs observed (confirmed and not
 	// retracted), in chain order.
 	Debts() []payment.DebtPaid

@@ -284,8 +284,12 @@ func (p paymentsByID) Lookup(id common.Hash) (payment.ProposalPaid, bool) {
 	return paid, ok
 }
 
-// Changed never fires: the map does not change once the test built it.
+// Changed and Watch never fire: the map does not change once the test
+// built it.
 func (p paymentsByID) Changed() <-chan struct{} { return nil }
+func (p paymentsByID) Watch(common.Hash) (<-chan struct{}, func()) {
+	return nil, func() {}
+}
 
 // openFeed is a chain feed that vouches for every payment: its head is far
 // above any block of the tests, and it is never stale.
