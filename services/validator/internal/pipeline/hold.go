@@ -100,8 +100,10 @@ type holds struct {
 	// impatient those refused before they were read, their client having
 	// come back before the Retry-After it was given (RefuseImpatient).
 	refused, impatient uint64
-	// retryAt is when each client refused at a bound may submit again.
+	// retryAt is when each client refused at a bound may submit again;
+	// swept is when expired entries were last dropped from it.
 	retryAt map[string]time.Time
+	swept   time.Time
 }
 
 // refusedClient remembers that client was refused at a bound at now and
@@ -114,9 +116,14 @@ func (h *holds) refusedClient(client string, now time.Time) {
 		h.retryAt = map[string]time.Time{}
 	}
 	if _, ok := h.retryAt[client]; !ok && len(h.retryAt) >= maxImpatient {
-		for c, at := range h.retryAt {
-			if !at.After(now) {
-				delete(h.retryAt, c)
+		// Entries expire after holdRetryAfter, so one sweep that long
+		// keeps the map's size without a walk of it per refusal.
+		if now.Sub(h.swept) >= holdRetryAfter {
+			h.swept = now
+			for c, at := range h.retryAt {
+				if !at.After(now) {
+					delete(h.retryAt, c)
+				}
 			}
 		}
 		if len(h.retryAt) >= maxImpatient {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,5 +316,24 @@ func TestHoldRefusesImpatientClients(t *testing.T) {
 	waitStats(t, p, "released", func(s Stats) bool { return s.Holds.Waiting == 0 })
 	if err := p.RefuseImpatient(WithClient(context.Background(), client), 100); err != nil {
 		t.Fatalf("back early, the hold with room: %v", err)
+	}
+}
+
+// TestHoldForgetsImpatientClientsWithinBound: the clients remembered stay
+// within maxImpatient; once full, a new client is not remembered until
+// the entries have expired and a sweep drops them.
+func TestHoldForgetsImpatientClientsWithinBound(t *testing.T) {
+	var h holds
+	now := time.Now()
+	for i := range maxImpatient + 10 {
+		h.refusedClient(strconv.Itoa(i), now)
+	}
+	if len(h.retryAt) != maxImpatient {
+		t.Fatalf("%d clients remembered, bound %d", len(h.retryAt), maxImpatient)
+	}
+	later := now.Add(holdRetryAfter)
+	h.refusedClient("late", later)
+	if len(h.retryAt) != 1 || h.retryAt["late"].IsZero() {
+		t.Fatalf("after expiry: %d clients remembered, the new one %v", len(h.retryAt), h.retryAt["late"])
 	}
 }
