@@ -70,9 +70,9 @@ bench-pipeline:
 ## with an unpaid flood from 1,000 fresh keys, each its own client behind a trusted proxy, 1 KiB
 ## messages, once a second each (ignoring Retry-After), against a 256 KiB hold; and the flood alone:
 ## paid proposals/s, p50/p99, leader peak RSS, CPU per operation, the flood's submissions/s and
-## refusals, and paid-%-of-noflood (paid throughput under the flood, % of without). FLOOD_COUNT
-## paid proposals (and flood submissions alone) per run; BENCH_FLOOD_CLIENTS, _KEYS,
-## _MESSAGE_BYTES, _INTERVAL, _HOLD_BYTES shape it.
+## refusals, and paid-%-of-noflood (paid throughput under the flood, % of the mean of the runs
+## without it before and after). FLOOD_COUNT paid proposals (and flood submissions alone) per run;
+## BENCH_FLOOD_CLIENTS, _KEYS, _MESSAGE_BYTES, _INTERVAL, _HOLD_BYTES shape it.
 FLOOD_COUNT ?= 3000
 bench-flood:
 	$(GO) test -run '^$$' -bench BenchmarkPaymentFlood -benchtime $(FLOOD_COUNT)x -count $(BENCHCOUNT) -timeout 60m ./tests/bench/
