@@ -1,0 +1,404 @@
+package system
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/tools/ledgerclient"
+)
+
+// The GC system tests (docs/adr/0033). Every cluster runs in MOCK mode with
+// an epoch an hour long, so epochs move only when a test advances the
+// leader's clock (/api/mock/advance-epoch): each advance finalizes one more
+// epoch, and the leader proposes COMPACT on it once the garbage since the
+// last run reaches gcTestSizeDelta. A run then happens when the test says,
+// and a test reads it back (/v1/gc/status lastRun) with a deadline.
+
+// gcTestSizeDelta is SVC_VALIDATOR_GC_SIZE_DELTA in these tests: a few
+// writes are garbage enough.
+const gcTestSizeDelta = 8 << 10
+
+// gcEnv are the settings of a GC test cluster: extra and those above.
+func gcEnv(extra ...string) []string {
+	return append([]string{"SVC_VALIDATOR_GC_SIZE_DELTA=" + strconv.Itoa(gcTestSizeDelta), "SVC_VALIDATOR_EPOCH_LENGTH=1h"}, extra...)
+}
+
+// gcRunDeadline bounds the wait for a GC run after an epoch advance: the
+// leader looks once a second (FinalizeInterval), and under load the garbage
+// may still have to reach the threshold.
+const gcRunDeadline = 30 * time.Second
+
+func gcStatus(n *node) (api.GcStatus, error) {
+	var st api.GcStatus
+	err := get(n.url()+"/v1/gc/status", &st)
+	return st, err
+}
+
+// lastRun is n's last GC run, 0 for none.
+func lastRun(n *node) (api.GcRun, error) {
+	st, err := gcStatus(n)
+	if err != nil || st.LastRun == nil {
+		return api.GcRun{}, err
+	}
+	return *st.LastRun, nil
+}
+
+// advanceEpoch moves leader's MOCK clock one epoch on: one more epoch is
+// final, and a compaction is due once the garbage reaches the threshold.
+func (c *cluster) advanceEpoch(leader *node) {
+	c.t.Helper()
+	if code, out := send(c.t, http.MethodPost, leader.url()+"/api/mock/advance-epoch", nil); code != http.StatusOK {
+		c.t.Fatalf("advancing validator %d's epoch: %d %s", leader.id, code, out)
+	}
+}
+
+// waitRun waits until n has applied GC run number run (or a later one) and
+// returns n's last run.
+func (c *cluster) waitRun(n *node, run uint64) api.GcRun {
+	c.t.Helper()
+	deadline := time.Now().Add(gcRunDeadline)
+	for {
+		r, err := lastRun(n)
+		if err == nil && r.Run >= run {
+			return r
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("validator %d has not applied GC run %d within %s: last run %+v, %v", n.id, run, gcRunDeadline, r, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the validator
+	}
+}
+
+// compactOnce advances the leader's epoch and waits for GC run number run
+// on it: the leader proposed COMPACT on the new finalized epoch, a majority
+// committed it and the leader applied it.
+func (c *cluster) compactOnce(leader *node, run uint64) api.GcRun {
+	c.t.Helper()
+	c.advanceEpoch(leader)
+	r := c.waitRun(leader, run)
+	if r.Run != run {
+		c.t.Fatalf("validator %d went from GC run %d to %d on one epoch advance", leader.id, run-1, r.Run)
+	}
+	return r
+}
+
+// sameRun waits until every node in running has applied run and checks
+// that each records it alike: the same epoch, commit index, generation,
+// figures and state hash (apply is deterministic). Runs only move on the
+// test's epoch advances, so each node's last run is run itself.
+func (c *cluster) sameRun(want api.GcRun, running ...*node) {
+	c.t.Helper()
+	for _, n := range running {
+		got := c.waitRun(n, want.Run)
+		if got != want {
+			c.t.Fatalf("validator %d recorded GC run %d as %+v, the leader as %+v", n.id, want.Run, got, want)
+		}
+	}
+}
+
+// compactionProposals are n's applied COMPACT entries.
+func compactionProposals(t *testing.T, n *node) []api.CompactionProposal {
+	t.Helper()
+	var out api.CompactionProposals
+	if err := get(n.url()+"/v1/compaction/proposals", &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Proposals
+}
+
+// checkRetained checks n's segment store after the GC runs runs: only the
+// generations of the last two runs are left (the contract keeps two), the
+// oldest segment kept is the first one the next-to-last run wrote, every
+// TAR file is named after its generation, and the runs after the first
+// reclaimed what cleanup dropped.
+func checkRetained(t *testing.T, n *node, runs []api.GcRun) {
+	t.Helper()
+	last := runs[len(runs)-1]
+	prev := runs[len(runs)-2]
+	st, err := gcStatus(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint32{prev.Generation, last.Generation}; !slices.Equal(st.Generations.Present, want) || st.Generations.Current != last.Generation {
+		t.Fatalf("validator %d holds generations %v (current %d), want %v after GC run %d", n.id, st.Generations.Present, st.Generations.Current, want, last.Run)
+	}
+	var tars api.SegmentTars
+	if err := get(n.url()+"/api/segments/tars", &tars); err != nil {
+		t.Fatal(err)
+	}
+	if len(tars.Tars) == 0 || tars.Tars[0].FirstIndex != prev.CommitIndex {
+		t.Fatalf("validator %d's oldest TAR file %+v does not start at GC run %d's first segment (index %d)", n.id, tars.Tars[:min(1, len(tars.Tars))], prev.Run, prev.CommitIndex)
+	}
+	for _, f := range tars.Tars {
+		if f.Generation != prev.Generation && f.Generation != last.Generation {
+			t.Fatalf("validator %d still lists %s of generation %d after GC run %d", n.id, f.Name, f.Generation, last.Run)
+		}
+		if letter := string(rune('a' + f.Generation)); !strings.HasSuffix(f.Name, letter+".tar") {
+			t.Fatalf("validator %d's TAR file %s of generation %d is not named with the letter %s", n.id, f.Name, f.Generation, letter)
+		}
+		if !f.ChainOK {
+			t.Fatalf("validator %d's TAR file %s does not chain: %+v", n.id, f.Name, f)
+		}
+	}
+	for _, r := range runs[1:] {
+		if r.SegmentsReclaimed == 0 || r.ReclaimedBytes == 0 || r.KeptFromGeneration != r.Generation-1 {
+			t.Fatalf("GC run %d reclaimed %d segments, %d bytes, kept from generation %d: its cleanup dropped nothing", r.Run, r.SegmentsReclaimed, r.ReclaimedBytes, r.KeptFromGeneration)
+		}
+	}
+}
+
+// gcLoad is a steady load of writes of new paths, overwrites and deletes
+// (about 70/20/10) by a few wallets, each working through its own paths in
+// order, so the last outcome of every path is known.
+type gcLoad struct {
+	c    *cluster
+	cfg  api.BlockchainConfig
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	committed int
+	want      map[string]string // full path: the value last written, "" once deleted
+	problems  []string
+}
+
+// startGCLoad starts workers writing through the nodes given, in turn.
+func startGCLoad(t *testing.T, c *cluster, workers int, through []*node) *gcLoad {
+	t.Helper()
+	cfg, err := c.client(through[0]).BlockchainConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &gcLoad{c: c, cfg: cfg, stop: make(chan struct{}), want: map[string]string{}}
+	for w := range workers {
+		key, _ := crypto.GenerateKey()
+		client := c.client(through[w%len(through)])
+		l.wg.Go(func() { l.run(w, key, client) })
+	}
+	return l
+}
+
+func (l *gcLoad) run(worker int, key *ecdsa.PrivateKey, client *ledgerclient.Client) {
+	rng := mrand.New(mrand.NewPCG(uint64(worker), 19))
+	var live []string // this worker's paths that exist, as sub paths
+	next := 0
+	for {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		var p *ledgerclient.Proposal
+		value := ""
+		switch r := rng.IntN(10); {
+		case len(live) == 0 || r < 7:
+			sub := fmt.Sprintf("gc/w%d/p%d", worker, next)
+			next++
+			value = randomValue(512)
+			p = &ledgerclient.Proposal{Message: []byte(`{"v":"` + value + `"}`), ContentType: "page", Path: sub}
+			live = append(live, sub)
+		case r < 9:
+			value = randomValue(512)
+			p = &ledgerclient.Proposal{Message: []byte(`{"v":"` + value + `"}`), ContentType: "page", Path: live[rng.IntN(len(live))]}
+		default:
+			i := rng.IntN(len(live))
+			p = &ledgerclient.Proposal{Action: proposal.Delete, ContentType: "page", Path: live[i]}
+			live = slices.Delete(live, i, i+1)
+		}
+		path, err := l.commit(client, key, p)
+		l.mu.Lock()
+		if err != nil {
+			l.problems = append(l.problems, fmt.Sprintf("worker %d: %s %s: %v", worker, p.Action, p.Path, err))
+			l.mu.Unlock()
+			return
+		}
+		l.committed++
+		l.want[path] = value
+		l.mu.Unlock()
+	}
+}
+
+// commit submits p and waits for it to commit; it returns p's full path.
+func (l *gcLoad) commit(client *ledgerclient.Client, key *ecdsa.PrivateKey, p *ledgerclient.Proposal) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	action := p.Action
+	if action == "" {
+		action = proposal.Write
+	}
+	form, path, err := ledgerclient.Form(l.cfg, key, p, common.Hash{})
+	if err != nil {
+		return "", err
+	}
+	if _, err := client.Submit(ctx, action, form); err != nil {
+		return "", fmt.Errorf("submit: %w", err)
+	}
+	s, err := client.WaitFinal(ctx, p.ID, nil)
+	if err != nil || !api.Committed(s.Status) {
+		return "", fmt.Errorf("proposal %s: %s %v", p.ID, s.Status, err)
+	}
+	return path, nil
+}
+
+// committedCount is how many operations have committed so far; it fails
+// the test at once if one did not.
+func (l *gcLoad) committedCount(t *testing.T) int {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.problems) > 0 {
+		t.Fatalf("a write failed under GC: %s", strings.Join(l.problems, "; "))
+	}
+	return l.committed
+}
+
+// waitCommitted waits until at least n operations have committed.
+func (l *gcLoad) waitCommitted(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for l.committedCount(t) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d operations committed within 30s, want %d", l.committedCount(t), n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the load
+	}
+}
+
+// finish stops the load, waits for the operations in flight and returns
+// what every path must read.
+func (l *gcLoad) finish(t *testing.T) map[string]string {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	l.committedCount(t)
+	return l.want
+}
+
+func randomValue(n int) string {
+	raw := make([]byte, n/2)
+	_, _ = rand.Read(raw)
+	return hex.EncodeToString(raw)
+}
+
+// checkContent reads every path on every node: a path last written holds
+// its last value (property v), a deleted one is absent.
+func checkContent(t *testing.T, want map[string]string, nodes ...*node) {
+	t.Helper()
+	for _, n := range nodes {
+		for path, value := range want {
+			got, found, err := readValue(n, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case value == "" && found:
+				t.Fatalf("validator %d still serves %s, deleted", n.id, path)
+			case value != "" && !found:
+				t.Fatalf("validator %d lost %s", n.id, path)
+			case got != value:
+				t.Fatalf("validator %d's %s is not the value last written", n.id, path)
+			}
+		}
+	}
+}
+
+// readValue reads the string property v of the node at path on n.
+func readValue(n *node, path string) (value string, found bool, err error) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(n.url() + "/api/explore?path=" + url.QueryEscape(path))
+	if err != nil {
+		return "", false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		var body apierror.Body
+		if json.NewDecoder(resp.Body).Decode(&body) == nil && body.Error != nil && body.Error.Code == apierror.NotFound {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("explore %s on validator %d: 404 without not_found", path, n.id)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", false, fmt.Errorf("explore %s on validator %d: %s", path, n.id, resp.Status)
+	}
+	var node api.Node
+	if err := json.NewDecoder(resp.Body).Decode(&node); err != nil {
+		return "", false, err
+	}
+	if err := json.Unmarshal(node.Properties["v"], &value); err != nil {
+		return "", true, fmt.Errorf("validator %d's %s: property v: %v", n.id, path, err)
+	}
+	return value, true, nil
+}
+
+// TestGCUnderWriteLoad runs three GC runs while wallets keep writing,
+// overwriting and deleting through all three validators. It proves that a
+// COMPACT commits and applies beside writes (none fails, and writes commit
+// between the runs), that every validator records each run alike, with
+// the same state hash, that cleanup drops generation N-2 (only the last two
+// generations are listed, down to the TAR files), and that compaction keeps
+// the live content as it was: every path reads its last value, and no
+// deleted path comes back. The segment archives stay byte-identical across
+// validators and verify as one chain across the compactions.
+func TestGCUnderWriteLoad(t *testing.T) {
+	c := newCluster(t, 3, "MOCK", gcEnv()...)
+	leader := c.waitLeaderKnown(c.nodes)
+	load := startGCLoad(t, c, 4, c.nodes)
+
+	var runs []api.GcRun
+	for run := uint64(1); run <= 3; run++ {
+		// Writes before each run: garbage for it, and proof that writes
+		// commit after the previous one.
+		load.waitCommitted(t, load.committedCount(t)+20)
+		r := c.compactOnce(leader, run)
+		c.sameRun(r, c.nodes...)
+		runs = append(runs, r)
+		t.Logf("GC run %d at index %d (epoch %d): generation %d, %d live nodes in %d segments (%d bytes), reclaimed %d segments (%d bytes); %d operations so far",
+			r.Run, r.CommitIndex, r.Epoch, r.Generation, r.LiveNodes, r.SegmentsWritten, r.BytesWritten, r.SegmentsReclaimed, r.ReclaimedBytes, load.committedCount(t))
+	}
+	load.waitCommitted(t, load.committedCount(t)+10)
+	want := load.finish(t)
+	c.converged(c.nodes...)
+
+	for _, n := range c.nodes {
+		proposals := compactionProposals(t, n)
+		if len(proposals) != len(runs) {
+			t.Fatalf("validator %d lists %d compaction proposals, want %d: %+v", n.id, len(proposals), len(runs), proposals)
+		}
+		for i, p := range proposals {
+			if p.State != "applied" || p.CommitIndex != runs[i].CommitIndex || p.Epoch != runs[i].Epoch || p.Generation != runs[i].Generation {
+				t.Fatalf("validator %d lists compaction proposal %+v for GC run %+v", n.id, p, runs[i])
+			}
+		}
+		checkRetained(t, n, runs)
+	}
+	c.sameArchives(c.nodes...)
+	deleted := 0
+	for _, v := range want {
+		if v == "" {
+			deleted++
+		}
+	}
+	if deleted == 0 || deleted == len(want) {
+		t.Fatalf("the load left %d of %d paths deleted: not a mix to check", deleted, len(want))
+	}
+	checkContent(t, want, c.nodes...)
+	t.Logf("%d operations committed; %d paths checked on every validator, %d of them deleted", load.committedCount(t), len(want), deleted)
+}
