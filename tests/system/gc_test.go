@@ -10,6 +10,9 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,4 +404,105 @@ func TestGCUnderWriteLoad(t *testing.T) {
 	}
 	checkContent(t, want, c.nodes...)
 	t.Logf("%d operations committed; %d paths checked on every validator, %d of them deleted", load.committedCount(t), len(want), deleted)
+}
+
+// buildLedgerctl builds tools/ledgerctl into a temporary directory.
+func buildLedgerctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ledgerctl")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/contentledger/contentledger/tools/ledgerctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building ledgerctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// ledgerctl runs the built binary and returns its output; it fails the
+// test if the command fails.
+func ledgerctl(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ledgerctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// fetchAndVerify downloads every TAR file of n with ledgerctl segments
+// fetch into a new directory, then checks them offline with ledgerctl
+// segments verify, in the listing's (chain) order, as one chain. It checks
+// that the chain starts from anchor (the hash its first segment names),
+// that verify reports the compactions at compactedAt (the raft indexes of
+// the runs that started a generation after the first one held) and ends
+// at the head n lists, and that the files in the wrong order do not verify.
+func fetchAndVerify(t *testing.T, bin string, n *node, anchor string, compactedAt ...uint64) api.SegmentTars {
+	t.Helper()
+	var tars api.SegmentTars
+	if err := get(n.url()+"/api/segments/tars", &tars); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fetched := ledgerctl(t, bin, "segments", "fetch", "--validator", n.url(), "--dir", dir)
+	var files []string
+	for _, f := range tars.Tars {
+		files = append(files, filepath.Join(dir, f.Name))
+		if _, err := os.Stat(files[len(files)-1]); err != nil {
+			t.Fatalf("ledgerctl segments fetch did not write %s: %v\n%s", f.Name, err, fetched)
+		}
+	}
+	verified := ledgerctl(t, bin, append([]string{"segments", "verify"}, files...)...)
+	if firstLine, _, _ := strings.Cut(verified, "\n"); !strings.Contains(firstLine, "chains from "+anchor+" ") {
+		t.Fatalf("ledgerctl segments verify does not start the chain from %s:\n%s", anchor, verified)
+	}
+	for _, index := range compactedAt {
+		if !strings.Contains(verified, fmt.Sprintf("a compaction starts the next generation at segment %d\n", index)) {
+			t.Fatalf("ledgerctl segments verify does not report the compaction at index %d:\n%s", index, verified)
+		}
+	}
+	if got := strings.Count(verified, "a compaction starts"); got != len(compactedAt) {
+		t.Fatalf("ledgerctl segments verify reports %d compactions, want %d:\n%s", got, len(compactedAt), verified)
+	}
+	head := tars.Tars[len(tars.Tars)-1]
+	if want := fmt.Sprintf("ok: %d archives chain to segment %d, hash %s\n", len(files), head.LastIndex, head.HeadHash); len(files) < 2 || !strings.HasSuffix(verified, want) {
+		t.Fatalf("ledgerctl segments verify does not end with %q:\n%s", want, verified)
+	}
+	reversed := slices.Clone(files)
+	slices.Reverse(reversed)
+	if out, err := exec.Command(bin, append([]string{"segments", "verify"}, reversed...)...).CombinedOutput(); err == nil {
+		t.Fatalf("ledgerctl segments verify accepts the archives in reverse order:\n%s", out)
+	}
+	t.Logf("ledgerctl segments verify:\n%s", verified)
+	return tars
+}
+
+// TestSegmentsVerifyAcrossCompaction downloads a validator's TAR files
+// with ledgerctl after one compaction and again after a second, whose
+// cleanup dropped generation 0. It proves that the segment chain stays one
+// verifiable chain across a compaction (the new generation's first segment
+// names the old head), that verify says where each compaction happened,
+// and that after cleanup the files left still verify as one chain from
+// the first segment kept, the first of a compaction, anchored at the head
+// of the generation dropped (which the run records).
+func TestSegmentsVerifyAcrossCompaction(t *testing.T) {
+	bin := buildLedgerctl(t)
+	c := newCluster(t, 1, "MOCK", gcEnv()...)
+	v := c.waitLeader()
+	client := c.client(v)
+	writeRandom(t, client, 8, 4<<10)
+	first := c.compactOnce(v, 1)
+	writeRandom(t, client, 8, 4<<10)
+	genesis := "0x" + strings.Repeat("0", 64)
+	tars := fetchAndVerify(t, bin, v, genesis, first.CommitIndex)
+	if tars.Tars[0].Generation != 0 || tars.Tars[0].FirstIndex > first.CommitIndex {
+		t.Fatalf("before cleanup the TAR files start at %+v, not with generation 0", tars.Tars[0])
+	}
+
+	second := c.compactOnce(v, 2)
+	writeRandom(t, client, 8, 4<<10)
+	// The oldest segment kept is the first run's first: it names the head
+	// of generation 0, which cleanup dropped and the run recorded.
+	tars = fetchAndVerify(t, bin, v, first.OldHead, second.CommitIndex)
+	if tars.Tars[0].Generation != 1 || tars.Tars[0].FirstIndex != first.CommitIndex {
+		t.Fatalf("after the second run the TAR files start at %+v, not at the first run's segments (index %d)", tars.Tars[0], first.CommitIndex)
+	}
 }
