@@ -506,3 +506,68 @@ func TestSegmentsVerifyAcrossCompaction(t *testing.T) {
 		t.Fatalf("after the second run the TAR files start at %+v, not at the first run's segments (index %d)", tars.Tars[0], first.CommitIndex)
 	}
 }
+
+// appliedIndex is n's applied index.
+func appliedIndex(t *testing.T, n *node) uint64 {
+	t.Helper()
+	st, err := consensusStatus(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.AppliedIndex
+}
+
+// TestFollowerDownAcrossTwoCompactions stops a follower, runs two
+// compactions while the others keep taking writes and truncate their raft
+// log (a snapshot every 50 entries), and restarts it. It proves that a
+// validator that missed two compactions, the second of which dropped the
+// generation it last held, catches up through a snapshot that carries the
+// generations left, and ends with the others' applied index, state hash,
+// runs, generations, segment archives and content.
+func TestFollowerDownAcrossTwoCompactions(t *testing.T) {
+	const snapshotEntries = 50
+	c := newCluster(t, 3, "MOCK", gcEnv("SVC_VALIDATOR_SNAPSHOT_ENTRIES="+strconv.Itoa(snapshotEntries), "SVC_VALIDATOR_COMPACTION_MARGIN=5")...)
+	leader := c.waitLeader()
+	down := c.others(leader)[0]
+	running := slices.DeleteFunc(slices.Clone(c.nodes), func(n *node) bool { return n == down })
+	load := startGCLoad(t, c, 2, []*node{leader})
+	load.waitCommitted(t, 20)
+	c.kill(down)
+	left := appliedIndex(t, leader)
+
+	var runs []api.GcRun
+	for run := uint64(1); run <= 2; run++ {
+		load.waitCommitted(t, load.committedCount(t)+20)
+		r := c.compactOnce(leader, run)
+		c.sameRun(r, running...)
+		runs = append(runs, r)
+	}
+	// Far enough past the stopped follower that the leader's log no longer
+	// holds what it misses.
+	deadline := time.Now().Add(30 * time.Second)
+	for appliedIndex(t, leader) < left+3*snapshotEntries {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader applied %d entries since the follower stopped at %d, want %d", appliedIndex(t, leader)-left, left, 3*snapshotEntries)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the leader
+	}
+	want := load.finish(t)
+
+	c.start(down)
+	index, hash := c.converged(c.nodes...)
+	if sent := snapshotsSentTo(t, running, down.id); sent == 0 {
+		t.Fatal("no validator sent the restarted follower a snapshot")
+	}
+	if len(logRecords(t, down, "caught up through a snapshot")) == 0 {
+		t.Fatal("the restarted follower's log records no snapshot installed")
+	}
+	c.sameRun(runs[1], down)
+	if proposals := compactionProposals(t, down); len(proposals) != 2 || proposals[0].CommitIndex != runs[0].CommitIndex || proposals[1].CommitIndex != runs[1].CommitIndex {
+		t.Fatalf("the restarted follower lists compaction proposals %+v, want the runs at %d and %d", proposals, runs[0].CommitIndex, runs[1].CommitIndex)
+	}
+	checkRetained(t, down, runs)
+	c.sameArchives(c.nodes...)
+	checkContent(t, want, down)
+	t.Logf("the follower stopped at index %d and caught up through a snapshot to index %d, state hash %s, across GC runs at %d and %d",
+		left, index, hash, runs[0].CommitIndex, runs[1].CommitIndex)
+}
