@@ -578,15 +578,17 @@ func TestFollowerDownAcrossTwoCompactions(t *testing.T) {
 
 // killDuringApply advances leader's epoch and kills victim with SIGKILL
 // once it has received the entries the advance brings and has not applied
-// them for a while: a long apply, the compaction's. It returns the last
-// status seen before the kill.
-func (c *cluster) killDuringApply(leader, victim *node) api.ConsensusStatus {
+// them for a while: a long apply, the compaction's. If victim applies GC
+// run number run first, it is killed then (the kill missed). It returns
+// the last status seen before the kill.
+func (c *cluster) killDuringApply(leader, victim *node, run uint64) api.ConsensusStatus {
 	c.t.Helper()
 	const stalled = 10 * time.Millisecond
 	before := appliedIndex(c.t, victim)
 	c.advanceEpoch(leader)
 	var seen api.ConsensusStatus
-	since := time.Now()
+	var applied api.GcRun // the leader's last run, read now and then
+	since, asked := time.Now(), time.Time{}
 	deadline := since.Add(gcRunDeadline)
 	for time.Now().Before(deadline) {
 		st, err := consensusStatus(victim)
@@ -599,6 +601,15 @@ func (c *cluster) killDuringApply(leader, victim *node) api.ConsensusStatus {
 		seen = st
 		if st.AppliedIndex > before && st.CommitIndex > st.AppliedIndex && time.Since(since) >= stalled {
 			break
+		}
+		if applied.Run < run && time.Since(asked) > 50*time.Millisecond {
+			if applied, err = lastRun(leader); err != nil {
+				c.t.Fatal(err)
+			}
+			asked = time.Now()
+		}
+		if applied.Run >= run && st.AppliedIndex >= applied.CommitIndex {
+			break // missed: the victim applied it between two looks
 		}
 		time.Sleep(time.Millisecond) // polling the victim closely: the window is one apply
 	}
@@ -627,7 +638,7 @@ func TestKill9DuringCompaction(t *testing.T) {
 	landed := 0
 	for run := uint64(2); run <= 4; run++ {
 		writeRandom(t, client, 4, 8<<10) // garbage for the run
-		seen := c.killDuringApply(leader, victim)
+		seen := c.killDuringApply(leader, victim, run)
 		r := c.waitRun(leader, run)
 		mid := seen.AppliedIndex < r.CommitIndex && seen.CommitIndex >= r.CommitIndex
 		if mid {
