@@ -44,7 +44,12 @@ const (
 	// ADR 0027 refuse; details.reason says which. Retryable only for the
 	// reasons that pass by themselves (a pending change, a learner still
 	// catching up, voters not reachable now).
-	MembershipRefused  Code = "membership_refused"
+	MembershipRefused Code = "membership_refused"
+	// GcRefused: the leader does not propose the compaction an operator
+	// asked for (docs/adr/0033); details.reason says why: run_exists (a
+	// run of the finalized epoch is applied: details.run and details.epoch
+	// name it), no_finalized_epoch (retryable) or gc_off.
+	GcRefused          Code = "gc_refused"
 	WriteBlockedGCDebt Code = "write_blocked_gc_debt"
 	PathForbidden      Code = "path_forbidden"
 	ContentTooLarge    Code = "content_too_large"
@@ -78,6 +83,7 @@ var status = map[Code]int{
 	PaymentSpent:         http.StatusConflict,
 	ProposalIDConflict:   http.StatusConflict,
 	MembershipRefused:    http.StatusConflict,
+	GcRefused:            http.StatusConflict,
 	WriteBlockedGCDebt:   http.StatusPaymentRequired,
 	PathForbidden:        http.StatusForbidden,
 	ContentTooLarge:      http.StatusRequestEntityTooLarge,

@@ -63,6 +63,7 @@ func TestMarkers(t *testing.T) {
 		"/v1/gc/status":                             api.GcStatusVersion,
 		"/v1/gc/estimate":                           api.GcEstimateVersion,
 		"/v1/compaction/proposals":                  api.CompactionProposalsVersion,
+		"/v1/gc/vote":                               api.GcVotesVersion,
 		"/v1/fragmentation/metrics":                 api.FragmentationMetricsVersion,
 		"/v1/fragmentation/metrics/{walletAddress}": api.FragmentationWalletVersion,
 		"/v1/fragmentation/top":                     api.FragmentationTopVersion,

@@ -99,6 +99,7 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 		deps.Gateway, deps.Probes["gateway"] = gateway, gateway.Probe
 	}
 	deps.GC = pipeline.NewGC(v.pipe, debts)
+	deps.Compactions = pipeline.NewCompactions(v.pipe)
 	deps.Collectors = []prometheus.Collector{metrics.NewCollector(collect)}
 	if cfg.Mode == Mock {
 		deps.MockEpochs = v.clock

@@ -58,12 +58,15 @@ type fakeCluster struct {
 	nodes []*fake
 	// hashAt is each node's state hash at any index; agreement by default.
 	hashAt func(id uint64) string
+	// runHash is each node's state hash after GC run 1, which every node
+	// applied; agreement by default.
+	runHash func(id uint64) string
 }
 
 // newCluster starts n fake validators.
 func newCluster(t testing.TB, n int) *fakeCluster {
 	t.Helper()
-	fc := &fakeCluster{hashAt: func(uint64) string { return "0xaa" }}
+	fc := &fakeCluster{hashAt: func(uint64) string { return "0xaa" }, runHash: func(uint64) string { return "0xbb" }}
 	for i := range n {
 		f := &fake{id: uint64(i + 1), cluster: fc, override: map[string]http.HandlerFunc{}}
 		f.srv = httptest.NewServer(f)
@@ -276,6 +279,9 @@ func (f *fake) body(r *http.Request) (int, any) {
 	case p == "/v1/compaction/proposals":
 		return http.StatusOK, api.CompactionProposals{ContractVersion: api.CompactionProposalsVersion, NodeID: f.id, AppliedIndex: 12,
 			Proposals: []api.CompactionProposal{}, Gaps: []api.Gap{{Field: "proposals", Reason: "no GC proposal lifecycle"}}}
+	case p == "/v1/gc/vote":
+		return http.StatusOK, api.GcVotes{ContractVersion: api.GcVotesVersion, NodeID: f.id, AppliedIndex: 12,
+			Votes: []api.GcVote{{Run: 1, Epoch: 5, CommitIndex: 9, StateHash: f.cluster.runHash(f.id)}}}
 	case p == "/v1/fragmentation/metrics":
 		return http.StatusOK, api.FragmentationMetrics{ContractVersion: api.FragmentationMetricsVersion, FragmentationComputed: computed,
 			Totals:  api.FragmentationTotals{Wallets: 1, BytesWritten: 600, LiveBytes: 400, DeadBytes: 200, FragmentationScore: 1.0 / 3, TarFiles: 1},

@@ -83,6 +83,9 @@ type pulse struct {
 	// committed proposals whose payment a reorg took back; nil when no
 	// validator told, and gaps say why.
 	diskUse, blocked, orphaned *float64
+	// gcHashSplit counts the GC runs validators report different state
+	// hashes for; nil when fewer than two validators answered.
+	gcHashSplit *float64
 	// chain is the chain-watcher's status, for the watcher's lag.
 	chain chainView
 	gaps  []gap
@@ -130,6 +133,11 @@ func readPulse(r *reader) (pulse, error) {
 	if p.diskUse == nil {
 		p.gaps = append(p.gaps, gap{Field: "signals.diskUse", Reason: "no validator reported the use of its data directory's disk",
 			SourceRoute: srcStorage})
+	}
+	p.gcHashSplit = readGcVotes(r)
+	if p.gcHashSplit == nil {
+		p.gaps = append(p.gaps, gap{Field: "signals.gcHashDisagreement", Reason: "fewer than two validators answered " + srcGcVote,
+			SourceRoute: srcGcVote})
 	}
 	p.chain = readChain(r)
 	if lag, why := p.chain.lag(); lag == nil {

@@ -108,6 +108,8 @@ func deriveSignals(p pulse) ([]signal, string) {
 			Thresholds: above(nil, num(1)), Source: srcCounts},
 		{ID: "stateHashDisagreement", Label: "State hashes disagree", Value: boolNum(!p.cluster.StateHashAgreement), Unit: "bool",
 			Thresholds: above(nil, num(1)), Source: srcClusterHealth},
+		{ID: "gcHashDisagreement", Label: "GC runs whose state hash differs between validators", Value: p.gcHashSplit, Unit: "runs",
+			Thresholds: above(nil, num(1)), Source: srcGcVote},
 	}
 	rank := map[string]int{"ok": 0, "warn": 1, "critical": 2}
 	status := "ok"

@@ -43,6 +43,7 @@ const (
 	srcGcStatus         = "/v1/gc/status"
 	srcGcEstimate       = "/v1/gc/estimate"
 	srcCompaction       = "/v1/compaction/proposals"
+	srcGcVote           = "/v1/gc/vote"
 	srcFragmentation    = "/v1/fragmentation/metrics"
 	srcFragWallet       = "/v1/fragmentation/metrics/{walletAddress}"
 	srcFragTop          = "/v1/fragmentation/top"
@@ -66,7 +67,7 @@ func consumedSources() []string {
 	return []string{srcHealth, srcClusterHealth, srcLeader, srcStatus, srcStateHash, srcPeers, srcRaftMetrics,
 		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,
 		srcExplorerFlow, srcExplorerProposal, srcExplorerWallet, srcFinality, srcBlockchain, srcGcStatus, srcGcEstimate,
-		srcCompaction, srcFragmentation, srcFragWallet, srcFragTop, srcStorage, srcRuntime, srcConfig, srcConfigSchema,
+		srcCompaction, srcGcVote, srcFragmentation, srcFragWallet, srcFragTop, srcStorage, srcRuntime, srcConfig, srcConfigSchema,
 		srcConfigSources, srcConfigCoverage, srcConfigDelta, srcEventsRecent, srcEventsStats, srcTxSummary, srcTransaction, srcChainStatus}
 }
 

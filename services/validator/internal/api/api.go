@@ -113,6 +113,9 @@ type Deps struct {
 	Content   Content
 	Cluster   Cluster
 	GC        GC
+	// Compactions is the leader's GC proposal manager (the operator's
+	// COMPACT routes).
+	Compactions Compactions
 	// MockEpochs, set in MOCK mode only, serves the /api/mock/* epoch
 	// routes; elsewhere they do not exist (404).
 	MockEpochs MockEpochs

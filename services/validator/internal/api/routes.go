@@ -118,6 +118,7 @@ func (s *Server) routes() []Route {
 		{get, "/segments/:name", diag, true, OpsRead, s.segmentArchive},
 		{get, "/manifest", diag, true, OpsRead, s.manifest},
 		{get, "/journal.log", diag, true, OpsRead, s.journal},
+		{get, "/gc.log", diag, true, OpsRead, s.gcLog},
 		{get, "/api/explore", diag, true, Submit, s.explore},
 		{get, "/api/cid/stats", diag, true, OpsRead, s.cidStats},
 		{get, "/api/cid/reverse/:cid", diag, true, OpsRead, s.cidReverse},
@@ -149,6 +150,12 @@ func (s *Server) routes() []Route {
 		{post, "/v1/gc/account/:wallet/pay", internal, true, Operator, s.gcPay},
 		{post, "/v1/gc/account/:wallet/set-limit", internal, true, Operator, s.gcSetLimit},
 		{post, "/v1/gc/account/:wallet/execute-pending", internal, true, Operator, s.gcExecutePending},
+		// The GC proposal lifecycle (docs/adr/0033). Cleanup is part of
+		// the compaction entry, so /v1/gc/execute is /v1/propose-gc.
+		{post, "/v1/propose-gc", internal, true, Operator, s.proposeGc},
+		{post, "/v1/gc/execute", internal, true, Operator, s.proposeGc},
+		{post, "/v1/gc/trigger", internal, true, Operator, s.gcTrigger},
+		{get, "/v1/gc/vote", internal, true, OpsRead, s.gcVote},
 		{get, "/v1/explorer/epochs", internal, true, OpsRead, s.explorerEpochs},
 		{post, "/api/mock/advance-epoch", internal, true, Mock, s.mock(s.mockAdvanceEpoch)},
 		{post, "/api/mock/set-epoch-offset", internal, true, Mock, s.mock(s.mockSetEpochOffset)},

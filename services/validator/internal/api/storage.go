@@ -52,6 +52,9 @@ type Segments interface {
 	GcEstimate() (api.GcEstimate, error)
 	WalletGcEstimate(wallet common.Address) (api.GcEstimate, error)
 	CompactionProposals() (api.CompactionProposals, error)
+	// GcVotes and GcLog read the newest runs GC runs (gclifecycle.go).
+	GcVotes(runs int) (api.GcVotes, error)
+	GcLog(runs int) (segments.GcLog, error)
 }
 
 // Database is the Pebble database's figures (storage.DB).

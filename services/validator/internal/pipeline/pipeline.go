@@ -285,6 +285,9 @@ type Pipeline struct {
 	changes chan *change
 	keysMu  sync.Mutex
 	keys    map[any]struct{}
+	// trigger is the operator's arming of the COMPACT trigger
+	// (compaction.go), a leader's state.
+	trigger compactTrigger
 
 	stats    counters
 	held     holds

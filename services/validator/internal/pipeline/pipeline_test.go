@@ -161,7 +161,7 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 	}
 	if g := e.GetGcCompact(); g != nil {
 		if n := len(l.runs); n == 0 || g.GetEpoch() > l.runs[n-1].GetEpoch() { // as apply does
-			l.runs = append(l.runs, &ledgerpb.GcRun{Run: uint64(len(l.runs) + 1), Epoch: g.GetEpoch(), AtMs: g.GetAtMs(), GarbageBytes: l.garbage})
+			l.runs = append(l.runs, &ledgerpb.GcRun{Run: uint64(len(l.runs) + 1), Epoch: g.GetEpoch(), Index: l.index, AtMs: g.GetAtMs(), GarbageBytes: l.garbage})
 			l.garbage = 0
 		}
 		return nil

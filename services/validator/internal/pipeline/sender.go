@@ -297,8 +297,9 @@ func itemApplied(rec *ledgerpb.ProposalRecord, item *ledgerpb.BatchItem) bool {
 // finalized epoch has passed the applied state's, the per-epoch GC debt
 // job (GcExecute) once per epoch, and a compaction (GcCompact, ADR 0033)
 // once per finalized epoch while the segment bytes written since the last
-// one are at least GcSizeDelta. The sender proposes each until applied
-// state holds it; while it is on its way, the next looks hand over nothing.
+// one are at least GcSizeDelta or an operator armed the trigger. The
+// sender proposes each until applied state holds it; while it is on its
+// way, the next looks hand over nothing.
 func (p *Pipeline) finalize(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.FinalizeInterval)
 	defer tick.Stop()
@@ -322,17 +323,22 @@ func (p *Pipeline) finalize(ctx context.Context) {
 			}}}, func() (bool, error) { return p.records.GcEpoch() >= epoch, nil })
 		}
 		if epoch := p.epochs.Finalized(); p.compactionDue(epoch) {
-			p.background(ctx, compactKey(epoch), &ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompact{GcCompact: &ledgerpb.GcCompact{
-				Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
-			}}}, func() (bool, error) { return p.records.LastGcRun().GetEpoch() >= epoch, nil })
+			p.proposeCompaction(ctx, epoch)
 		}
 	}
 }
 
 // compactionDue reports whether the finalized epoch calls for a
-// compaction: none ran on it yet and the garbage reached the threshold.
+// compaction: none ran on it yet, and the garbage reached the threshold or
+// an operator armed the trigger (compaction.go).
 func (p *Pipeline) compactionDue(finalized uint64) bool {
-	return p.cfg.GcSizeDelta > 0 && finalized > p.records.LastGcRun().GetEpoch() && p.records.GarbageBytes() >= p.cfg.GcSizeDelta
+	last := p.records.LastGcRun().GetEpoch()
+	if p.cfg.GcSizeDelta == 0 || finalized <= last {
+		return false
+	}
+	_, term, _ := p.raft.Leading()
+	armed := p.trigger.fires(term, finalized, last)
+	return armed || p.records.GarbageBytes() >= p.cfg.GcSizeDelta
 }
 
 // Keys of the background changes of finalize and announce (see change.key).

@@ -53,8 +53,15 @@ func (v *ReadView) LastGcRun() *ledgerpb.GcRun { return v.lastRun }
 // GcRuns calls fn with each compaction run the view holds, oldest first,
 // until fn fails.
 func (v *ReadView) GcRuns(fn func(*ledgerpb.GcRun) error) error {
-	lower, upper := storage.GcRunBounds()
-	return v.each(lower, upper, func(k, raw []byte) error {
+	return v.GcRunsFrom(1, fn)
+}
+
+// GcRunsFrom calls fn with each compaction run the view holds from run
+// first on, oldest first, until fn fails: the newest few without reading
+// the older ones.
+func (v *ReadView) GcRunsFrom(first uint64, fn func(*ledgerpb.GcRun) error) error {
+	_, upper := storage.GcRunBounds()
+	return v.each(storage.GcRunKey(first), upper, func(k, raw []byte) error {
 		run := &ledgerpb.GcRun{}
 		if err := proto.Unmarshal(raw, run); err != nil {
 			return fmt.Errorf("%w: GC run %x: %v", ErrCorruptState, k, err)
