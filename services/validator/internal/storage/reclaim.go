@@ -123,7 +123,7 @@ func (d *DB) CompactRange(ctx context.Context, lower, upper []byte) error {
 }
 
 // DiskSpaceUsage is the bytes the database takes on disk: tables, WAL,
-// manifest and options, including obsolete files not removed yet. Every
-// report of the store's disk use (/v1/ops/snapshots/storage, /metrics)
-// reads this one figure.
+// manifest and options, including obsolete files not removed yet: the
+// figure /v1/ops/snapshots/storage and /metrics report, which read it from
+// the same Pebble metrics along with the rest.
 func (d *DB) DiskSpaceUsage() uint64 { return d.pdb.Metrics().DiskSpaceUsage() }
