@@ -67,7 +67,7 @@ func checkFormat(pdb *pebble.DB, dir string) error {
 	format, ok := Uint64(v)
 	if !ok {
 		return fmt.Errorf("%w: %s: the format key %q holds %d bytes, want 8; the directory is damaged: "+
-			"wipe it and let the validator catch up from its peers by snapshot, or restore a backup", ErrStoreFormat, dir, StoreFormatKey, len(v))
+			"replace this validator (docs/runbooks/membership.md, \"Replace a validator\"), or restore a backup", ErrStoreFormat, dir, StoreFormatKey, len(v))
 	}
 	if format != StoreFormat {
 		return formatError(dir, format)
@@ -76,7 +76,10 @@ func checkFormat(pdb *pebble.DB, dir string) error {
 }
 
 func formatError(dir string, format uint64) error {
-	advice := "wipe the directory and let the validator catch up from its peers by snapshot, or restore a backup written in format %d"
+	// A wiped directory must not come back under its old raft id (it
+	// forgot what it acknowledged): the way back is a replacement.
+	advice := "replace this validator by one on an empty data directory under a new id, which catches up from its peers by snapshot " +
+		"(docs/runbooks/membership.md, \"Replace a validator\"), or restore a backup written in format %d"
 	if format > StoreFormat {
 		advice = "run the build that wrote it (or a newer one), or " + advice
 	}

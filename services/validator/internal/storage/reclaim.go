@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -92,7 +93,7 @@ func (r *Reclaimer) Run(ctx context.Context) {
 				return
 			}
 			r.log.Warn("explicit compaction of a deleted key range failed; Pebble's own compactions reclaim it later",
-				zap.Binary("lower", rng.lower), zap.Binary("upper", rng.upper), zap.Error(err))
+				zap.String("lower", hex.EncodeToString(rng.lower)), zap.String("upper", hex.EncodeToString(rng.upper)), zap.Error(err))
 		}
 	}
 }
@@ -106,7 +107,7 @@ func (r *Reclaimer) compact(ctx context.Context, rng keyRange) error {
 	}
 	// Obsolete tables are deleted in the background: the figure after may
 	// still count some of them.
-	r.log.Info("compacted a deleted key range", zap.Binary("lower", rng.lower), zap.Binary("upper", rng.upper),
+	r.log.Info("compacted a deleted key range", zap.String("lower", hex.EncodeToString(rng.lower)), zap.String("upper", hex.EncodeToString(rng.upper)),
 		zap.Uint64("disk_bytes_before", before), zap.Uint64("disk_bytes_after", r.db.DiskSpaceUsage()), zap.Duration("took", time.Since(start)))
 	return nil
 }
