@@ -113,7 +113,11 @@ func (v *validator) openStorage(g *lifecycle.Group) error {
 	}
 	g.Add("pebble", db.Close)
 	v.db = db
-	v.machine, err = state.Open(db, state.Options{Logger: v.log.Named("state")})
+	// Returns the disk space of the segment generations a compaction
+	// drops; stops before the database closes.
+	reclaimer := storage.NewReclaimer(db, v.log.Named("pebble"))
+	g.Loop("pebble space reclaimer", reclaimer.Run)
+	v.machine, err = state.Open(db, state.Options{Logger: v.log.Named("state"), Reclaimer: reclaimer})
 	return err
 }
 

@@ -32,14 +32,19 @@ func startMock(t *testing.T) string {
 	return startMockWith(t, func(*Config) {})
 }
 
-func startMockWith(t *testing.T, edit func(*Config)) string {
-	t.Helper()
-	cfg := Config{
-		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+// mockConfig is a single MOCK-mode validator's configuration on dataDir.
+func mockConfig(dataDir string) Config {
+	return Config{
+		Mode: Mock, NodeID: 1, ClusterID: "test", DataDir: dataDir, HTTPAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
 		ChainID: 1337, ContractAddress: testContract.Hex(), ContentRoot: "ledger", MaxMessageBytes: 1 << 20,
 		EpochLength: 384 * time.Second, TickInterval: 20 * time.Millisecond, PaymentWait: time.Second,
 		MaxPending: 100, MaxBatch: 64, MaxPendingMessages: 256, MicroBatch: 64, MicroBatchBytes: 256 << 10,
 	}
+}
+
+func startMockWith(t *testing.T, edit func(*Config)) string {
+	t.Helper()
+	cfg := mockConfig(t.TempDir())
 	edit(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)

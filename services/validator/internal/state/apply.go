@@ -87,12 +87,15 @@ type applier struct {
 	log  *zap.Logger
 	// records are the proposal records this call wrote, for the observer.
 	records []*ledgerpb.ProposalRecord
+	// run is the compaction the entry being applied recorded, whose
+	// state hash is added once the entry's digest is known (compact.go).
+	run *ledgerpb.GcRun
+	// dropped are the key ranges this call deleted with range deletions,
+	// for the machine's SpaceReclaimer once the batch commits.
+	dropped []keyRange
 	// Per-entry caches of the records a batch changes once per proposal
 	// (a wallet's figures, its GC account): read once, written once at the
 	// end of the entry in key order (entryRecords).
-	// run is the compaction the entry being applied recorded, whose
-	// state hash is added once the entry's digest is known (compact.go).
-	run         *ledgerpb.GcRun
 	walletStats map[[20]byte]*ledgerpb.WalletStats
 	accounts    map[[20]byte]*ledgerpb.GcAccount // nil value: the wallet has none
 	dirty       map[[20]byte]bool                // accounts to write

@@ -84,8 +84,12 @@ func (a *applier) dropGenerationsBefore(last, run *ledgerpb.GcRun) error {
 	if run.GetSegmentsReclaimed() == 0 {
 		return nil // nothing older is left: cleanup reclaims 0 B
 	}
+	a.dropped = append(a.dropped, keyRange{lower: lower, upper: upper})
 	return a.mut.deleteRange(lower, upper)
 }
+
+// keyRange is the key range [lower, upper).
+type keyRange struct{ lower, upper []byte }
 
 // rewriteLive writes the live nodes as the segments of run's generation.
 func (a *applier) rewriteLive(index, term uint64, run *ledgerpb.GcRun) error {

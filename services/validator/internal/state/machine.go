@@ -36,6 +36,18 @@ var (
 type Options struct {
 	// Logger receives the machine's log. Default zap.NewNop().
 	Logger *zap.Logger
+	// Reclaimer, if set, is told of the key ranges an Apply deleted with
+	// range deletions (a compaction's cleanup), once the batch committed.
+	Reclaimer SpaceReclaimer
+}
+
+// SpaceReclaimer returns the disk space of deleted key ranges
+// (storage.Reclaimer). Reclaim is called on the apply goroutine after the
+// batch that deleted [lower, upper) has committed: it must not block, and
+// what it does is local, outside the state (Apply stays a pure function of
+// state and entry).
+type SpaceReclaimer interface {
+	Reclaim(lower, upper []byte)
 }
 
 // Machine is the replicated state of one validator. Apply and
@@ -43,8 +55,9 @@ type Options struct {
 // the reads, and the encoding of an open snapshot, may run concurrently
 // with them and with each other.
 type Machine struct {
-	db  *storage.DB
-	log *zap.Logger
+	db        *storage.DB
+	log       *zap.Logger
+	reclaimer SpaceReclaimer // nil: Pebble's own compactions return the space
 
 	applyMu sync.Mutex // one Apply or RestoreSnapshot at a time
 
@@ -110,7 +123,7 @@ func Open(db *storage.DB, opts Options) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Machine{db: db, log: opts.Logger, meta: md, history: newHashHistory(HashHistory), changed: make(chan struct{})}
+	m := &Machine{db: db, log: opts.Logger, reclaimer: opts.Reclaimer, meta: md, history: newHashHistory(HashHistory), changed: make(chan struct{})}
 	if md.applied > 0 {
 		m.history.add(md.applied, md.stateHash)
 	}
@@ -279,6 +292,11 @@ func (m *Machine) Apply(entries []Entry) error {
 	m.mu.Unlock()
 	if o := m.observer.Load(); o != nil && len(a.records) > 0 {
 		(*o).RecordsApplied(a.records)
+	}
+	if m.reclaimer != nil {
+		for _, r := range a.dropped {
+			m.reclaimer.Reclaim(r.lower, r.upper)
+		}
 	}
 	return nil
 }

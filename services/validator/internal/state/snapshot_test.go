@@ -180,6 +180,40 @@ func TestRestoreReplacesExistingState(t *testing.T) {
 	}
 }
 
+// TestRestoreKeepsTheStoreFormat: a snapshot replaces the state, not the
+// local keys, so the store it is restored into keeps its format and opens
+// again.
+func TestRestoreKeepsTheStoreFormat(t *testing.T) {
+	src := newMachine(t)
+	mustApply(t, src, scenario(t).entries...)
+	snap := snapshotOf(t, src, 2)
+
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	dst, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.restore(dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, dir) // fails on a store without this build's format
+	defer db.Close()
+	v, err := db.Get([]byte(storage.StoreFormatKey))
+	if n, _ := storage.Uint64(v); err != nil || n != storage.StoreFormat {
+		t.Fatalf("store format after a restore: %x, %v; want %d", v, err, storage.StoreFormat)
+	}
+	if dst, err = Open(db, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if dst.StateHash() != src.StateHash() {
+		t.Fatal("the restored state did not survive the reopen")
+	}
+}
+
 // TestSnapshotWhileApplying: the snapshot is the state at the index it was
 // opened at, even though entries keep applying while it is encoded.
 func TestSnapshotWhileApplying(t *testing.T) {

@@ -51,6 +51,7 @@ import (
 //	l/  local to this validator (not replicated, not in the state hash or snapshots:
 //	    both read StatePrefix only)
 //	    l/pi                    the payment index's checkpoint (internal/payments, checkpoint.go)
+//	    l/format                the store format of the whole directory (8 bytes; format.go)
 const (
 	// RaftPrefix is the namespace of the raft log and raft metadata.
 	RaftPrefix = "r/"
@@ -112,6 +113,8 @@ const (
 
 	// PaymentCheckpointKey holds the payment index's checkpoint.
 	PaymentCheckpointKey = LocalPrefix + "pi"
+	// StoreFormatKey holds the store format (StoreFormat), big-endian uint64.
+	StoreFormatKey = LocalPrefix + "format"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the

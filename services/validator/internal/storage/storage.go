@@ -116,7 +116,9 @@ type DB struct {
 	stalls  *stallMeter
 }
 
-// Open opens (creating if needed) the database in opts.Dir.
+// Open opens (creating if needed) the database in opts.Dir. It refuses,
+// with ErrStoreFormat, a directory written in another store format than
+// this build's (format.go).
 func Open(opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -144,6 +146,9 @@ func Open(opts Options) (*DB, error) {
 	pdb, err := pebble.Open(opts.Dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+	}
+	if err := checkFormat(pdb, opts.Dir); err != nil {
+		return nil, errors.Join(err, pdb.Close())
 	}
 	durable := pebble.Sync
 	if opts.NoSync {
