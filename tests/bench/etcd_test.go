@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contentledger/contentledger/tests/harness"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/contentledger/contentledger/tests/harness"
 )
 
 // errNoEtcd marks an etcd that cannot be found or installed: the etcd
