@@ -244,6 +244,7 @@ func TestContract(t *testing.T) {
 			"wallet":        {known: []string{lower}},
 			"index":         {known: []string{strconv.FormatUint(status.AppliedIndex, 10)}},
 			"limit":         {known: []string{"2"}},
+			"runs":          {known: []string{"5"}},
 			"transactionId": {unknown: ledgerclient.NewProposalID().Hex(), missing: true},
 		}
 		for _, template := range routesOf(docs.Source) {
