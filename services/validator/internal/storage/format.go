@@ -7,7 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Store format
+// The store format.
 //
 // The key layout (keys.go) and the stored messages are read in place: a
 // data directory written with another layout would be misread, not
@@ -19,9 +19,10 @@ import (
 // The key is local (LocalPrefix): snapshots carry StatePrefix only, so
 // restoring one replaces the state and keeps the format of the store it
 // is restored into, which is this build's (Open checked it).
-//
-// Bump StoreFormat whenever the layout of any namespace changes in a way an
-// earlier build would misread, and say what changed in formatName.
+
+// StoreFormat is the store format this build writes and reads. Bump it
+// whenever the layout of any namespace changes in a way an earlier build
+// would misread, and say what changed in formatName.
 const StoreFormat = 2
 
 // formatName says what each store format is, for the refusal's message.
