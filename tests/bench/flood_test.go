@@ -106,7 +106,7 @@ func BenchmarkPaymentFlood(b *testing.B) {
 		c.report(b, latencies, elapsed)
 		meter.report(b)
 		if other != "" {
-			b.Errorf("flood submissions answered otherwise than 402 payment_not_found: %s", other)
+			b.Errorf("flood submissions answered otherwise than 402 payment_not_found or 429 rate_limited: %s", other)
 		}
 		b.ReportMetric(float64(sent)/elapsed.Seconds(), "flood-submissions/s")
 		b.ReportMetric(float64(refused)/elapsed.Seconds(), "flood-refusals/s")
@@ -138,7 +138,7 @@ func BenchmarkPaymentFlood(b *testing.B) {
 		b.StopTimer()
 		meter.report(b)
 		if other != "" {
-			b.Errorf("flood submissions answered otherwise than 402 payment_not_found: %s", other)
+			b.Errorf("flood submissions answered otherwise than 402 payment_not_found or 429 rate_limited: %s", other)
 		}
 	})
 }
