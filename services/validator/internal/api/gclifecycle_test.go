@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -233,4 +234,56 @@ func TestGcVoteAndLog(t *testing.T) {
 	if len(views.asked) != 2 {
 		t.Fatalf("refused requests reached the views: %v", views.asked)
 	}
+}
+
+// FuzzGcRoutesInput: whatever the operator's body to propose-gc and the
+// query of gc/vote, the answer is the route's own (propose-gc: 202 with a
+// wait within MaxStatusWait) or a 400 invalid_field error body; nothing
+// else reaches the manager.
+func FuzzGcRoutesInput(f *testing.F) {
+	for _, s := range []struct{ body, query string }{
+		{"", ""}, {"{}", "runs=5"}, {`{"wait":"30s"}`, "runs=0"}, {`{"wait":"-1s"}`, "runs=10001"}, {`{"wait":"1h"}`, "runs=1&runs=2"},
+		{`{"wait":3}`, "runs="}, {`{"wait":"30s"}{}`, "runs=%2B5"}, {`[]`, "runs=99999999999999999999"}, {`{"x":1}`, "other=1"},
+	} {
+		f.Add(s.body, s.query)
+	}
+	const maxWait = 10 * time.Second
+	f.Fuzz(func(t *testing.T, body, query string) {
+		gc := &fakeCompactions{}
+		views := &gcRunViews{}
+		e := New(Config{Access: lifecycleTokens(), MaxStatusWait: maxWait}, Deps{Cluster: leaderCluster{}, Compactions: gc, Segments: views}, zap.NewNop())
+
+		rec := send(e, http.MethodPost, "/v1/propose-gc", operatorToken, body)
+		waits, _ := gc.calls()
+		switch code, _ := errorCode(rec); {
+		case rec.Code == http.StatusAccepted:
+			if len(waits) != 1 || waits[0] < 0 || waits[0] > maxWait {
+				t.Fatalf("body %q: accepted with waits %v", body, waits)
+			}
+		case rec.Code == http.StatusBadRequest && code == apierror.InvalidField:
+			if len(waits) != 0 {
+				t.Fatalf("body %q: refused, yet the manager was asked", body)
+			}
+		default:
+			t.Fatalf("body %q: %d %s", body, rec.Code, rec.Body)
+		}
+
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		rec = send(e, http.MethodGet, "/v1/gc/vote?"+q.Encode(), opsReadToken, "")
+		switch code, field := errorCode(rec); {
+		case rec.Code == http.StatusOK:
+			if len(views.asked) != 1 || views.asked[0] < 1 || views.asked[0] > api.MaxGcRuns {
+				t.Fatalf("query %q: answered with runs %v", query, views.asked)
+			}
+		case rec.Code == http.StatusBadRequest && code == apierror.InvalidField && field == "runs":
+			if len(views.asked) != 0 {
+				t.Fatalf("query %q: refused, yet the views were asked", query)
+			}
+		default:
+			t.Fatalf("query %q: %d %s", query, rec.Code, rec.Body)
+		}
+	})
 }
