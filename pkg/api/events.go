@@ -39,8 +39,12 @@ type Event struct {
 	CommitIndex uint64 `json:"commitIndex"`
 	// ContentHash is the keccak256 of the message written, 0x-prefixed.
 	ContentHash string `json:"contentHash,omitempty"`
-	// Epoch is the epoch now final, on consensus finalize events.
+	// Epoch is the epoch now final, on consensus finalize events, and the
+	// run's epoch on consensus compact, compact_done and
+	// compact_abandoned events.
 	Epoch uint64 `json:"epoch,omitempty"`
+	// Reason says why, on consensus compact_abandoned events.
+	Reason string `json:"reason,omitempty"`
 }
 
 // EventOf renders a stored event.
@@ -49,7 +53,7 @@ func EventOf(ev *ledgerpb.Event) Event {
 		ID: strconv.FormatUint(ev.GetId(), 10), Type: ev.GetType(), Action: ev.GetAction(), Path: ev.GetPath(),
 		Wallet: ev.GetWallet(), Organization: ev.GetOrganization(), Timestamp: ev.GetTimestamp(), CasCID: ev.GetCasCid(),
 		ProposalID: ev.GetProposalId(), CommitIndex: ev.GetCommitIndex(), ContentHash: ev.GetContentHash(),
-		Epoch: ev.GetEpoch(),
+		Epoch: ev.GetEpoch(), Reason: ev.GetReason(),
 	}
 }
 

@@ -1,5 +1,7 @@
 package api
 
+import "github.com/contentledger/contentledger/pkg/ledgerpb"
+
 // The GC proposal lifecycle routes (docs/adr/0033, "Lifecycle routes"): an
 // operator's forced compaction (POST /v1/propose-gc, POST /v1/gc/execute),
 // the leader's one-shot trigger (POST /v1/gc/trigger), and each validator's
@@ -25,11 +27,32 @@ const (
 	MaxGcRuns     = 10_000
 )
 
+// The states of a GC run (GcRun.State, GcProposal.RunState): its steps are
+// being applied, every live node is in its generation, or the leader gave
+// it up (GcRun.Abandoned says why).
+const (
+	GcRunRunning   = "running"
+	GcRunDone      = "done"
+	GcRunAbandoned = "abandoned"
+)
+
+// GcRunStateOf names the state of a run's record.
+func GcRunStateOf(run *ledgerpb.GcRun) string {
+	switch {
+	case run.GetDone():
+		return GcRunDone
+	case run.GetAbandoned() != "":
+		return GcRunAbandoned
+	}
+	return GcRunRunning
+}
+
 // GcProposal answers POST /v1/propose-gc (and /v1/gc/execute): the
 // compaction the leader proposed. Its identity is its epoch (at most one
-// run per epoch); Run, CommitIndex and StateHash are set once it is
-// applied (state "applied"), within the request's wait or later in
-// /v1/compaction/proposals.
+// run per epoch); Run and CommitIndex are set once its GcCompact is
+// applied (state "applied"), RunState and Steps follow the run, and
+// StateHash is set once the run ended, within the request's wait or later
+// in /v1/gc/status and /v1/compaction/proposals.
 type GcProposal struct {
 	ContractVersion string `json:"contractVersion"`
 	// NodeID is the leader that proposed it.
@@ -38,6 +61,8 @@ type GcProposal struct {
 	State       string `json:"state"`
 	Run         uint64 `json:"run,omitempty"`
 	CommitIndex uint64 `json:"commitIndex,omitempty"`
+	RunState    string `json:"runState,omitempty"`
+	Steps       uint64 `json:"steps,omitempty"`
 	StateHash   string `json:"stateHash,omitempty"`
 }
 
@@ -53,9 +78,10 @@ type GcTrigger struct {
 }
 
 // GcVotes is the body of GET /v1/gc/vote: this validator's result of each
-// GC run it applied (the newest ?runs=, oldest first), from its GcRun
-// records. Validators that applied a run alike report the same state hash
-// for it.
+// GC run it applied to its end (the newest ?runs=, oldest first; a run in
+// progress has no result yet), from its GcRun records. Validators that
+// applied a run alike report the same state hash for it, the state after
+// the entry that ended it (EndIndex).
 type GcVotes struct {
 	ContractVersion string   `json:"contractVersion"`
 	NodeID          uint64   `json:"nodeId"`
@@ -68,5 +94,7 @@ type GcVote struct {
 	Run         uint64 `json:"run"`
 	Epoch       uint64 `json:"epoch"`
 	CommitIndex uint64 `json:"commitIndex"`
+	EndIndex    uint64 `json:"endIndex"`
+	State       string `json:"state"` // done or abandoned
 	StateHash   string `json:"stateHash"`
 }

@@ -81,31 +81,42 @@ type GcGenerations struct {
 	Present []uint32 `json:"present"`
 }
 
-// GcRun is one applied GC run (a COMPACT entry, docs/adr/0033): the same
-// on every validator that applied it. At is the proposing leader's clock;
-// the run is one apply, whose duration is no replicated figure.
+// GcRun is one GC run (docs/adr/0033): a COMPACT entry started it, its
+// steps rewrote the live content, and it ended done or abandoned; the same
+// on every validator that applied as far. At is the proposing leader's
+// clock at the start, EndAt at the end (absent while running).
 type GcRun struct {
 	Run         uint64    `json:"run"`
 	At          time.Time `json:"at"`
 	Epoch       uint64    `json:"epoch"`
 	CommitIndex uint64    `json:"commitIndex"`
+	// State is running, done or abandoned (GcRunRunning, ...); Abandoned
+	// says why the leader gave it up.
+	State     string     `json:"state"`
+	Abandoned string     `json:"abandoned,omitempty"`
+	Steps     uint64     `json:"steps"`
+	EndIndex  uint64     `json:"endIndex,omitempty"`
+	EndAt     *time.Time `json:"endAt,omitempty"`
 	// Generation is the generation the run started; generations below
 	// KeptFromGeneration were deleted by its cleanup.
 	Generation         uint32 `json:"generation"`
 	KeptFromGeneration uint32 `json:"keptFromGeneration"`
-	LiveNodes          uint64 `json:"liveNodes"`
-	SegmentsWritten    uint64 `json:"segmentsWritten"`
-	BytesWritten       uint64 `json:"bytesWritten"`
-	SegmentsReclaimed  uint64 `json:"segmentsReclaimed"`
-	ReclaimedBytes     uint64 `json:"reclaimedBytes"`
+	// LiveNodes were rewritten by its steps; NodesCurrent were passed over,
+	// written since the run started (their segments are in the generation).
+	LiveNodes         uint64 `json:"liveNodes"`
+	NodesCurrent      uint64 `json:"nodesCurrent"`
+	SegmentsWritten   uint64 `json:"segmentsWritten"`
+	BytesWritten      uint64 `json:"bytesWritten"`
+	SegmentsReclaimed uint64 `json:"segmentsReclaimed"`
+	ReclaimedBytes    uint64 `json:"reclaimedBytes"`
 	// GarbageBytes is the segment bytes written since the previous run,
 	// which triggered this one.
 	GarbageBytes uint64 `json:"garbageBytes"`
 	// OldHead is the hash of the previous generation's last segment, which
 	// the new generation's first segment names; StateHash the state hash
-	// after the run.
+	// after the entry that ended the run (empty while running).
 	OldHead   string `json:"oldHead"`
-	StateHash string `json:"stateHash"`
+	StateHash string `json:"stateHash,omitempty"`
 }
 
 // GcEstimate is the body of GET /v1/gc/estimate: what GC could reclaim, by
@@ -157,6 +168,12 @@ type CompactionProposal struct {
 	Epoch       uint64 `json:"epoch"`
 	Generation  uint32 `json:"generation"`
 	CommitIndex uint64 `json:"commitIndex"`
+	// The run the proposal started: running, done or abandoned, its steps
+	// so far and the index of the entry that ended it.
+	Run      uint64 `json:"run"`
+	RunState string `json:"runState"`
+	Steps    uint64 `json:"steps"`
+	EndIndex uint64 `json:"endIndex,omitempty"`
 }
 
 // WalletFragmentation is one wallet's content as its segments wrote it

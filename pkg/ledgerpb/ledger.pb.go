@@ -834,6 +834,8 @@ type Entry struct {
 	//	*Entry_PaymentReorg
 	//	*Entry_LeaderElected
 	//	*Entry_GcCompact
+	//	*Entry_GcCompactStep
+	//	*Entry_GcCompactAbandon
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -948,6 +950,24 @@ func (x *Entry) GetGcCompact() *GcCompact {
 	return nil
 }
 
+func (x *Entry) GetGcCompactStep() *GcCompactStep {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_GcCompactStep); ok {
+			return x.GcCompactStep
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetGcCompactAbandon() *GcCompactAbandon {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_GcCompactAbandon); ok {
+			return x.GcCompactAbandon
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -984,6 +1004,14 @@ type Entry_GcCompact struct {
 	GcCompact *GcCompact `protobuf:"bytes,8,opt,name=gc_compact,json=gcCompact,proto3,oneof"`
 }
 
+type Entry_GcCompactStep struct {
+	GcCompactStep *GcCompactStep `protobuf:"bytes,9,opt,name=gc_compact_step,json=gcCompactStep,proto3,oneof"`
+}
+
+type Entry_GcCompactAbandon struct {
+	GcCompactAbandon *GcCompactAbandon `protobuf:"bytes,10,opt,name=gc_compact_abandon,json=gcCompactAbandon,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -999,6 +1027,10 @@ func (*Entry_PaymentReorg) isEntry_Op() {}
 func (*Entry_LeaderElected) isEntry_Op() {}
 
 func (*Entry_GcCompact) isEntry_Op() {}
+
+func (*Entry_GcCompactStep) isEntry_Op() {}
+
+func (*Entry_GcCompactAbandon) isEntry_Op() {}
 
 // LeaderElected is a leader announcing itself: proposed once per term by the
 // node that leads it. Apply emits a consensus "leader" event for the first
@@ -1579,9 +1611,12 @@ func (x *GcExecute) GetAtMs() int64 {
 
 // GcCompact is the consensus GC (docs/adr/0033): the leader proposes it on
 // an epoch finalization once enough segment bytes were written since the
-// last run. Apply rewrites the live content as the first segments of the
-// next generation and deletes the generations older than the one before
-// it. One per epoch: an epoch at or below the last run's changes nothing.
+// last run. Apply starts the next generation (its first segment marks the
+// compaction), deletes the generations older than the newest complete one
+// and records the run; GcCompactStep entries then rewrite the live content
+// in bounded steps while writes go on. One per epoch, one at a time: an
+// epoch at or below the last run's, or a run still in progress, makes it
+// change nothing.
 type GcCompact struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`           // the finalized epoch it was proposed on
@@ -1634,7 +1669,146 @@ func (x *GcCompact) GetAtMs() int64 {
 	return 0
 }
 
-// GcRun is the record of one applied GcCompact (state key s/k/<run>).
+// GcCompactStep rewrites the next live nodes of the run in progress, in key
+// order from its resume key, as segments of its generation: nodes until
+// their bytes reach step_bytes (at least one node). A node written since
+// the run started is in the generation already and is passed over (its
+// bytes count toward the step too, so a step's work is bounded). The step
+// that reaches the last node ends the run (done). Applies only as the run's
+// next step: a repeat changes nothing.
+type GcCompactStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	Step          uint64                 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"` // 1, 2, ...: the run's steps so far + 1
+	StepBytes     uint64                 `protobuf:"varint,3,opt,name=step_bytes,json=stepBytes,proto3" json:"step_bytes,omitempty"`
+	AtMs          int64                  `protobuf:"varint,4,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcCompactStep) Reset() {
+	*x = GcCompactStep{}
+	mi := &file_ledger_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcCompactStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcCompactStep) ProtoMessage() {}
+
+func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcCompactStep.ProtoReflect.Descriptor instead.
+func (*GcCompactStep) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GcCompactStep) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *GcCompactStep) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *GcCompactStep) GetStepBytes() uint64 {
+	if x != nil {
+		return x.StepBytes
+	}
+	return 0
+}
+
+func (x *GcCompactStep) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// GcCompactAbandon ends the run in progress without finishing it: the
+// leader gave it up (retryCount cycles failed). Its generation stays
+// incomplete, so the next run keeps the generation before it too.
+type GcCompactAbandon struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"` // why, for /gc.log and the event
+	AtMs          int64                  `protobuf:"varint,3,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcCompactAbandon) Reset() {
+	*x = GcCompactAbandon{}
+	mi := &file_ledger_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcCompactAbandon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcCompactAbandon) ProtoMessage() {}
+
+func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcCompactAbandon.ProtoReflect.Descriptor instead.
+func (*GcCompactAbandon) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GcCompactAbandon) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *GcCompactAbandon) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *GcCompactAbandon) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// GcRun is the record of one compaction run (state key s/k/<run>): started
+// by a GcCompact, advanced by its steps, ended done or abandoned.
 type GcRun struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Run                uint64                 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"` // 1, 2, ...
@@ -1649,15 +1823,22 @@ type GcRun struct {
 	BytesReclaimed     uint64                 `protobuf:"varint,10,opt,name=bytes_reclaimed,json=bytesReclaimed,proto3" json:"bytes_reclaimed,omitempty"`               // stored bytes of the segments deleted
 	KeptFromGeneration uint32                 `protobuf:"varint,11,opt,name=kept_from_generation,json=keptFromGeneration,proto3" json:"kept_from_generation,omitempty"` // generations below it were deleted (none when 0)
 	OldHead            []byte                 `protobuf:"bytes,12,opt,name=old_head,json=oldHead,proto3" json:"old_head,omitempty"`                                     // hash of the last segment of the previous generation
-	StateHash          []byte                 `protobuf:"bytes,13,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`                               // the state hash after the entry (added after its digest)
+	StateHash          []byte                 `protobuf:"bytes,13,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`                               // the state hash after the entry that ended the run (added after its digest)
 	GarbageBytes       uint64                 `protobuf:"varint,14,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`                     // segment bytes written since the previous run, at this one
+	Steps              uint64                 `protobuf:"varint,15,opt,name=steps,proto3" json:"steps,omitempty"`                                                       // GcCompactStep entries applied
+	ResumeKey          []byte                 `protobuf:"bytes,16,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`                               // node key the next step starts at (empty: the first)
+	Done               bool                   `protobuf:"varint,17,opt,name=done,proto3" json:"done,omitempty"`                                                         // every live node is in the generation
+	Abandoned          string                 `protobuf:"bytes,18,opt,name=abandoned,proto3" json:"abandoned,omitempty"`                                                // why the leader gave it up; empty unless it did
+	EndIndex           uint64                 `protobuf:"varint,19,opt,name=end_index,json=endIndex,proto3" json:"end_index,omitempty"`                                 // raft index of the entry that ended it (done or abandoned); 0 while in progress
+	EndAtMs            int64                  `protobuf:"varint,20,opt,name=end_at_ms,json=endAtMs,proto3" json:"end_at_ms,omitempty"`
+	NodesCurrent       uint64                 `protobuf:"varint,21,opt,name=nodes_current,json=nodesCurrent,proto3" json:"nodes_current,omitempty"` // nodes passed over: written since the run started
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GcRun) Reset() {
 	*x = GcRun{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1850,7 @@ func (x *GcRun) String() string {
 func (*GcRun) ProtoMessage() {}
 
 func (x *GcRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1863,7 @@ func (x *GcRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRun.ProtoReflect.Descriptor instead.
 func (*GcRun) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GcRun) GetRun() uint64 {
@@ -1783,6 +1964,55 @@ func (x *GcRun) GetGarbageBytes() uint64 {
 	return 0
 }
 
+func (x *GcRun) GetSteps() uint64 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+func (x *GcRun) GetResumeKey() []byte {
+	if x != nil {
+		return x.ResumeKey
+	}
+	return nil
+}
+
+func (x *GcRun) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *GcRun) GetAbandoned() string {
+	if x != nil {
+		return x.Abandoned
+	}
+	return ""
+}
+
+func (x *GcRun) GetEndIndex() uint64 {
+	if x != nil {
+		return x.EndIndex
+	}
+	return 0
+}
+
+func (x *GcRun) GetEndAtMs() int64 {
+	if x != nil {
+		return x.EndAtMs
+	}
+	return 0
+}
+
+func (x *GcRun) GetNodesCurrent() uint64 {
+	if x != nil {
+		return x.NodesCurrent
+	}
+	return 0
+}
+
 // GcSetLimit sets a wallet's executed-debt limit (0: back to the default).
 type GcSetLimit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1795,7 +2025,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2037,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2050,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -1861,7 +2091,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2103,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2116,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -1938,7 +2168,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2180,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2193,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -2000,7 +2230,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2242,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2255,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -2096,7 +2326,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2338,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2351,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Property) GetName() string {
@@ -2157,7 +2387,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2399,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2412,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Node) GetPath() string {
@@ -2269,7 +2499,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2511,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2524,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{21}
+	return file_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -2358,7 +2588,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2600,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2613,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{22}
+	return file_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -2464,14 +2694,15 @@ type Event struct {
 	ProposalId    string                 `protobuf:"bytes,9,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"` // 0x-prefixed
 	CommitIndex   uint64                 `protobuf:"varint,10,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	ContentHash   string                 `protobuf:"bytes,11,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"` // 0x-prefixed keccak256 of the message
-	Epoch         uint64                 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`                               // consensus finalize events: the epoch now final
+	Epoch         uint64                 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`                               // consensus finalize and compact events: the epoch
+	Reason        string                 `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`                              // consensus compact_abandoned events: why
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2714,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2727,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{23}
+	return file_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2583,6 +2814,13 @@ func (x *Event) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *Event) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // EpochUpdate is published on chain.<chainId>.epochs.
 type EpochUpdate struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2598,7 +2836,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2848,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2861,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{24}
+	return file_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -2683,7 +2921,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2933,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2946,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{25}
+	return file_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2797,7 +3035,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
 	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
 	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
-	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\x87\x04\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xa6\x05\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -2809,7 +3047,10 @@ const file_ledger_proto_rawDesc = "" +
 	"\rpayment_reorg\x18\x06 \x01(\v2\x1e.contentledger.v1.PaymentReorgH\x00R\fpaymentReorg\x12H\n" +
 	"\x0eleader_elected\x18\a \x01(\v2\x1f.contentledger.v1.LeaderElectedH\x00R\rleaderElected\x12<\n" +
 	"\n" +
-	"gc_compact\x18\b \x01(\v2\x1b.contentledger.v1.GcCompactH\x00R\tgcCompactB\x04\n" +
+	"gc_compact\x18\b \x01(\v2\x1b.contentledger.v1.GcCompactH\x00R\tgcCompact\x12I\n" +
+	"\x0fgc_compact_step\x18\t \x01(\v2\x1f.contentledger.v1.GcCompactStepH\x00R\rgcCompactStep\x12R\n" +
+	"\x12gc_compact_abandon\x18\n" +
+	" \x01(\v2\".contentledger.v1.GcCompactAbandonH\x00R\x10gcCompactAbandonB\x04\n" +
 	"\x02op\"Q\n" +
 	"\rLeaderElected\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
@@ -2863,7 +3104,17 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"6\n" +
 	"\tGcCompact\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
-	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xd2\x03\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"i\n" +
+	"\rGcCompactStep\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x04R\x04step\x12\x1d\n" +
+	"\n" +
+	"step_bytes\x18\x03 \x01(\x04R\tstepBytes\x12\x13\n" +
+	"\x05at_ms\x18\x04 \x01(\x03R\x04atMs\"Q\n" +
+	"\x10GcCompactAbandon\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x13\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\x97\x05\n" +
 	"\x05GcRun\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
@@ -2883,7 +3134,15 @@ const file_ledger_proto_rawDesc = "" +
 	"\bold_head\x18\f \x01(\fR\aoldHead\x12\x1d\n" +
 	"\n" +
 	"state_hash\x18\r \x01(\fR\tstateHash\x12#\n" +
-	"\rgarbage_bytes\x18\x0e \x01(\x04R\fgarbageBytes\"\\\n" +
+	"\rgarbage_bytes\x18\x0e \x01(\x04R\fgarbageBytes\x12\x14\n" +
+	"\x05steps\x18\x0f \x01(\x04R\x05steps\x12\x1d\n" +
+	"\n" +
+	"resume_key\x18\x10 \x01(\fR\tresumeKey\x12\x12\n" +
+	"\x04done\x18\x11 \x01(\bR\x04done\x12\x1c\n" +
+	"\tabandoned\x18\x12 \x01(\tR\tabandoned\x12\x1b\n" +
+	"\tend_index\x18\x13 \x01(\x04R\bendIndex\x12\x1a\n" +
+	"\tend_at_ms\x18\x14 \x01(\x03R\aendAtMs\x12#\n" +
+	"\rnodes_current\x18\x15 \x01(\x04R\fnodesCurrent\"\\\n" +
 	"\n" +
 	"GcSetLimit\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12!\n" +
@@ -2944,7 +3203,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x04part\x18\b \x01(\rR\x04part\x12\x1e\n" +
 	"\n" +
 	"compaction\x18\t \x01(\bR\n" +
-	"compaction\"\xc7\x02\n" +
+	"compaction\"\xdf\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -2959,7 +3218,8 @@ const file_ledger_proto_rawDesc = "" +
 	"\fcommit_index\x18\n" +
 	" \x01(\x04R\vcommitIndex\x12!\n" +
 	"\fcontent_hash\x18\v \x01(\tR\vcontentHash\x12\x14\n" +
-	"\x05epoch\x18\f \x01(\x04R\x05epoch\"\xce\x01\n" +
+	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\"\xce\x01\n" +
 	"\vEpochUpdate\x12\x19\n" +
 	"\bchain_id\x18\x01 \x01(\x04R\achainId\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\x04R\acurrent\x12\x1c\n" +
@@ -3004,39 +3264,41 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_ledger_proto_goTypes = []any{
-	(Tier)(0),              // 0: contentledger.v1.Tier
-	(PaymentToken)(0),      // 1: contentledger.v1.PaymentToken
-	(Action)(0),            // 2: contentledger.v1.Action
-	(Status)(0),            // 3: contentledger.v1.Status
-	(*Payment)(nil),        // 4: contentledger.v1.Payment
-	(*DebtPayment)(nil),    // 5: contentledger.v1.DebtPayment
-	(*Proposal)(nil),       // 6: contentledger.v1.Proposal
-	(*BatchItem)(nil),      // 7: contentledger.v1.BatchItem
-	(*ProposalBatch)(nil),  // 8: contentledger.v1.ProposalBatch
-	(*Entry)(nil),          // 9: contentledger.v1.Entry
-	(*LeaderElected)(nil),  // 10: contentledger.v1.LeaderElected
-	(*PaymentReorg)(nil),   // 11: contentledger.v1.PaymentReorg
-	(*PaymentOrphan)(nil),  // 12: contentledger.v1.PaymentOrphan
-	(*GcAccount)(nil),      // 13: contentledger.v1.GcAccount
-	(*WalletStats)(nil),    // 14: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil), // 15: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),      // 16: contentledger.v1.GcExecute
-	(*GcCompact)(nil),      // 17: contentledger.v1.GcCompact
-	(*GcRun)(nil),          // 18: contentledger.v1.GcRun
-	(*GcSetLimit)(nil),     // 19: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),          // 20: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil), // 21: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil), // 22: contentledger.v1.ProposalRecord
-	(*Property)(nil),       // 23: contentledger.v1.Property
-	(*Node)(nil),           // 24: contentledger.v1.Node
-	(*SegmentOp)(nil),      // 25: contentledger.v1.SegmentOp
-	(*Segment)(nil),        // 26: contentledger.v1.Segment
-	(*Event)(nil),          // 27: contentledger.v1.Event
-	(*EpochUpdate)(nil),    // 28: contentledger.v1.EpochUpdate
-	(*Member)(nil),         // 29: contentledger.v1.Member
-	nil,                    // 30: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(Tier)(0),                // 0: contentledger.v1.Tier
+	(PaymentToken)(0),        // 1: contentledger.v1.PaymentToken
+	(Action)(0),              // 2: contentledger.v1.Action
+	(Status)(0),              // 3: contentledger.v1.Status
+	(*Payment)(nil),          // 4: contentledger.v1.Payment
+	(*DebtPayment)(nil),      // 5: contentledger.v1.DebtPayment
+	(*Proposal)(nil),         // 6: contentledger.v1.Proposal
+	(*BatchItem)(nil),        // 7: contentledger.v1.BatchItem
+	(*ProposalBatch)(nil),    // 8: contentledger.v1.ProposalBatch
+	(*Entry)(nil),            // 9: contentledger.v1.Entry
+	(*LeaderElected)(nil),    // 10: contentledger.v1.LeaderElected
+	(*PaymentReorg)(nil),     // 11: contentledger.v1.PaymentReorg
+	(*PaymentOrphan)(nil),    // 12: contentledger.v1.PaymentOrphan
+	(*GcAccount)(nil),        // 13: contentledger.v1.GcAccount
+	(*WalletStats)(nil),      // 14: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil),   // 15: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),        // 16: contentledger.v1.GcExecute
+	(*GcCompact)(nil),        // 17: contentledger.v1.GcCompact
+	(*GcCompactStep)(nil),    // 18: contentledger.v1.GcCompactStep
+	(*GcCompactAbandon)(nil), // 19: contentledger.v1.GcCompactAbandon
+	(*GcRun)(nil),            // 20: contentledger.v1.GcRun
+	(*GcSetLimit)(nil),       // 21: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),            // 22: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil),   // 23: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil),   // 24: contentledger.v1.ProposalRecord
+	(*Property)(nil),         // 25: contentledger.v1.Property
+	(*Node)(nil),             // 26: contentledger.v1.Node
+	(*SegmentOp)(nil),        // 27: contentledger.v1.SegmentOp
+	(*Segment)(nil),          // 28: contentledger.v1.Segment
+	(*Event)(nil),            // 29: contentledger.v1.Event
+	(*EpochUpdate)(nil),      // 30: contentledger.v1.EpochUpdate
+	(*Member)(nil),           // 31: contentledger.v1.Member
+	nil,                      // 32: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -3047,29 +3309,31 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	21, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	23, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
 	16, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	19, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	20, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	21, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	22, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
 	11, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
 	10, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
 	17, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
-	4,  // 15: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
-	4,  // 16: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
-	4,  // 17: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
-	30, // 18: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	6,  // 19: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 20: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 21: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	12, // 22: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
-	23, // 23: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	24, // 24: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	25, // 25: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	18, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
+	19, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
+	4,  // 17: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	4,  // 18: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	4,  // 19: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	32, // 20: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	6,  // 21: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 22: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 23: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	12, // 24: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	25, // 25: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	26, // 26: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	27, // 27: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -3086,8 +3350,10 @@ func file_ledger_proto_init() {
 		(*Entry_PaymentReorg)(nil),
 		(*Entry_LeaderElected)(nil),
 		(*Entry_GcCompact)(nil),
+		(*Entry_GcCompactStep)(nil),
+		(*Entry_GcCompactAbandon)(nil),
 	}
-	file_ledger_proto_msgTypes[21].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[23].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -3097,7 +3363,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
@@ -42,9 +43,14 @@ import (
 // writes are garbage enough.
 const gcTestSizeDelta = 8 << 10
 
+// gcTestStepBytes is SVC_VALIDATOR_GC_STEP_BYTES in these tests: a run
+// takes several steps, with writes applied between them.
+const gcTestStepBytes = 16 << 10
+
 // gcEnv are the settings of a GC test cluster: extra and those above.
 func gcEnv(extra ...string) []string {
-	return append([]string{"SVC_VALIDATOR_GC_SIZE_DELTA=" + strconv.Itoa(gcTestSizeDelta), "SVC_VALIDATOR_EPOCH_LENGTH=1h"}, extra...)
+	return append([]string{"SVC_VALIDATOR_GC_SIZE_DELTA=" + strconv.Itoa(gcTestSizeDelta), "SVC_VALIDATOR_EPOCH_LENGTH=1h",
+		"SVC_VALIDATOR_GC_STEP_BYTES=" + strconv.Itoa(gcTestStepBytes)}, extra...)
 }
 
 // gcRunDeadline bounds the wait for a GC run after an epoch advance: the
@@ -76,14 +82,14 @@ func (c *cluster) advanceEpoch(leader *node) {
 	}
 }
 
-// waitRun waits until n has applied GC run number run (or a later one) and
-// returns n's last run.
+// waitRun waits until n has applied GC run number run to its end (or a
+// later run) and returns n's last run.
 func (c *cluster) waitRun(n *node, run uint64) api.GcRun {
 	c.t.Helper()
 	deadline := time.Now().Add(gcRunDeadline)
 	for {
 		r, err := lastRun(n)
-		if err == nil && r.Run >= run {
+		if err == nil && (r.Run > run || r.Run == run && r.State != api.GcRunRunning) {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -116,10 +122,19 @@ func (c *cluster) sameRun(want api.GcRun, running ...*node) {
 	c.t.Helper()
 	for _, n := range running {
 		got := c.waitRun(n, want.Run)
-		if got != want {
+		if !sameGcRun(got, want) {
 			c.t.Fatalf("validator %d recorded GC run %d as %+v, the leader as %+v", n.id, want.Run, got, want)
 		}
 	}
+}
+
+// sameGcRun reports whether a and b record a run alike.
+func sameGcRun(a, b api.GcRun) bool {
+	if (a.EndAt == nil) != (b.EndAt == nil) || a.EndAt != nil && !a.EndAt.Equal(*b.EndAt) {
+		return false
+	}
+	a.EndAt, b.EndAt = nil, nil
+	return a == b
 }
 
 // compactionProposals are n's applied COMPACT entries.
@@ -377,8 +392,14 @@ func TestGCUnderWriteLoad(t *testing.T) {
 		r := c.compactOnce(leader, run)
 		c.sameRun(r, c.nodes...)
 		runs = append(runs, r)
-		t.Logf("GC run %d at index %d (epoch %d): generation %d, %d live nodes in %d segments (%d bytes), reclaimed %d segments (%d bytes); %d operations so far",
-			r.Run, r.CommitIndex, r.Epoch, r.Generation, r.LiveNodes, r.SegmentsWritten, r.BytesWritten, r.SegmentsReclaimed, r.ReclaimedBytes, load.committedCount(t))
+		t.Logf("GC run %d at index %d (epoch %d) to %d in %d steps: generation %d, %d live nodes in %d segments (%d bytes), %d written meanwhile, reclaimed %d segments (%d bytes); %d operations so far",
+			r.Run, r.CommitIndex, r.Epoch, r.EndIndex, r.Steps, r.Generation, r.LiveNodes, r.SegmentsWritten, r.BytesWritten, r.NodesCurrent,
+			r.SegmentsReclaimed, r.ReclaimedBytes, load.committedCount(t))
+		// In steps, with other entries (the load's writes) applied between
+		// them: writes flow while a run goes on.
+		if r.State != api.GcRunDone || r.Steps < 2 || r.EndIndex-r.CommitIndex <= r.Steps {
+			t.Fatalf("GC run %d: %s in %d steps from index %d to %d: not in steps with writes between", r.Run, r.State, r.Steps, r.CommitIndex, r.EndIndex)
+		}
 	}
 	load.waitCommitted(t, load.committedCount(t)+10)
 	want := load.finish(t)
@@ -578,9 +599,9 @@ func TestFollowerDownAcrossTwoCompactions(t *testing.T) {
 
 // killDuringApply advances leader's epoch and kills victim with SIGKILL
 // once it has received the entries the advance brings and has not applied
-// them for a while: a long apply, the compaction's. If victim applies GC
-// run number run first, it is killed then (the kill missed). It returns
-// the last status seen before the kill.
+// them for a while: a long apply, a compaction step's. If victim applies GC
+// run number run to its end first, it is killed then (the kill missed). It
+// returns the last status seen before the kill.
 func (c *cluster) killDuringApply(leader, victim *node, run uint64) api.ConsensusStatus {
 	c.t.Helper()
 	const stalled = 10 * time.Millisecond
@@ -608,8 +629,8 @@ func (c *cluster) killDuringApply(leader, victim *node, run uint64) api.Consensu
 			}
 			asked = time.Now()
 		}
-		if applied.Run >= run && st.AppliedIndex >= applied.CommitIndex {
-			break // missed: the victim applied it between two looks
+		if applied.Run > run || applied.Run == run && applied.State != api.GcRunRunning && st.AppliedIndex >= applied.EndIndex {
+			break // missed: the victim applied the whole run between two looks
 		}
 		time.Sleep(time.Millisecond) // polling the victim closely: the window is one apply
 	}
@@ -619,15 +640,15 @@ func (c *cluster) killDuringApply(leader, victim *node, run uint64) api.Consensu
 
 // TestKill9DuringCompaction kills a follower with SIGKILL while it applies
 // a compaction of about 12 MiB of live content (rewritten into a new
-// generation in one apply), restarts it, and repeats for two more runs. It
-// proves that a validator dying in the middle of a COMPACT restarts from
-// what it had made durable, applies the compaction again, and converges:
-// the others' applied index and state hash, the run recorded alike, the
-// same segment archives. At least one kill must land while the COMPACT was
-// committed and not yet applied on the victim, or the test proves nothing
-// and fails.
+// generation in steps of 4 MiB), restarts it, and repeats for two more
+// runs. It proves that a validator dying in the middle of a run restarts
+// from what it had made durable, applies the rest of the run, and
+// converges: the others' applied index and state hash, the run recorded
+// alike, the same segment archives. At least one kill must land while the
+// victim had committed an entry of the run it had not applied yet, or the
+// test proves nothing and fails.
 func TestKill9DuringCompaction(t *testing.T) {
-	c := newCluster(t, 3, "MOCK", gcEnv()...)
+	c := newCluster(t, 3, "MOCK", gcEnv("SVC_VALIDATOR_GC_STEP_BYTES="+strconv.Itoa(4<<20))...)
 	leader := c.waitLeader()
 	victim := c.others(leader)[0]
 	client := c.client(leader)
@@ -640,18 +661,89 @@ func TestKill9DuringCompaction(t *testing.T) {
 		writeRandom(t, client, 4, 8<<10) // garbage for the run
 		seen := c.killDuringApply(leader, victim, run)
 		r := c.waitRun(leader, run)
-		mid := seen.AppliedIndex < r.CommitIndex && seen.CommitIndex >= r.CommitIndex
+		mid := seen.AppliedIndex < r.EndIndex && seen.CommitIndex >= r.CommitIndex && seen.CommitIndex > seen.AppliedIndex
 		if mid {
 			landed++
 		}
 		c.start(victim)
 		index, hash := c.converged(c.nodes...)
 		c.sameRun(r, c.nodes...)
-		t.Logf("GC run %d at index %d (%d bytes written): killed at applied %d, commit %d (mid-compaction: %t); converged at %d, %s",
-			r.Run, r.CommitIndex, r.BytesWritten, seen.AppliedIndex, seen.CommitIndex, mid, index, hash)
+		t.Logf("GC run %d from index %d to %d in %d steps (%d bytes written): killed at applied %d, commit %d (mid-compaction: %t); converged at %d, %s",
+			r.Run, r.CommitIndex, r.EndIndex, r.Steps, r.BytesWritten, seen.AppliedIndex, seen.CommitIndex, mid, index, hash)
 	}
 	if landed == 0 {
-		t.Fatal("no kill landed while the victim had the COMPACT committed and not applied")
+		t.Fatal("no kill landed while the victim had an entry of the run committed and not applied")
 	}
 	c.sameArchives(c.nodes...)
+}
+
+// TestCompactionGivesUpCleanly runs a cluster whose leader may hold writes
+// for no time at all (SVC_VALIDATOR_GC_FORCE_TIMEOUT=1ns): every step
+// overruns it, so with retryCount 2 the leader gives each run up after two
+// steps. It proves that a run that cannot finish ends cleanly: every
+// validator records it abandoned alike with the reason, /gc.log says why,
+// the event stream carries consensus compact_abandoned with the reason,
+// writes go on, and the next run's cleanup keeps the incomplete
+// generation's predecessor (here nothing is complete, so nothing is
+// dropped).
+func TestCompactionGivesUpCleanly(t *testing.T) {
+	// A run starts once 256 KiB were written: enough live content for
+	// more than two steps.
+	c := newCluster(t, 3, "MOCK", gcEnv("SVC_VALIDATOR_GC_FORCE_TIMEOUT=1ns", "SVC_VALIDATOR_GC_RETRY_COUNT=2",
+		"SVC_VALIDATOR_GC_SIZE_DELTA="+strconv.Itoa(256<<10))...)
+	leader := c.waitLeader()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var events streamLog
+	go func() { _ = follow(ctx, leader.url(), "", &events) }()
+	client := c.client(leader)
+	writeRandom(t, client, 40, 8<<10) // garbage enough for run 1
+	r := c.waitRun(leader, 1)
+	c.sameRun(r, c.nodes...)
+	if r.State != api.GcRunAbandoned || r.Steps != 2 || !strings.Contains(r.Abandoned, "2 compaction cycles failed in a row (retryCount 2)") ||
+		!strings.Contains(r.Abandoned, "longer than forceTimeout 1ns") || r.EndAt == nil || r.StateHash == "" {
+		t.Fatalf("GC run 1: %+v", r)
+	}
+
+	resp, err := http.Get(leader.url() + "/gc.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "GC run 1 (epoch ") ||
+		!strings.Contains(string(body), "gave up: "+r.Abandoned+"; generation 1 is incomplete") {
+		t.Fatalf("/gc.log: %d %v\n%s", resp.StatusCode, err, body)
+	}
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, problems := events.snapshot()
+		if len(problems) > 0 {
+			t.Fatalf("event stream: %v", problems)
+		}
+		i := slices.IndexFunc(evs, func(ev api.Event) bool {
+			return ev.Type == api.EventConsensus && ev.Action == "compact_abandoned" && ev.Reason == r.Abandoned && ev.Epoch == r.Epoch
+		})
+		if i >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no consensus compact_abandoned event for run 1 among %d events", len(evs))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the stream's log
+	}
+
+	// Writes go on, and the next run, also given up, drops nothing: no
+	// generation is complete.
+	writeRandom(t, client, 40, 8<<10)
+	r2 := c.compactOnce(leader, 2)
+	c.sameRun(r2, c.nodes...)
+	if r2.State != api.GcRunAbandoned || r2.SegmentsReclaimed != 0 || r2.KeptFromGeneration != 0 || r2.Generation != 2 {
+		t.Fatalf("GC run 2: %+v", r2)
+	}
+	if st, err := gcStatus(leader); err != nil || !slices.Equal(st.Generations.Present, []uint32{0, 1, 2}) {
+		t.Fatalf("generations after two runs given up: %+v %v", st.Generations, err)
+	}
+	c.converged(c.nodes...)
 }

@@ -47,6 +47,12 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	if cfg.GcOff {
 		p.GcSizeDelta = 0
 	}
+	p.GcStepBytes = cmp.Or(cfg.GcStepBytes, p.GcStepBytes)
+	p.GcRetryCount = cmp.Or(cfg.GcRetryCount, p.GcRetryCount)
+	p.GcForceTimeout = cmp.Or(cfg.GcForceTimeout, p.GcForceTimeout)
+	if cfg.GcMemoryThreshold != 0 {
+		p.GcMemoryThreshold = cfg.GcMemoryThreshold / 100
+	}
 	p.EventWindow, p.EventMax = cfg.EventsRetention, cfg.EventsRetentionCount
 	p.ClassAging, p.MicroBatch, p.MicroBatchBytes = cfg.ClassAging, cfg.MicroBatch, cfg.MicroBatchBytes
 	p.HoldPerWallet = cmp.Or(cfg.HoldPerWallet, p.HoldPerWallet)

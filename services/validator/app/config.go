@@ -135,27 +135,31 @@ type Config struct {
 	// ahead would finalize every proposal for good.
 	EpochMaxAhead uint64 `envconfig:"EPOCH_MAX_AHEAD" desc:"epochs an epoch update may run ahead of unix time / EPOCH_LENGTH; one further ahead is refused, logged and counted (validator_epoch_updates_ahead_total); 0: 1"`
 
-	ContentRoot      string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
-	MaxMessageBytes  int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
-	EpochLength      time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"length of an epoch: MOCK mode's clock, and on a chain the wall-clock estimate (unix time / length) until the chain-watcher's first epoch update; keep it equal to the watcher's EPOCH_LENGTH"`
-	TickInterval     time.Duration `envconfig:"TICK_INTERVAL" default:"100ms" desc:"raft tick; 100ms or more in production"`
-	SnapshotEntries  uint64        `envconfig:"SNAPSHOT_ENTRIES" default:"10000" desc:"applied entries between raft snapshots"`
-	CompactionMargin uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
-	LogTruncation    time.Duration `envconfig:"LOG_TRUNCATION" default:"250ms" desc:"how often the leader truncates the raft log up to what every validator holds, past the snapshots; negative: only behind snapshots"`
-	MaxPending       int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
-	MaxBatch         int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
-	GcSizeDelta      uint64        `envconfig:"GC_SIZE_DELTA" desc:"the contract's gcSizeDeltaEstimation: segment bytes written since the last compaction that make the leader propose COMPACT at the next finalized epoch (ADR 0033); 0: the default"`
-	GcOff            bool          `envconfig:"GC_OFF" default:"false" desc:"true: the leader proposes no compaction (COMPACT) and storage only grows; for comparisons"`
-	MaxBatchBytes    int           `envconfig:"MAX_BATCH_BYTES" desc:"encoded proposals per raft entry (a single larger proposal goes alone); keep a raft entry within PEER_MAX_FRAME_BYTES; 0: the default"`
-	MicroBatch       int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`
-	MicroBatchBytes  int           `envconfig:"MICRO_BATCH_BYTES" default:"262144" desc:"message bytes of one micro-batch of the packing buffer"`
-	HoldPerWallet    int           `envconfig:"HOLD_PER_WALLET" desc:"submissions of one wallet held for their payment at once; past it they are refused at once, 402 payment_not_found, retryable; 0: the default"`
-	HoldPerClient    int           `envconfig:"HOLD_PER_CLIENT" desc:"submissions of one client address (IPv6: its /64) held for their payment at once; 0: the default"`
-	HoldBytes        int           `envconfig:"HOLD_BYTES" desc:"message bytes of all submissions held for their payment on this validator; 0: the default"`
-	Verifiers        int           `envconfig:"VERIFIERS" default:"0" desc:"workers matching payments to accepted proposals; 0: one per core"`
-	RatePerIP        float64       `envconfig:"RATE_PER_IP" default:"2000" desc:"proposals per second one client address may submit, in bursts of twice that; 0: no limit"`
-	RatePerWallet    float64       `envconfig:"RATE_PER_WALLET" default:"500" desc:"proposals per second one wallet may submit, in bursts of twice that; 0: no limit"`
-	ClassAging       time.Duration `envconfig:"CLASS_AGING" default:"2s" desc:"wait after which a queued proposal ranks one payment class higher when capacity is short"`
+	ContentRoot       string        `envconfig:"CONTENT_ROOT" default:"ledger" desc:"first segment of every content path"`
+	MaxMessageBytes   int           `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message accepted"`
+	EpochLength       time.Duration `envconfig:"EPOCH_LENGTH" default:"384s" desc:"length of an epoch: MOCK mode's clock, and on a chain the wall-clock estimate (unix time / length) until the chain-watcher's first epoch update; keep it equal to the watcher's EPOCH_LENGTH"`
+	TickInterval      time.Duration `envconfig:"TICK_INTERVAL" default:"100ms" desc:"raft tick; 100ms or more in production"`
+	SnapshotEntries   uint64        `envconfig:"SNAPSHOT_ENTRIES" default:"10000" desc:"applied entries between raft snapshots"`
+	CompactionMargin  uint64        `envconfig:"COMPACTION_MARGIN" default:"5000" desc:"entries kept in the raft log behind a snapshot, for followers slightly behind"`
+	LogTruncation     time.Duration `envconfig:"LOG_TRUNCATION" default:"250ms" desc:"how often the leader truncates the raft log up to what every validator holds, past the snapshots; negative: only behind snapshots"`
+	MaxPending        int           `envconfig:"MAX_PENDING" default:"10000" desc:"proposals in flight before intake answers 429"`
+	MaxBatch          int           `envconfig:"MAX_BATCH" default:"512" desc:"proposals per raft entry"`
+	GcSizeDelta       uint64        `envconfig:"GC_SIZE_DELTA" desc:"the contract's gcSizeDeltaEstimation: segment bytes written since the last compaction that make the leader propose COMPACT at the next finalized epoch (ADR 0033); 0: the default"`
+	GcOff             bool          `envconfig:"GC_OFF" default:"false" desc:"true: the leader proposes no compaction (COMPACT) and storage only grows; for comparisons"`
+	GcStepBytes       uint64        `envconfig:"GC_STEP_BYTES" desc:"node bytes one compaction step rewrites; writes wait while a step applies (ADR 0033); 0: the default"`
+	GcRetryCount      int           `envconfig:"GC_RETRY_COUNT" desc:"the contract's retryCount: compaction cycles failed in a row after which the leader gives the run up; 0: the default"`
+	GcForceTimeout    time.Duration `envconfig:"GC_FORCE_TIMEOUT" desc:"the contract's forceTimeout: longest a compaction step may hold writes on the leader; a longer one fails its cycle and halves the next steps; 0: the default"`
+	GcMemoryThreshold float64       `envconfig:"GC_MEMORY_THRESHOLD" desc:"the contract's memoryThreshold, in percent: least free memory (of GOMEMLIMIT, else the cgroup's memory.max, else the host's) for the leader to propose the next compaction step; 0: the default"`
+	MaxBatchBytes     int           `envconfig:"MAX_BATCH_BYTES" desc:"encoded proposals per raft entry (a single larger proposal goes alone); keep a raft entry within PEER_MAX_FRAME_BYTES; 0: the default"`
+	MicroBatch        int           `envconfig:"MICRO_BATCH" default:"64" desc:"proposals of one wallet and organization released together from the packing buffer"`
+	MicroBatchBytes   int           `envconfig:"MICRO_BATCH_BYTES" default:"262144" desc:"message bytes of one micro-batch of the packing buffer"`
+	HoldPerWallet     int           `envconfig:"HOLD_PER_WALLET" desc:"submissions of one wallet held for their payment at once; past it they are refused at once, 402 payment_not_found, retryable; 0: the default"`
+	HoldPerClient     int           `envconfig:"HOLD_PER_CLIENT" desc:"submissions of one client address (IPv6: its /64) held for their payment at once; 0: the default"`
+	HoldBytes         int           `envconfig:"HOLD_BYTES" desc:"message bytes of all submissions held for their payment on this validator; 0: the default"`
+	Verifiers         int           `envconfig:"VERIFIERS" default:"0" desc:"workers matching payments to accepted proposals; 0: one per core"`
+	RatePerIP         float64       `envconfig:"RATE_PER_IP" default:"2000" desc:"proposals per second one client address may submit, in bursts of twice that; 0: no limit"`
+	RatePerWallet     float64       `envconfig:"RATE_PER_WALLET" default:"500" desc:"proposals per second one wallet may submit, in bursts of twice that; 0: no limit"`
+	ClassAging        time.Duration `envconfig:"CLASS_AGING" default:"2s" desc:"wait after which a queued proposal ranks one payment class higher when capacity is short"`
 	// MaxPendingMessages is the contract's max_pending_messages.
 	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
 	NoSync             bool `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`

@@ -39,7 +39,9 @@ func describeSettings(cfg Config) []settings.Setting {
 			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes),
 			"CHAIN_STATUS_STALE": payments.DefaultStatusStale.String(), "PEER_MAX_FRAME_BYTES": strconv.Itoa(transport.DefaultMaxFrameSize),
 			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10), "MAX_BATCH_BYTES": strconv.Itoa(pipe.MaxBatchBytes),
-			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10)}),
+			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10), "GC_STEP_BYTES": strconv.FormatUint(pipe.GcStepBytes, 10),
+			"GC_RETRY_COUNT": strconv.Itoa(pipe.GcRetryCount), "GC_FORCE_TIMEOUT": pipe.GcForceTimeout.String(),
+			"GC_MEMORY_THRESHOLD": strconv.FormatFloat(100*pipe.GcMemoryThreshold, 'g', -1, 64)}),
 	})
 }
 
@@ -107,7 +109,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "chain", "high", true
 	case "PAYMENT_WAIT", "CHAIN_STATUS_STALE":
 		return "chain", "medium", true
-	case "GC_SIZE_DELTA", "GC_OFF":
+	case "GC_SIZE_DELTA", "GC_OFF", "GC_STEP_BYTES", "GC_RETRY_COUNT", "GC_FORCE_TIMEOUT", "GC_MEMORY_THRESHOLD":
 		return "gc", "medium", true
 	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES":
 		return "events", "high", true

@@ -9,6 +9,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // The GC proposal manager (docs/adr/0033, "Lifecycle routes"): what an
@@ -58,9 +59,10 @@ func (t *compactTrigger) fires(term, finalized, lastRun uint64) bool {
 }
 
 // Propose has the leader propose the compaction of the finalized epoch now,
-// whatever the garbage, and waits up to wait for it to be applied. It
-// answers the proposal, applied or not; a run of that epoch already
-// applied is a gc_refused (run_exists) naming it.
+// whatever the garbage, and waits up to wait for the run to end. It
+// answers the proposal, applied or not, and the run's state; a run of that
+// epoch already applied (run_exists), or any run in progress
+// (run_in_progress), is a gc_refused naming it.
 func (c *Compactions) Propose(ctx context.Context, wait time.Duration) (api.GcProposal, error) {
 	p := c.p
 	node, _, ok := p.raft.Leading()
@@ -77,7 +79,16 @@ func (c *Compactions) Propose(ctx context.Context, wait time.Duration) (api.GcPr
 		e.Retryable = true
 		return api.GcProposal{}, e
 	}
-	if last := p.records.LastGcRun(); last.GetEpoch() >= epoch {
+	last := p.records.LastGcRun()
+	if state.RunInProgress(last) {
+		e := apierror.New(apierror.GcRefused,
+			"GC run %d (epoch %d) is in progress, at step %d: one run at a time; /gc.log follows it",
+			last.GetRun(), last.GetEpoch(), last.GetSteps()).
+			WithDetail("reason", "run_in_progress").WithDetail("run", last.GetRun()).WithDetail("epoch", last.GetEpoch())
+		e.Retryable = true
+		return api.GcProposal{}, e
+	}
+	if last.GetEpoch() >= epoch {
 		return api.GcProposal{}, apierror.New(apierror.GcRefused,
 			"GC run %d already compacted epoch %d (at most one run per epoch); the next can run once epoch %d is final",
 			last.GetRun(), last.GetEpoch(), last.GetEpoch()+1).
@@ -95,8 +106,11 @@ func (c *Compactions) Propose(ctx context.Context, wait time.Duration) (api.GcPr
 		changed := p.records.Changed() // before the look: an apply in between wakes it
 		if run := p.records.LastGcRun(); run.GetEpoch() >= epoch {
 			out.State, out.Epoch, out.Run, out.CommitIndex = api.GcProposalApplied, run.GetEpoch(), run.GetRun(), run.GetIndex()
-			out.StateHash = "0x" + hex.EncodeToString(run.GetStateHash())
-			return out, nil
+			out.RunState, out.Steps = api.GcRunStateOf(run), run.GetSteps()
+			if !state.RunInProgress(run) {
+				out.StateHash = "0x" + hex.EncodeToString(run.GetStateHash())
+				return out, nil
+			}
 		}
 		select {
 		case <-changed:

@@ -10,8 +10,9 @@ import (
 )
 
 // startCompactions starts a leader below the GC threshold (garbage 0) at
-// finalized epoch 5, and waits until epoch 5 is final in applied state.
-func startCompactions(t *testing.T, gcSizeDelta uint64) (*Pipeline, *ledger, *movableEpoch) {
+// finalized epoch 5, with config changed by opts, and waits until epoch 5
+// is final in applied state.
+func startCompactions(t *testing.T, gcSizeDelta uint64, opts ...func(*Config)) (*Pipeline, *ledger, *movableEpoch) {
 	t.Helper()
 	epochs := &movableEpoch{}
 	epochs.current.Store(7)
@@ -20,6 +21,9 @@ func startCompactions(t *testing.T, gcSizeDelta uint64) (*Pipeline, *ledger, *mo
 		c.VerifyPayments = false
 		c.FinalizeInterval = 5 * time.Millisecond
 		c.GcSizeDelta = gcSizeDelta
+		for _, o := range opts {
+			o(c)
+		}
 	})
 	waitStats(t, p, "finality of epoch 5", func(Stats) bool { return l.FinalizedEpoch() == 5 })
 	return p, l, epochs

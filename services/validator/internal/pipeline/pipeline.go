@@ -49,6 +49,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/signing"
 	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/sysinfo"
 )
 
 // Proposer submits raft entries. Propose returning nil does not mean the
@@ -73,9 +74,12 @@ type Records interface {
 	FinalizedEpoch() uint64
 	// GcEpoch is the epoch of the last per-epoch GC debt job applied.
 	GcEpoch() uint64
-	// LastGcRun is the newest compaction (GcCompact) applied, nil before
-	// the first; it must not be modified.
+	// LastGcRun is the newest compaction run (GcCompact) applied, nil
+	// before the first; it must not be modified.
 	LastGcRun() *ledgerpb.GcRun
+	// LastCompactStep is this validator's apply time of the newest
+	// compaction step it applied (a local figure).
+	LastCompactStep() state.CompactStepApply
 	// GarbageBytes is the stored bytes of the segments written since the
 	// last compaction.
 	GarbageBytes() uint64
@@ -203,6 +207,20 @@ type Config struct {
 	// the next (GcCompact) on an epoch finalization. 0 proposes none
 	// (storage then only grows). Default DefaultGcSizeDelta.
 	GcSizeDelta uint64
+	// A leader drives a compaction run in steps of GcStepBytes of node
+	// bytes each (compactrun.go). A cycle (one attempt at a step) fails
+	// when free memory is below GcMemoryThreshold (a fraction of the bound
+	// FreeMemory reads), when the step is not applied within twice
+	// CommitTimeout, or when its apply held writes longer than
+	// GcForceTimeout; it is tried again after GcRetryWait times the
+	// failures in a row, and after GcRetryCount in a row the run is given
+	// up. The contract's retryCount, forceTimeout and memoryThreshold.
+	GcStepBytes       uint64
+	GcRetryCount      int
+	GcRetryWait       time.Duration
+	GcForceTimeout    time.Duration
+	GcMemoryThreshold float64
+	FreeMemory        func() (sysinfo.Memory, bool)
 	// Now is the leader's clock.
 	Now func() time.Time
 	// Events, when set, is told of refusals, rejections, backpressure,
@@ -210,8 +228,15 @@ type Config struct {
 	Events Events
 }
 
-// DefaultGcSizeDelta is the contract's default gcSizeDeltaEstimation, 1 GB.
-const DefaultGcSizeDelta = 1_000_000_000
+// The contract's GC defaults (gcSizeDeltaEstimation 1 GB, retryCount 5,
+// forceTimeout 60 s, memoryThreshold 5 %), and the compaction's step.
+const (
+	DefaultGcSizeDelta       = 1_000_000_000
+	DefaultGcRetryCount      = 5
+	DefaultGcForceTimeout    = 60 * time.Second
+	DefaultGcMemoryThreshold = 0.05
+	DefaultGcStepBytes       = 4 << 20
+)
 
 // recentOutcomes is how many applied records the pipeline keeps in memory
 // for status reads and waiters.
@@ -237,6 +262,12 @@ func DefaultConfig() Config {
 		AdoptInterval:      2 * time.Second,
 		FinalizeInterval:   time.Second,
 		GcSizeDelta:        DefaultGcSizeDelta,
+		GcStepBytes:        DefaultGcStepBytes,
+		GcRetryCount:       DefaultGcRetryCount,
+		GcRetryWait:        time.Second,
+		GcForceTimeout:     DefaultGcForceTimeout,
+		GcMemoryThreshold:  DefaultGcMemoryThreshold,
+		FreeMemory:         sysinfo.FreeMemory,
 		Now:                time.Now,
 	}
 }
@@ -259,8 +290,12 @@ func (c Config) validate() error {
 		return errors.New("pipeline: HoldPerWallet, HoldPerClient and HoldBytes must be positive")
 	case c.VerifyPayments && c.Feed == nil:
 		return errors.New("pipeline: payments are verified but no chain feed is given")
-	case c.Now == nil:
-		return errors.New("pipeline: Now is nil")
+	case c.GcStepBytes == 0, c.GcRetryCount <= 0, c.GcRetryWait < 0, c.GcForceTimeout <= 0:
+		return errors.New("pipeline: GcStepBytes, GcRetryCount and GcForceTimeout must be positive, GcRetryWait not negative")
+	case c.GcMemoryThreshold < 0, c.GcMemoryThreshold >= 1:
+		return errors.New("pipeline: GcMemoryThreshold must be a fraction from 0 to below 1")
+	case c.Now == nil, c.FreeMemory == nil:
+		return errors.New("pipeline: Now or FreeMemory is nil")
 	}
 	return nil
 }
@@ -308,6 +343,7 @@ type pendingProposal struct {
 
 type counters struct {
 	accepted, adopted, verified, rejected, applied, finalized, batches, changes, reproposed atomic.Uint64
+	compactSteps, compactFailures                                                           atomic.Uint64
 }
 
 // senderState is what the sender (Run) publishes of its own state.
@@ -856,6 +892,10 @@ type Stats struct {
 	// proposed again (refused, or not applied within CommitTimeout).
 	Changes    uint64 `json:"changes"`
 	Reproposed uint64 `json:"reproposed"`
+	// CompactSteps are the compaction steps this node proposed as leader
+	// and saw applied; CompactFailures its failed cycles (compactrun.go).
+	CompactSteps    uint64 `json:"compactSteps"`
+	CompactFailures uint64 `json:"compactFailures"`
 	// Verifiers are the payment matchers' counters; Holds the submissions
 	// waiting for their payment at intake (hold.go).
 	Verifiers VerifierStats `json:"verifiers"`
@@ -889,6 +929,7 @@ func (p *Pipeline) Stats() Stats {
 		Pending: n, Accepted: p.stats.accepted.Load(), Adopted: p.stats.adopted.Load(), Verified: p.stats.verified.Load(),
 		Rejected: p.stats.rejected.Load(), Applied: p.stats.applied.Load(), Finalized: p.stats.finalized.Load(),
 		Batches: p.stats.batches.Load(), Changes: p.stats.changes.Load(), Reproposed: p.stats.reproposed.Load(), Verifiers: p.verifierStats(),
+		CompactSteps: p.stats.compactSteps.Load(), CompactFailures: p.stats.compactFailures.Load(),
 		Holds:              p.held.stats(),
 		Queued:             int(p.sender.queued.Load()) + len(p.decided),
 		MicroBatches:       int(p.sender.microBatches.Load()),

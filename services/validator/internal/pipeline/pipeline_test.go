@@ -46,13 +46,19 @@ type ledger struct {
 	changed   chan struct{} // closed after the next apply, as state.Machine's Changed
 	records   map[common.Hash]*ledgerpb.ProposalRecord
 	index     uint64
-	batches   int                              // entries that carried a batch
-	lastBatch *ledgerpb.ProposalBatch          // the newest of them
-	ops       map[string]int                   // other entries proposed, by op, lost ones included
-	finalized uint64                           // the newest FinalizeEpochs entry's epoch
-	gcEpoch   uint64                           // the newest GcExecute entry's epoch
-	garbage   uint64                           // segment bytes since the last compaction, set by tests
-	runs      []*ledgerpb.GcRun                // the compactions applied
+	batches   int                     // entries that carried a batch
+	lastBatch *ledgerpb.ProposalBatch // the newest of them
+	ops       map[string]int          // other entries proposed, by op, lost ones included
+	finalized uint64                  // the newest FinalizeEpochs entry's epoch
+	gcEpoch   uint64                  // the newest GcExecute entry's epoch
+	garbage   uint64                  // segment bytes since the last compaction, set by tests
+	runs      []*ledgerpb.GcRun       // the compactions applied
+	// runSteps are the steps a run takes to end (0: 1); stepTook is what
+	// LastCompactStep says each step's apply took.
+	runSteps  int
+	stepTook  time.Duration
+	lastStep  state.CompactStepApply
+	stepBytes []uint64                         // of each GcCompactStep proposed
 	elected   []*ledgerpb.LeaderElected        // the LeaderElected entries proposed
 	announced uint64                           // the newest term announced, as apply keeps it
 	accounts  map[[20]byte]*ledgerpb.GcAccount // GC debt accounts, set by tests and GC entries
@@ -160,9 +166,31 @@ func (l *ledger) Propose(ctx context.Context, data []byte) error {
 		return nil
 	}
 	if g := e.GetGcCompact(); g != nil {
-		if n := len(l.runs); n == 0 || g.GetEpoch() > l.runs[n-1].GetEpoch() { // as apply does
+		n := len(l.runs)
+		if n == 0 || g.GetEpoch() > l.runs[n-1].GetEpoch() && !state.RunInProgress(l.runs[n-1]) { // as apply does
 			l.runs = append(l.runs, &ledgerpb.GcRun{Run: uint64(len(l.runs) + 1), Epoch: g.GetEpoch(), Index: l.index, AtMs: g.GetAtMs(), GarbageBytes: l.garbage})
 			l.garbage = 0
+		}
+		return nil
+	}
+	if g := e.GetGcCompactStep(); g != nil {
+		l.stepBytes = append(l.stepBytes, g.GetStepBytes())
+		if n := len(l.runs); n > 0 && state.RunInProgress(l.runs[n-1]) && g.GetRun() == l.runs[n-1].GetRun() && g.GetStep() == l.runs[n-1].GetSteps()+1 {
+			run := proto.Clone(l.runs[n-1]).(*ledgerpb.GcRun)
+			run.Steps++
+			if run.Steps >= uint64(max(l.runSteps, 1)) {
+				run.Done, run.EndIndex = true, l.index
+			}
+			l.runs[n-1] = run
+			l.lastStep = state.CompactStepApply{Run: run.GetRun(), Step: run.GetSteps(), Took: l.stepTook}
+		}
+		return nil
+	}
+	if g := e.GetGcCompactAbandon(); g != nil {
+		if n := len(l.runs); n > 0 && state.RunInProgress(l.runs[n-1]) && g.GetRun() == l.runs[n-1].GetRun() {
+			run := proto.Clone(l.runs[n-1]).(*ledgerpb.GcRun)
+			run.Abandoned, run.EndIndex = g.GetReason(), l.index
+			l.runs[n-1] = run
 		}
 		return nil
 	}
@@ -243,6 +271,12 @@ func (l *ledger) LastGcRun() *ledgerpb.GcRun {
 		return l.runs[n-1]
 	}
 	return nil
+}
+
+func (l *ledger) LastCompactStep() state.CompactStepApply {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastStep
 }
 
 func (l *ledger) GarbageBytes() uint64 {

@@ -120,6 +120,7 @@ func (l *machineLedger) GcEpoch() uint64                                 { retur
 func (l *machineLedger) LeaderTerm() uint64                              { return l.m.LeaderTerm() }
 func (l *machineLedger) LastGcRun() *ledgerpb.GcRun                      { return l.m.LastGcRun() }
 func (l *machineLedger) GarbageBytes() uint64                            { return l.m.GarbageBytes() }
+func (l *machineLedger) LastCompactStep() state.CompactStepApply         { return l.m.LastCompactStep() }
 func (l *machineLedger) Account(w [20]byte) (*ledgerpb.GcAccount, error) { return l.m.Account(w) }
 func (l *machineLedger) DebtTxPaid(tx [32]byte) (bool, error)            { return l.m.DebtTxPaid(tx) }
 func (l *machineLedger) DebtTxSpent(tx [32]byte, i uint32) (bool, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/payment"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // Run seals decided proposals into batches and sends them until ctx ends.
@@ -45,6 +46,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wg.Go(func() { p.adopt(ctx) })
 	wg.Go(func() { p.finalize(ctx) })
+	wg.Go(func() { p.driveCompactions(ctx) })
 	wg.Go(func() { p.announce(ctx) })
 	wg.Go(func() { p.payDebts(ctx) })
 	wg.Go(func() { p.ingress.Run(ctx, time.Second, p.stats.accepted.Load) })
@@ -332,9 +334,10 @@ func (p *Pipeline) finalize(ctx context.Context) {
 // compaction: none ran on it yet, and the garbage reached the threshold or
 // an operator armed the trigger (compaction.go).
 func (p *Pipeline) compactionDue(finalized uint64) bool {
-	last := p.records.LastGcRun().GetEpoch()
-	if p.cfg.GcSizeDelta == 0 || finalized <= last {
-		return false
+	run := p.records.LastGcRun()
+	last := run.GetEpoch()
+	if p.cfg.GcSizeDelta == 0 || finalized <= last || state.RunInProgress(run) {
+		return false // off, this epoch's run started, or a run is in progress
 	}
 	_, term, _ := p.raft.Leading()
 	armed := p.trigger.fires(term, finalized, last)

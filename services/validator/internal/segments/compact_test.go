@@ -15,10 +15,29 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
-// compact applies a GcCompact entry of epoch.
+// compact runs a compaction on epoch: its GcCompact, then its steps of
+// 1 MiB until the run is done. It returns the GcCompact's index.
 func (l *ledger) compact(epoch uint64) uint64 {
 	l.t.Helper()
-	data, err := proto.Marshal(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompact{GcCompact: &ledgerpb.GcCompact{Epoch: epoch, AtMs: int64(epoch) * 1000}}})
+	index := l.applyOp(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompact{GcCompact: &ledgerpb.GcCompact{Epoch: epoch, AtMs: int64(epoch) * 1000}}})
+	for state.RunInProgress(l.machine.LastGcRun()) {
+		l.compactStep(1 << 20)
+	}
+	return index
+}
+
+// compactStep applies the next step of the run in progress.
+func (l *ledger) compactStep(stepBytes uint64) {
+	l.t.Helper()
+	run := l.machine.LastGcRun()
+	l.applyOp(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompactStep{GcCompactStep: &ledgerpb.GcCompactStep{
+		Run: run.GetRun(), Step: run.GetSteps() + 1, StepBytes: stepBytes, AtMs: run.GetAtMs() + 500}}})
+}
+
+// applyOp applies one entry of ent at the next index.
+func (l *ledger) applyOp(ent *ledgerpb.Entry) uint64 {
+	l.t.Helper()
+	data, err := proto.Marshal(ent)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -69,11 +69,17 @@ func (c *Catalog) GcStatus() (api.GcStatus, error) {
 
 // gcRun renders a run's record.
 func gcRun(run *ledgerpb.GcRun) api.GcRun {
-	return api.GcRun{Run: run.GetRun(), At: time.UnixMilli(run.GetAtMs()).UTC(), Epoch: run.GetEpoch(), CommitIndex: run.GetIndex(),
+	out := api.GcRun{Run: run.GetRun(), At: time.UnixMilli(run.GetAtMs()).UTC(), Epoch: run.GetEpoch(), CommitIndex: run.GetIndex(),
+		State: api.GcRunStateOf(run), Abandoned: run.GetAbandoned(), Steps: run.GetSteps(), EndIndex: run.GetEndIndex(),
 		Generation: run.GetGeneration(), KeptFromGeneration: run.GetKeptFromGeneration(), LiveNodes: run.GetLiveNodes(),
-		SegmentsWritten: run.GetSegmentsWritten(), BytesWritten: run.GetBytesWritten(), SegmentsReclaimed: run.GetSegmentsReclaimed(),
-		ReclaimedBytes: run.GetBytesReclaimed(), GarbageBytes: run.GetGarbageBytes(), OldHead: hexBytes(run.GetOldHead()),
-		StateHash: hexBytes(run.GetStateHash())}
+		NodesCurrent: run.GetNodesCurrent(), SegmentsWritten: run.GetSegmentsWritten(), BytesWritten: run.GetBytesWritten(),
+		SegmentsReclaimed: run.GetSegmentsReclaimed(), ReclaimedBytes: run.GetBytesReclaimed(), GarbageBytes: run.GetGarbageBytes(),
+		OldHead: hexBytes(run.GetOldHead())}
+	if run.GetEndIndex() > 0 {
+		end := time.UnixMilli(run.GetEndAtMs()).UTC()
+		out.EndAt, out.StateHash = &end, hexBytes(run.GetStateHash())
+	}
+	return out
 }
 
 func hexBytes(b []byte) string { return "0x" + hex.EncodeToString(b) }
@@ -155,7 +161,8 @@ func (c *Catalog) CompactionProposals() (api.CompactionProposals, error) {
 	}
 	if err := view.GcRuns(func(run *ledgerpb.GcRun) error {
 		out.Proposals = append(out.Proposals, api.CompactionProposal{ProposalID: fmt.Sprintf("compact-%d", run.GetRun()),
-			State: CompactionStateApplied, Epoch: run.GetEpoch(), Generation: run.GetGeneration(), CommitIndex: run.GetIndex()})
+			State: CompactionStateApplied, Epoch: run.GetEpoch(), Generation: run.GetGeneration(), CommitIndex: run.GetIndex(),
+			Run: run.GetRun(), RunState: api.GcRunStateOf(run), Steps: run.GetSteps(), EndIndex: run.GetEndIndex()})
 		return nil
 	}); err != nil {
 		return api.CompactionProposals{}, err

@@ -19,8 +19,11 @@ func (c *Catalog) GcVotes(limit int) (api.GcVotes, error) {
 	out := api.GcVotes{ContractVersion: api.GcVotesVersion, NodeID: c.cfg.NodeID, Votes: []api.GcVote{}}
 	var err error
 	out.AppliedIndex, err = c.newestRuns(limit, func(_, run *ledgerpb.GcRun) {
+		if run.GetEndIndex() == 0 {
+			return // in progress: no result yet
+		}
 		out.Votes = append(out.Votes, api.GcVote{Run: run.GetRun(), Epoch: run.GetEpoch(), CommitIndex: run.GetIndex(),
-			StateHash: hexBytes(run.GetStateHash())})
+			EndIndex: run.GetEndIndex(), State: api.GcRunStateOf(run), StateHash: hexBytes(run.GetStateHash())})
 	})
 	return out, err
 }
@@ -28,28 +31,47 @@ func (c *Catalog) GcVotes(limit int) (api.GcVotes, error) {
 // GcLog is the text log of the newest GC runs at one applied index.
 type GcLog struct {
 	AppliedIndex uint64
-	// Lines are three per run, oldest run first: compaction, cleanup,
-	// done.
+	// Lines are up to four per run, oldest run first: the compaction
+	// started, the cleanup, the rewrite (so far, while it runs), and done
+	// or given up once it ended.
 	Lines []string
 }
 
 // GcLog renders the newest limit GC runs, a line per phase, as operators
-// of TarMK read its gc.log. Each line is dated by the run's at_ms (the
-// proposing leader's clock, replicated): the run is one apply, so its
-// phases share it.
+// of TarMK read its gc.log. The start and cleanup lines are dated by the
+// run's at_ms, the others by the entry that ended it (the proposing
+// leader's clocks, replicated).
 func (c *Catalog) GcLog(limit int) (GcLog, error) {
 	var out GcLog
 	var err error
 	out.AppliedIndex, err = c.newestRuns(limit, func(prev, run *ledgerpb.GcRun) {
-		head := fmt.Sprintf("%s GC run %d (epoch %d, index %d)",
-			time.UnixMilli(run.GetAtMs()).UTC().Format("2006-01-02T15:04:05.000Z"), run.GetRun(), run.GetEpoch(), run.GetIndex())
+		head := func(atMs int64) string {
+			return fmt.Sprintf("%s GC run %d (epoch %d, index %d)",
+				time.UnixMilli(atMs).UTC().Format("2006-01-02T15:04:05.000Z"), run.GetRun(), run.GetEpoch(), run.GetIndex())
+		}
+		start := head(run.GetAtMs())
 		out.Lines = append(out.Lines,
-			fmt.Sprintf("%s compaction: generation %d started, %d live nodes rewritten into %d segments %s",
-				head, run.GetGeneration(), run.GetLiveNodes(), run.GetSegmentsWritten(), iecBytes(run.GetBytesWritten())),
+			fmt.Sprintf("%s compaction: generation %d started", start, run.GetGeneration()),
 			fmt.Sprintf("%s cleanup: reclaimed %d segments %s, %s, %s kept",
-				head, run.GetSegmentsReclaimed(), iecBytes(run.GetBytesReclaimed()), deletedGenerations(prev, run),
-				generationRange(run.GetKeptFromGeneration(), run.GetGeneration())),
-			fmt.Sprintf("%s done: state hash %s", head, hexBytes(run.GetStateHash())))
+				start, run.GetSegmentsReclaimed(), iecBytes(run.GetBytesReclaimed()), deletedGenerations(prev, run),
+				generationRange(run.GetKeptFromGeneration(), run.GetGeneration())))
+		rewrite := fmt.Sprintf("%d live nodes rewritten into %d segments %s in %d steps, %d written meanwhile",
+			run.GetLiveNodes(), run.GetSegmentsWritten(), iecBytes(run.GetBytesWritten()), run.GetSteps(), run.GetNodesCurrent())
+		if run.GetEndIndex() == 0 {
+			out.Lines = append(out.Lines, fmt.Sprintf("%s compaction: running, %s so far", start, rewrite))
+			return
+		}
+		end := head(run.GetEndAtMs())
+		if run.GetDone() {
+			out.Lines = append(out.Lines,
+				fmt.Sprintf("%s compaction: %s, done at index %d", end, rewrite, run.GetEndIndex()),
+				fmt.Sprintf("%s done: state hash %s", end, hexBytes(run.GetStateHash())))
+			return
+		}
+		out.Lines = append(out.Lines,
+			fmt.Sprintf("%s compaction: %s, stopped at index %d", end, rewrite, run.GetEndIndex()),
+			fmt.Sprintf("%s gave up: %s; generation %d is incomplete, so the next cleanup keeps the complete one before it: state hash %s",
+				end, run.GetAbandoned(), run.GetGeneration(), hexBytes(run.GetStateHash())))
 	})
 	return out, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
 // tarFile is one TAR file of the index.
@@ -65,6 +66,18 @@ type segmentIndex struct {
 	generations     []uint32 // ascending
 	tars            []tarFile
 	wallets         map[[20]byte]*walletWrites
+	// copies are the compaction segments that rewrote nodes, in raft
+	// index order, which is key order within a generation: where the live
+	// scan finds the newest copy of a node (liveScan.newestCopy).
+	copies []nodeCopy
+}
+
+// nodeCopy is a compaction segment: the key of the first node it rewrote,
+// and where it is.
+type nodeCopy struct {
+	generation uint32
+	first      []byte
+	index      uint64
 }
 
 func newSegmentIndex(target uint64) *segmentIndex {
@@ -134,6 +147,11 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 	x.last, x.head, x.next = index, hash, index+1
 	if !decoded {
 		return
+	}
+	if seg.GetCompaction() && len(seg.GetOps()) > 0 {
+		if put := seg.GetOps()[0].GetPut(); put != nil {
+			x.copies = append(x.copies, nodeCopy{generation: gen, first: storage.NodeKey(put.GetPath()), index: index})
+		}
 	}
 	for _, op := range seg.GetOps() {
 		if node := op.GetPut(); node != nil {

@@ -2,6 +2,7 @@ package segments
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/rate"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
 // walletLive is one wallet's content live at a scan.
@@ -28,6 +30,7 @@ type liveScan struct {
 	at      time.Time
 	took    time.Duration
 	tars    []tarFile
+	copies  []nodeCopy
 	tarLive []uint64 // live node bytes each TAR file carries
 	written map[[20]byte]*walletWrites
 	live    map[[20]byte]*walletLive
@@ -52,6 +55,7 @@ func (c *Catalog) live() (*liveScan, error) {
 	view, err := c.openIndexed(func(applied uint64, x *segmentIndex) {
 		s.applied = applied
 		s.tars = append([]tarFile(nil), x.tars...)
+		s.copies = slices.Clip(x.copies) // appended to only: the scan's part stays
 		for w, ww := range x.wallets {
 			s.written[w] = ww.clone()
 		}
@@ -74,17 +78,17 @@ func (s *liveScan) addNodes(view *state.ReadView) error {
 	s.tarLive = make([]uint64, len(s.tars))
 	seed := maphash.MakeSeed()
 	var cidHashes []uint64
-	// A node written before the last compaction is held by that
-	// compaction's segments (the segment that wrote it may be gone): what
-	// cleanup cannot drop yet is its newest copy.
-	compacted := view.LastGcRun().GetIndex()
+	copies, err := s.copyRuns(view)
+	if err != nil {
+		return err
+	}
 	node := &ledgerpb.Node{}
 	if err := view.Nodes(func(value []byte) error {
 		if err := proto.Unmarshal(value, node); err != nil {
 			return fmt.Errorf("%w: a content node: %v", state.ErrCorruptState, err)
 		}
 		size := uint64(len(value))
-		tar := tarOf(s.tars, max(node.GetCommitIndex(), compacted))
+		tar := tarOf(s.tars, s.newestCopy(copies, node))
 		if tar >= 0 {
 			s.tarLive[tar] += size
 		}
@@ -115,6 +119,61 @@ func (s *liveScan) addNodes(view *state.ReadView) error {
 	slices.Sort(cidHashes)
 	s.distinctCIDs = uint64(len(slices.Compact(cidHashes)))
 	return nil
+}
+
+// copyRuns are the runs whose compaction segments may hold the newest
+// copy of a live node: the newest run, and while it has not copied every
+// node (in progress, or given up), the newest complete run before it.
+func (s *liveScan) copyRuns(view *state.ReadView) ([]*ledgerpb.GcRun, error) {
+	last := view.LastGcRun()
+	if last == nil || last.GetDone() {
+		return []*ledgerpb.GcRun{last}, nil
+	}
+	var complete *ledgerpb.GcRun
+	err := view.GcRuns(func(run *ledgerpb.GcRun) error {
+		if run.GetDone() {
+			complete = run
+		}
+		return nil
+	})
+	return []*ledgerpb.GcRun{last, complete}, err
+}
+
+// newestCopy is the raft index of the newest segment holding node as it
+// is: the one that wrote it, unless a compaction run started since copied
+// it (a run copies in key order up to its resume key, all once done).
+func (s *liveScan) newestCopy(runs []*ledgerpb.GcRun, node *ledgerpb.Node) uint64 {
+	at := node.GetCommitIndex()
+	var key []byte
+	for _, run := range runs {
+		if run == nil || at >= run.GetIndex() {
+			return at
+		}
+		if key == nil {
+			key = storage.NodeKey(node.GetPath())
+		}
+		if resume := run.GetResumeKey(); run.GetDone() || len(resume) > 0 && bytes.Compare(key, resume) < 0 {
+			return s.copyIndex(run, key)
+		}
+	}
+	return at
+}
+
+// copyIndex is the index of run's compaction segment holding key: the last
+// one of its generation starting at or before it.
+func (s *liveScan) copyIndex(run *ledgerpb.GcRun, key []byte) uint64 {
+	lo, _ := slices.BinarySearchFunc(s.copies, run.GetGeneration(), func(c nodeCopy, g uint32) int { return cmp.Compare(c.generation, g) })
+	gen := s.copies[lo:]
+	hi, _ := slices.BinarySearchFunc(gen, run.GetGeneration()+1, func(c nodeCopy, g uint32) int { return cmp.Compare(c.generation, g) })
+	gen = gen[:hi]
+	i, found := slices.BinarySearchFunc(gen, key, func(c nodeCopy, k []byte) int { return bytes.Compare(c.first, k) })
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return run.GetIndex() // not in the index (a segment that did not decode): the run's start
+	}
+	return gen[i].index
 }
 
 // fragmentation is one wallet's figures in a scan; ok false when its

@@ -77,6 +77,10 @@ const (
 	EventActionLeader   = "leader"   // a leader announced itself in a new term
 	EventActionFinalize = "finalize" // an epoch became final (Event.epoch)
 	EventActionCompact  = "compact"  // a GcCompact started a generation (Event.epoch: the run's)
+	// A compaction run ended: every live node is in its generation, or
+	// the leader gave it up (Event.reason says why).
+	EventActionCompactDone      = "compact_done"
+	EventActionCompactAbandoned = "compact_abandoned"
 )
 
 // applier holds the state of one Apply call.
@@ -87,9 +91,11 @@ type applier struct {
 	log  *zap.Logger
 	// records are the proposal records this call wrote, for the observer.
 	records []*ledgerpb.ProposalRecord
-	// run is the compaction the entry being applied recorded, whose
+	// run is the compaction the entry being applied ended, whose
 	// state hash is added once the entry's digest is known (compact.go).
 	run *ledgerpb.GcRun
+	// step is the compaction step this call applied last, if any.
+	step *ledgerpb.GcCompactStep
 	// dropped are the key ranges this call deleted with range deletions,
 	// for the machine's SpaceReclaimer once the batch commits.
 	dropped []keyRange
@@ -140,6 +146,10 @@ func (a *applier) applyEntry(e *Entry) error {
 		return a.leaderElected(e.Index, e.Term, op.LeaderElected)
 	case *ledgerpb.Entry_GcCompact:
 		return a.compact(e.Index, e.Term, op.GcCompact)
+	case *ledgerpb.Entry_GcCompactStep:
+		return a.compactStep(e.Index, e.Term, op.GcCompactStep)
+	case *ledgerpb.Entry_GcCompactAbandon:
+		return a.compactAbandon(e.Index, op.GcCompactAbandon)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.Index))

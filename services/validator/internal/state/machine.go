@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/ethereum/go-ethereum/common"
@@ -65,6 +66,9 @@ type Machine struct {
 	meta    meta
 	history *hashHistory // the state hash of each recent index, under mu
 	changed chan struct{}
+	// lastStep is this validator's time for the newest compaction step it
+	// applied, under mu (LastCompactStep).
+	lastStep CompactStepApply
 
 	observer atomic.Pointer[Observer]
 }
@@ -226,6 +230,7 @@ func marshal(m proto.Message) ([]byte, error) {
 func (m *Machine) Apply(entries []Entry) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	start := time.Now() // a local figure (LastCompactStep), not state
 	m.mu.RLock()
 	cur := m.meta
 	m.mu.RUnlock()
@@ -284,6 +289,9 @@ func (m *Machine) Apply(entries []Entry) error {
 
 	m.mu.Lock()
 	m.meta = cur
+	if a.step != nil {
+		m.lastStep = CompactStepApply{Run: a.step.GetRun(), Step: a.step.GetStep(), Took: time.Since(start)}
+	}
 	for _, ih := range hashes {
 		m.history.add(ih.index, ih.hash)
 	}

@@ -44,8 +44,8 @@ func TestCompactionReturnsDiskSpace(t *testing.T) {
 		l.batch(int64(10+b), items...)
 	}
 	writes := len(l.entries)
-	l.compact(1, 100)
-	l.compact(2, 200) // drops generation 0: every write above
+	l.compact(1, 1, 100)
+	l.compact(2, 2, 200) // drops generation 0: every write above
 
 	db := openDB(t, t.TempDir())
 	t.Cleanup(func() { db.Close() })

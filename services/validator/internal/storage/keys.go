@@ -37,7 +37,7 @@ import (
 //	    s/a/<wallet:20>         ledgerpb.GcAccount: a wallet's GC debt account
 //	    s/w/<wallet:20>         ledgerpb.WalletStats: a wallet's content figures
 //	    s/t/<tx:32><log:4>      empty: the DebtPaid log (transaction, log index) already paid a debt
-//	    s/k/<run:8>             ledgerpb.GcRun: an applied compaction (GcCompact), runs 1, 2, ...
+//	    s/k/<run:8>             ledgerpb.GcRun: a compaction run (GcCompact and its steps), runs 1, 2, ...
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/unfinal             number of unfinalized marks (8 bytes)
