@@ -103,8 +103,8 @@ bench-events:
 
 ## bench-soak: 3 validators (MOCK mode, fsync on), SOAK_COUNT proposals from 64 closed-loop clients,
 ## about 70/20/10 writes, overwrites and deletes of their own paths, once with GC (COMPACT at every
-## 1 s epoch once SOAK_GC_SIZE_DELTA segment bytes were written, default SOAK_WINDOW x 512 B) and once
-## with SVC_VALIDATOR_GC_OFF: a table per SOAK_WINDOW proposals (proposals/s, p50/p99, disk per
+## 1 s epoch once SOAK_GC_SIZE_DELTA segment bytes were written, default SOAK_WINDOW x 2 KiB: about
+## a run per window) and once with SVC_VALIDATOR_GC_OFF: a table per SOAK_WINDOW proposals (proposals/s, p50/p99, disk per
 ## validator, live bytes, disk/live, leader and follower RSS, GC runs, reclaimed bytes), first and last
 ## window, max-disk/live, rss-growth-%. About an hour at the default 1,000,000: not part of `bench`;
 ## SOAK_COUNT=20000 SOAK_WINDOW=5000 for a short run.

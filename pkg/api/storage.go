@@ -138,6 +138,23 @@ type GcEstimate struct {
 	LiveBytes        uint64        `json:"liveBytes"`
 	ReclaimableBytes uint64        `json:"reclaimableBytes"`
 	ByTar            []TarEstimate `json:"byTar"`
+	// CleanupCost is what cleanup costs this store per byte deleted, and
+	// so what a delete is charged.
+	CleanupCost GcCleanupCost `json:"cleanupCost"`
+}
+
+// GcCleanupCost is the price of cleanup as GC debt charges it (ADR 0033,
+// "GC debt"): a deleted byte costs the byte cleanup drops plus the live
+// bytes a compaction rewrote per byte of the garbage that made it due, as
+// the newest completed run (Run; 0 before one) measured it.
+type GcCleanupCost struct {
+	Run                        uint64  `json:"run"`
+	RewriteBytesPerGarbageByte float64 `json:"rewriteBytesPerGarbageByte"`
+	CostBytesPerDeletedByte    float64 `json:"costBytesPerDeletedByte"`
+	// DebtPerDeletedMB is the debt a delete of one MB accrues now (a
+	// smaller delete is charged as one MB).
+	DebtPerDeletedMB       string `json:"debtPerDeletedMB"`
+	DebtPerDeletedMBMicros uint64 `json:"debtPerDeletedMBMicros"`
 }
 
 // TarEstimate is one TAR file in a GC estimate.

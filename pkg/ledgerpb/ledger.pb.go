@@ -1619,8 +1619,9 @@ func (x *GcExecute) GetAtMs() int64 {
 // change nothing.
 type GcCompact struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`           // the finalized epoch it was proposed on
-	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock: the run's and the event's time
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`                          // the finalized epoch it was proposed on
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`                // proposer's clock: the run's and the event's time
+	SizeDelta     uint64                 `protobuf:"varint,3,opt,name=size_delta,json=sizeDelta,proto3" json:"size_delta,omitempty"` // the proposer's gcSizeDeltaEstimation: the garbage that makes a run due
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,6 +1666,13 @@ func (x *GcCompact) GetEpoch() uint64 {
 func (x *GcCompact) GetAtMs() int64 {
 	if x != nil {
 		return x.AtMs
+	}
+	return 0
+}
+
+func (x *GcCompact) GetSizeDelta() uint64 {
+	if x != nil {
+		return x.SizeDelta
 	}
 	return 0
 }
@@ -1832,6 +1840,7 @@ type GcRun struct {
 	EndIndex           uint64                 `protobuf:"varint,19,opt,name=end_index,json=endIndex,proto3" json:"end_index,omitempty"`                                 // raft index of the entry that ended it (done or abandoned); 0 while in progress
 	EndAtMs            int64                  `protobuf:"varint,20,opt,name=end_at_ms,json=endAtMs,proto3" json:"end_at_ms,omitempty"`
 	NodesCurrent       uint64                 `protobuf:"varint,21,opt,name=nodes_current,json=nodesCurrent,proto3" json:"nodes_current,omitempty"` // nodes passed over: written since the run started
+	SizeDelta          uint64                 `protobuf:"varint,22,opt,name=size_delta,json=sizeDelta,proto3" json:"size_delta,omitempty"`          // the GcCompact's: the garbage that makes a run due
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -2009,6 +2018,13 @@ func (x *GcRun) GetEndAtMs() int64 {
 func (x *GcRun) GetNodesCurrent() uint64 {
 	if x != nil {
 		return x.NodesCurrent
+	}
+	return 0
+}
+
+func (x *GcRun) GetSizeDelta() uint64 {
+	if x != nil {
+		return x.SizeDelta
 	}
 	return 0
 }
@@ -3101,10 +3117,12 @@ const file_ledger_proto_rawDesc = "" +
 	"\tGcExecute\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"6\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"U\n" +
 	"\tGcCompact\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x13\n" +
-	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"i\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x12\x1d\n" +
+	"\n" +
+	"size_delta\x18\x03 \x01(\x04R\tsizeDelta\"i\n" +
 	"\rGcCompactStep\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12\x1d\n" +
@@ -3114,7 +3132,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x10GcCompactAbandon\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\x97\x05\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xb6\x05\n" +
 	"\x05GcRun\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\x04R\x03run\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
@@ -3142,7 +3160,9 @@ const file_ledger_proto_rawDesc = "" +
 	"\tabandoned\x18\x12 \x01(\tR\tabandoned\x12\x1b\n" +
 	"\tend_index\x18\x13 \x01(\x04R\bendIndex\x12\x1a\n" +
 	"\tend_at_ms\x18\x14 \x01(\x03R\aendAtMs\x12#\n" +
-	"\rnodes_current\x18\x15 \x01(\x04R\fnodesCurrent\"\\\n" +
+	"\rnodes_current\x18\x15 \x01(\x04R\fnodesCurrent\x12\x1d\n" +
+	"\n" +
+	"size_delta\x18\x16 \x01(\x04R\tsizeDelta\"\\\n" +
 	"\n" +
 	"GcSetLimit\x12\x16\n" +
 	"\x06wallet\x18\x01 \x01(\fR\x06wallet\x12!\n" +

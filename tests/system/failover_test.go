@@ -90,7 +90,7 @@ func (c *cluster) converged(running ...*node) (uint64, string) {
 
 func TestThreeValidatorsFailover(t *testing.T) {
 	c := newCluster(t, 3, "MOCK")
-	leader := c.waitLeader()
+	leader := c.waitLeaderKnown(c.nodes) // the follower written through must know it
 	var follower *node
 	for _, n := range c.nodes {
 		if n != leader {

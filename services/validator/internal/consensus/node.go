@@ -590,7 +590,7 @@ func restoreSnapshot(r SnapshotRestorer, st *Storage) error {
 		return fmt.Errorf("%w: no snapshot to restore", ErrCorruptLog)
 	}
 	defer fr.Close()
-	return r.RestoreSnapshot(md.GetIndex(), md.GetTerm(), fr)
+	return r.RestoreSnapshot(md.GetIndex(), md.GetTerm(), fr.Data())
 }
 
 // applyConfChange installs a committed conf change in raft and persists the

@@ -11,7 +11,8 @@ package consensus
 //
 //   - the metadata (index, term, ConfState) in Pebble under r/sn, and
 //   - the data in one file, <snap dir>/<index:016x>-<term:016x>.snap, in the
-//     frame below, next to the database (storage.DB.SnapshotDir).
+//     frame below, next to the database (storage.DB.SnapshotDir),
+//     compressed (ADR 0034).
 //
 // A file rather than Pebble keys because the data can be large (bounded by
 // the disk and the transport's MaxSnapshotSize, 64 GiB by default): written
@@ -75,8 +76,10 @@ package consensus
 //
 // File frame (integers big-endian):
 //
-//	header  (32 bytes): magic "CLRFTSNP" ‖ version uint32 = 1 ‖ reserved uint32 = 0 ‖ index uint64 ‖ term uint64
-//	data    the applier's snapshot data (raftpb.Snapshot.Data), opaque here
+//	header  (32 bytes): magic "CLRFTSNP" ‖ version uint32 = 2 ‖ reserved uint32 = 0 ‖ index uint64 ‖ term uint64
+//	data    the applier's snapshot data (raftpb.Snapshot.Data), opaque here, as one S2
+//	        stream (github.com/klauspost/compress/s2, blocks of at most 1 MiB); version 1
+//	        files, still read, hold it uncompressed
 //	trailer (12 bytes): len(data) uint64 ‖ CRC-32C of everything before this field
 //
 // The checksum protects the data at rest, independently of whatever the
@@ -95,6 +98,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/klauspost/compress/s2"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -104,8 +108,12 @@ import (
 )
 
 const (
-	snapFileMagic      = "CLRFTSNP"
-	snapFileVersion    = 1
+	snapFileMagic = "CLRFTSNP"
+	// snapFileVersion is the version files are written in: 2, whose data
+	// is the applier's data compressed as one S2 stream (ADR 0034).
+	// Version 1, the data as it is, is still read.
+	snapFileVersion    = 2
+	snapFilePlain      = 1
 	snapFileHeaderLen  = 32
 	snapFileTrailerLen = 12
 	snapFileExt        = ".snap"
@@ -258,8 +266,15 @@ func (s *Storage) writeSnapshotFile(index, term uint64, write func(io.Writer) er
 		return "", err
 	}
 	fw.n = 0
-	if err := write(fw); err != nil {
+	// One goroutine: the snapshot is written beside applies, which the
+	// cores are for. Block output does not depend on the concurrency, so
+	// equal data gives equal files everywhere.
+	zw := s2.NewWriter(fw, s2.WriterConcurrency(1))
+	if err := write(zw); err != nil {
 		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", fmt.Errorf("consensus: compress snapshot file: %w", err)
 	}
 	var trl [snapFileTrailerLen]byte
 	binary.BigEndian.PutUint64(trl[:], uint64(fw.n))
@@ -332,7 +347,7 @@ func checkSnapHeader(hdr []byte, index, term uint64) error {
 	switch {
 	case string(hdr[:8]) != snapFileMagic:
 		return fmt.Errorf("%w: snapshot file %d: not a snapshot file", ErrCorruptLog, index)
-	case binary.BigEndian.Uint32(hdr[8:]) != snapFileVersion:
+	case binary.BigEndian.Uint32(hdr[8:]) != snapFileVersion && binary.BigEndian.Uint32(hdr[8:]) != snapFilePlain:
 		return fmt.Errorf("%w: snapshot file %d: version %d", ErrCorruptLog, index, binary.BigEndian.Uint32(hdr[8:]))
 	case binary.BigEndian.Uint64(hdr[16:]) != index || binary.BigEndian.Uint64(hdr[24:]) != term:
 		return fmt.Errorf("%w: snapshot file %d: holds index %d term %d, want term %d", ErrCorruptLog, index,
@@ -397,8 +412,24 @@ func newSnapFileReader(f vfs.File, index, term uint64) (*snapFileReader, error) 
 	return r, nil
 }
 
-// Size returns the size of the data (without the frame).
+// Size returns the size of the data (without the frame) as the file holds
+// it: compressed in a version 2 file.
 func (r *snapFileReader) Size() int64 { return r.dataLen }
+
+// Data returns a reader of the applier's data: the file's data
+// decompressed (version 2) or as it is (version 1). Its end is the frame's
+// verdict, as for r itself.
+func (r *snapFileReader) Data() io.Reader {
+	if binary.BigEndian.Uint32(r.hdr[8:]) == snapFilePlain {
+		return r
+	}
+	return s2.NewReader(r, s2.ReaderMaxBlockSize(s2MaxBlockSize))
+}
+
+// s2MaxBlockSize is the largest block a snapshot stream may announce: the
+// writer's default (1 MiB). A hostile file cannot make the reader allocate
+// more.
+const s2MaxBlockSize = 1 << 20
 
 func (r *snapFileReader) Read(p []byte) (int, error) {
 	if r.err != nil {
@@ -763,7 +794,7 @@ func (s *Storage) stageSnapshot(md *raftpb.SnapshotMetadata, r io.Reader, size i
 		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 	if verify != nil {
-		err = verify(fr)
+		err = verify(fr.Data())
 	}
 	if err == nil {
 		// Whatever verify read, the frame is checked to its end.

@@ -189,7 +189,7 @@ func checkSnapshotServes(t *testing.T, n *Node) *raftpb.Snapshot {
 	if err != nil || fr == nil || fmd.GetIndex() != md.GetIndex() {
 		t.Fatalf("open the served snapshot's file: %v", err)
 	}
-	data, err := io.ReadAll(fr)
+	data, err := io.ReadAll(fr.Data())
 	fr.Close()
 	if err != nil {
 		t.Fatalf("served snapshot's file: %v", err)
@@ -899,7 +899,7 @@ func currentData(t *testing.T, st *Storage) string {
 		t.Fatalf("open the current snapshot: %v", err)
 	}
 	defer fr.Close()
-	b, err := io.ReadAll(fr)
+	b, err := io.ReadAll(fr.Data())
 	if err != nil {
 		t.Fatal(err)
 	}

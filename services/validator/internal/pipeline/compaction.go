@@ -153,6 +153,6 @@ func (c *Compactions) enabled() error {
 // on its way, or ctx ended.
 func (p *Pipeline) proposeCompaction(ctx context.Context, epoch uint64) bool {
 	return p.background(ctx, compactKey(epoch), &ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompact{GcCompact: &ledgerpb.GcCompact{
-		Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(),
+		Epoch: epoch, AtMs: p.cfg.Now().UnixMilli(), SizeDelta: p.cfg.GcSizeDelta,
 	}}}, func() (bool, error) { return p.records.LastGcRun().GetEpoch() >= epoch, nil })
 }

@@ -3,6 +3,7 @@ package segments
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -114,6 +115,14 @@ func TestViewsAcrossCompactions(t *testing.T) {
 		for k := 1; k <= r; k++ {
 			_, size := l.node(bob, fmt.Sprintf("keep/%d", k))
 			liveBytes += size
+		}
+		// Deletes are priced by the run just done: a MB deleted costs the
+		// MB plus the live bytes it rewrote per byte of its garbage.
+		last := l.machine.LastGcRun()
+		wantCost := 1 + float64(last.GetBytesWritten())/float64(max(last.GetGarbageBytes(), last.GetSizeDelta()))
+		if cc := est.CleanupCost; cc.Run != uint64(r) || math.Abs(cc.CostBytesPerDeletedByte-wantCost) > 1e-6 ||
+			cc.DebtPerDeletedMBMicros != state.DeleteDebtMicros(state.CleanupCostBytes(1_000_000, last)) || cc.DebtPerDeletedMBMicros <= 100_000 {
+			t.Fatalf("after run %d: cleanup cost %+v, want %f bytes per byte deleted", r, cc, wantCost)
 		}
 		if est.AppliedIndex != l.machine.AppliedIndex() || est.LiveBytes != liveBytes {
 			t.Fatalf("after run %d: the estimate at %d holds %d live bytes, the live nodes at %d are %d", r, est.AppliedIndex,

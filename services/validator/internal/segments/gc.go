@@ -139,7 +139,17 @@ func (c *Catalog) WalletGcEstimate(wallet common.Address) (api.GcEstimate, error
 // estimate is an estimate of scan s with nothing added up yet.
 func (c *Catalog) estimate(s *liveScan) api.GcEstimate {
 	return api.GcEstimate{ContractVersion: api.GcEstimateVersion, NodeID: c.cfg.NodeID, AppliedIndex: s.applied, ComputedAt: s.at.UTC(),
-		ByTar: []api.TarEstimate{}}
+		ByTar: []api.TarEstimate{}, CleanupCost: cleanupCost(s.lastDone)}
+}
+
+// cleanupCost is GC debt's price of cleanup as the newest completed run
+// sets it (state.CleanupCostBytes).
+func cleanupCost(done *ledgerpb.GcRun) api.GcCleanupCost {
+	const mb = 1_000_000
+	perMB := state.DeleteDebtMicros(state.CleanupCostBytes(mb, done))
+	cost := float64(state.CleanupCostBytes(mb, done)) / mb
+	return api.GcCleanupCost{Run: done.GetRun(), RewriteBytesPerGarbageByte: cost - 1, CostBytesPerDeletedByte: cost,
+		DebtPerDeletedMB: api.DebtString(perMB), DebtPerDeletedMBMicros: perMB}
 }
 
 // CompactionStateApplied is the state of a COMPACT entry applied state

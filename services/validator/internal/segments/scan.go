@@ -31,10 +31,12 @@ type liveScan struct {
 	took    time.Duration
 	tars    []tarFile
 	copies  []nodeCopy
-	tarLive []uint64 // live node bytes each TAR file carries
-	written map[[20]byte]*walletWrites
-	live    map[[20]byte]*walletLive
-	cids    uint64 // live nodes carrying a CID
+	// lastDone is the newest completed run: GC debt's price.
+	lastDone *ledgerpb.GcRun
+	tarLive  []uint64 // live node bytes each TAR file carries
+	written  map[[20]byte]*walletWrites
+	live     map[[20]byte]*walletLive
+	cids     uint64 // live nodes carrying a CID
 	// distinctCIDs counts the CIDs they carry, each once.
 	distinctCIDs uint64
 }
@@ -125,18 +127,15 @@ func (s *liveScan) addNodes(view *state.ReadView) error {
 // copy of a live node: the newest run, and while it has not copied every
 // node (in progress, or given up), the newest complete run before it.
 func (s *liveScan) copyRuns(view *state.ReadView) ([]*ledgerpb.GcRun, error) {
-	last := view.LastGcRun()
-	if last == nil || last.GetDone() {
-		return []*ledgerpb.GcRun{last}, nil
+	done, err := view.LastDoneGcRun()
+	if err != nil {
+		return nil, err
 	}
-	var complete *ledgerpb.GcRun
-	err := view.GcRuns(func(run *ledgerpb.GcRun) error {
-		if run.GetDone() {
-			complete = run
-		}
-		return nil
-	})
-	return []*ledgerpb.GcRun{last, complete}, err
+	s.lastDone = done
+	if last := view.LastGcRun(); last != done {
+		return []*ledgerpb.GcRun{last, done}, nil
+	}
+	return []*ledgerpb.GcRun{done}, nil
 }
 
 // newestCopy is the raft index of the newest segment holding node as it

@@ -8,10 +8,10 @@ package state
 // go on between the steps:
 //
 //   - GcCompact, applied at raft index I, starts the run: it deletes the
-//     segments older than the newest complete generation with one range
-//     deletion (counting their stored bytes first), writes the first
-//     segment of generation N+1 (s/g/<I>0000, no ops: it marks the
-//     compaction and names the head of generation N), records the run
+//     segments older than the newest complete generation (meta.lastDone's)
+//     with one range deletion (counting their stored bytes first), writes
+//     the first segment of generation N+1 (s/g/<I>0000, no ops: it marks
+//     the compaction and names the head of generation N), records the run
 //     (s/k/<run>) in progress, resets the garbage count and emits
 //     consensus/compact. Every ordinary segment from here on is of
 //     generation N+1.
@@ -70,13 +70,9 @@ func (a *applier) compact(index, term uint64, op *ledgerpb.GcCompact) error {
 	run := &ledgerpb.GcRun{
 		Run: last.GetRun() + 1, Epoch: op.GetEpoch(), Index: index, AtMs: op.GetAtMs(),
 		Generation: last.GetGeneration() + 1, OldHead: append([]byte(nil), a.meta.segmentHash[:]...),
-		GarbageBytes: a.meta.garbage,
+		GarbageBytes: a.meta.garbage, SizeDelta: op.GetSizeDelta(),
 	}
-	kept, err := a.newestCompleteRun(last)
-	if err != nil {
-		return err
-	}
-	if kept != nil {
+	if kept := a.meta.lastDone; kept != nil {
 		if err := a.dropGenerationsBefore(kept, run); err != nil {
 			return err
 		}
@@ -96,15 +92,14 @@ func (a *applier) compact(index, term uint64, op *ledgerpb.GcCompact) error {
 	return a.emit(ev)
 }
 
-// newestCompleteRun returns the newest run that is done, last or an older
-// one, nil when none is: the generation it started is the oldest cleanup
-// keeps.
-func (a *applier) newestCompleteRun(last *ledgerpb.GcRun) (*ledgerpb.GcRun, error) {
+// newestDoneRun returns the newest run that is done, last (the newest run)
+// or an older one, nil when none is.
+func newestDoneRun(r pebble.Reader, last *ledgerpb.GcRun) (*ledgerpb.GcRun, error) {
 	if last == nil || last.GetDone() {
 		return last, nil
 	}
 	lower, upper := storage.GcRunBounds()
-	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +159,7 @@ func (a *applier) compactStep(index, term uint64, op *ledgerpb.GcCompactStep) er
 	if resume == nil {
 		run.Done, run.EndIndex, run.EndAtMs = true, index, op.GetAtMs()
 		a.run = run // its state hash is added once the entry's is known
+		a.meta.lastDone = run
 	}
 	if err := a.put(storage.GcRunKey(run.GetRun()), run); err != nil {
 		return err

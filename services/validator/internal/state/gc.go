@@ -3,6 +3,8 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -27,10 +29,44 @@ const (
 // above its limit.
 const ReasonWriteBlocked = "write_blocked_gc_debt"
 
-// DeleteDebtMicros is the debt a delete of deletedBytes of stored nodes
-// accrues: 0.10 per MB, at least 1 MB.
-func DeleteDebtMicros(deletedBytes uint64) uint64 {
-	return max(deletedBytes, minDebtBytes) * debtPerMBMicros / 1_000_000
+// DeleteDebtMicros is the debt a delete accrues for a cleanup costing
+// costBytes (CleanupCostBytes): 0.10 per MB, at least 1 MB.
+func DeleteDebtMicros(costBytes uint64) uint64 {
+	hi, lo := bits.Mul64(max(costBytes, minDebtBytes), debtPerMBMicros)
+	if hi >= 1_000_000 {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, 1_000_000)
+	return q
+}
+
+// CleanupCostBytes is what cleaning up deletedBytes of deleted content
+// costs this store, in bytes dropped and written (ADR 0033, "GC debt"):
+// the bytes cleanup drops, and the live content a compaction rewrites for
+// them, at the rate the newest run that is done measured: its bytes
+// written (the live content it rewrote) per byte of the garbage that made
+// it due (its garbage, or the threshold in force when an operator forced
+// it earlier). Before the first such run, the bytes dropped alone. A
+// function of replicated state: every validator charges the same.
+func CleanupCostBytes(deletedBytes uint64, lastDone *ledgerpb.GcRun) uint64 {
+	garbage := max(lastDone.GetGarbageBytes(), lastDone.GetSizeDelta())
+	if garbage == 0 {
+		return deletedBytes
+	}
+	hi, lo := bits.Mul64(deletedBytes, lastDone.GetBytesWritten())
+	if hi >= garbage {
+		return math.MaxUint64
+	}
+	rewrite, _ := bits.Div64(hi, lo, garbage)
+	return saturatingAdd(deletedBytes, rewrite)
+}
+
+// saturatingAdd is a + b, or MaxUint64 past it: a debt never wraps.
+func saturatingAdd(a, b uint64) uint64 {
+	if sum := a + b; sum >= a {
+		return sum
+	}
+	return math.MaxUint64
 }
 
 // LimitMicros is the account's effective limit.
@@ -99,7 +135,7 @@ func (a *applier) accrue(wallet []byte, deletedBytes uint64) error {
 		acc = &ledgerpb.GcAccount{Wallet: append([]byte(nil), wallet...)}
 		a.accounts[[20]byte(wallet)] = acc
 	}
-	acc.PendingDebtMicros += DeleteDebtMicros(deletedBytes)
+	acc.PendingDebtMicros = saturatingAdd(acc.GetPendingDebtMicros(), DeleteDebtMicros(CleanupCostBytes(deletedBytes, a.meta.lastDone)))
 	acc.Deletes++
 	acc.DeletedBytes += deletedBytes
 	a.dirty[[20]byte(wallet)] = true

@@ -1,8 +1,11 @@
 package state
 
 import (
+	"math"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
@@ -10,10 +13,75 @@ import (
 func TestDeleteDebtMicros(t *testing.T) {
 	for _, tc := range []struct{ bytes, want uint64 }{
 		{0, 100_000}, {1, 100_000}, {1_000_000, 100_000}, {2_500_000, 250_000}, {10_000_000_000, 1_000_000_000},
+		{math.MaxUint64, math.MaxUint64 / 10},
 	} {
 		if got := DeleteDebtMicros(tc.bytes); got != tc.want {
 			t.Errorf("DeleteDebtMicros(%d) = %d, want %d", tc.bytes, got, tc.want)
 		}
+	}
+}
+
+// TestCleanupCostBytes: the bytes dropped, plus the live content the last
+// completed run rewrote per byte of the garbage (or the threshold) that
+// made it due; saturating, never wrapping.
+func TestCleanupCostBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		deleted uint64
+		run     *ledgerpb.GcRun
+		want    uint64
+	}{
+		{"no run yet", 5_000, nil, 5_000},
+		{"rewrote twice the garbage", 5_000, &ledgerpb.GcRun{Done: true, BytesWritten: 2_000_000, GarbageBytes: 1_000_000}, 15_000},
+		{"forced below the threshold", 5_000, &ledgerpb.GcRun{Done: true, BytesWritten: 2_000_000, GarbageBytes: 10, SizeDelta: 4_000_000}, 7_500},
+		{"garbage past the threshold", 5_000, &ledgerpb.GcRun{Done: true, BytesWritten: 2_000_000, GarbageBytes: 8_000_000, SizeDelta: 4_000_000}, 6_250},
+		{"saturates", math.MaxUint64 / 2, &ledgerpb.GcRun{Done: true, BytesWritten: math.MaxUint64, GarbageBytes: 1}, math.MaxUint64},
+		{"saturates at the sum", math.MaxUint64 - 1, &ledgerpb.GcRun{Done: true, BytesWritten: 1, GarbageBytes: 1}, math.MaxUint64},
+	} {
+		if got := CleanupCostBytes(tc.deleted, tc.run); got != tc.want {
+			t.Errorf("%s: CleanupCostBytes(%d) = %d, want %d", tc.name, tc.deleted, got, tc.want)
+		}
+	}
+}
+
+// TestDebtPricedByTheLastRun: a delete after a completed run is charged
+// for the live content that run rewrote per byte of garbage; the run in
+// progress after it does not change the price, and a restart keeps it.
+func TestDebtPricedByTheLastRun(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	m, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := `{"d":"` + strings.Repeat("z", 1_500_000) + `"}`
+	l := newLog(t)
+	l.batch(1, writeItem(1, alice, "keep", big), writeItem(2, alice, "gone", big), writeItem(3, alice, "gone2", big))
+	l.compact(1, 1, 2)
+	l.batch(3, writeItem(4, bob, "x", `{"x":1}`))
+	l.compactStart(2, 4) // in progress: the price is still run 1's
+	del := l.batch(5, deleteItem(5, alice, "gone"))
+	mustApply(t, m, l.entries...)
+	acc, err := m.Account(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run1 := m.meta.lastDone
+	want := DeleteDebtMicros(CleanupCostBytes(acc.GetDeletedBytes(), run1))
+	if run1.GetRun() != 1 || want <= DeleteDebtMicros(acc.GetDeletedBytes()) || acc.GetPendingDebtMicros() != want {
+		t.Fatalf("debt %d for %d deleted bytes after run %v, want %d (more than the %d of the bytes alone)", acc.GetPendingDebtMicros(),
+			acc.GetDeletedBytes(), run1, want, DeleteDebtMicros(acc.GetDeletedBytes()))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, dir)
+	defer db.Close()
+	if m, err = Open(db, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(m.meta.lastDone, run1) || del.Index != m.AppliedIndex() {
+		t.Fatalf("reopened: the newest completed run %v, want %v", m.meta.lastDone, run1)
 	}
 }
 

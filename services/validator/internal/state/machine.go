@@ -110,6 +110,10 @@ type meta struct {
 	// lastRun is the newest compaction run, nil before the first; replaced,
 	// never modified, once published.
 	lastRun *ledgerpb.GcRun
+	// lastDone is the newest run that is done (lastRun, or one before it
+	// when lastRun is in progress or was given up), nil before the first:
+	// what cleanup keeps from, and what GC debt is priced by (gc.go).
+	lastDone *ledgerpb.GcRun
 	// counts is replaced, never modified, once published: Apply works on
 	// a clone.
 	counts *ledgerpb.ProposalCounts
@@ -166,6 +170,9 @@ func loadMeta(r pebble.Reader) (meta, error) {
 		return meta{}, err
 	}
 	if md.lastRun, err = newestGcRun(r); err != nil {
+		return meta{}, err
+	}
+	if md.lastDone, err = newestDoneRun(r, md.lastRun); err != nil {
 		return meta{}, err
 	}
 	if md.stateHash, err = getHash(r, []byte(storage.StateHashKey)); err != nil {

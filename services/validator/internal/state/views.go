@@ -50,6 +50,10 @@ func (m *Machine) ReadView() (*ReadView, error) {
 // first. It must not be modified.
 func (v *ReadView) LastGcRun() *ledgerpb.GcRun { return v.lastRun }
 
+// LastDoneGcRun is the newest compaction run the view holds that is done,
+// nil before the first: what GC debt is priced by (CleanupCostBytes).
+func (v *ReadView) LastDoneGcRun() (*ledgerpb.GcRun, error) { return newestDoneRun(v.snap, v.lastRun) }
+
 // GcRuns calls fn with each compaction run the view holds, oldest first,
 // until fn fails.
 func (v *ReadView) GcRuns(fn func(*ledgerpb.GcRun) error) error {
