@@ -199,9 +199,14 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 	defer stop()
 	go gcs.run(ctx)
 
+	// The table goes to stderr as it grows: a benchmark's log is cut after
+	// a few lines, and an hour's run should show its windows as they end.
+	table := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "soak gc=%-5v "+format+"\n", append([]any{gc}, args...)...)
+	}
 	b.Logf("soak gc=%v: %d proposals, windows of %d, %d clients, GC threshold %d B, epoch %s",
 		gc, cfg.count, cfg.window, len(clients), cfg.gcSizeDelta, soakEpochLength)
-	b.Logf("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %7s %13s",
+	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %7s %13s",
 		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "follow-RSS", "gc-runs", "reclaimed-MiB")
 	var windows []soakWindow
 	var timed time.Duration
@@ -231,7 +236,7 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		for i, d := range w.disk {
 			disks[i] = fmt.Sprintf("%.1f", mib(d))
 		}
-		b.Logf("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %7d %13.1f",
+		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %7d %13.1f",
 			w.proposals, w.perSec, w.p50, w.p99, strings.Join(disks, " "), mib(w.wal), mib(w.live), w.diskPerLive(),
 			mib(w.leaderRSS), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed))
 		if w.missedGCRuns > 0 {
