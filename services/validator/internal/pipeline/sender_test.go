@@ -152,10 +152,11 @@ func TestCompactionOnTheMachine(t *testing.T) {
 			t.Fatalf("proposal %s: %s %s", id.Hex(), s.Status, s.Reason)
 		}
 	}
-	waitStats(t, p, "a compaction applied", func(Stats) bool { return l.m.LastGcRun() != nil })
+	// Started, then driven through its steps to the end.
+	waitStats(t, p, "a compaction run done", func(Stats) bool { return l.m.LastGcRun().GetDone() })
 	run := l.m.LastGcRun()
 	if run.GetRun() != 1 || run.GetEpoch() != fixedEpoch(7).Finalized() || run.GetGeneration() != 1 || run.GetLiveNodes() == 0 ||
-		run.GetGarbageBytes() == 0 || l.m.Generation() != 1 {
+		run.GetSteps() == 0 || run.GetGarbageBytes() == 0 || l.m.Generation() != 1 {
 		t.Fatalf("run %v, generation %d", run, l.m.Generation())
 	}
 }
