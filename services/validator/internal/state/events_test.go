@@ -196,14 +196,7 @@ func TestLeaderTermSurvivesRestartAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustApply(t, m, l.entries[:3]...)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, dir)
-	defer db.Close()
-	if m, err = Open(db, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	if m.LeaderTerm() != 4 {
 		t.Fatalf("LeaderTerm after a restart %d, want 4", m.LeaderTerm())
 	}

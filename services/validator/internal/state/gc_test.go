@@ -72,14 +72,7 @@ func TestDebtPricedByTheLastRun(t *testing.T) {
 		t.Fatalf("debt %d for %d deleted bytes after run %v, want %d (more than the %d of the bytes alone)", acc.GetPendingDebtMicros(),
 			acc.GetDeletedBytes(), run1, want, DeleteDebtMicros(acc.GetDeletedBytes()))
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, dir)
-	defer db.Close()
-	if m, err = Open(db, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	if !proto.Equal(m.meta.lastDone, run1) || del.Index != m.AppliedIndex() {
 		t.Fatalf("reopened: the newest completed run %v, want %v", m.meta.lastDone, run1)
 	}

@@ -162,6 +162,22 @@ func newMachine(t testing.TB) *Machine {
 	return m
 }
 
+// reopen closes db and opens the store in dir again, as a restart does,
+// and returns a machine on it; the database closes with the test.
+func reopen(t testing.TB, db *storage.DB, dir string) *Machine {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, dir)
+	t.Cleanup(func() { db.Close() })
+	m, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func mustApply(t testing.TB, m *Machine, entries ...*Entry) {
 	t.Helper()
 	if err := m.Apply(values(entries)); err != nil {

@@ -76,15 +76,7 @@ func TestStateHashAt(t *testing.T) {
 	if _, ok := m.StateHashAt(last + 1); ok {
 		t.Error("StateHashAt answers for an index not applied yet")
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	db = openDB(t, dir)
-	defer db.Close()
-	if m, err = Open(db, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	if got, ok := m.StateHashAt(last); !ok || got != want[last] {
 		t.Errorf("after a restart, StateHashAt(%d) = %x, %t", last, got[:4], ok)
 	}

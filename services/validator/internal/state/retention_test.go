@@ -109,14 +109,7 @@ func TestEventRetentionIsReplicated(t *testing.T) {
 	}
 	mustApply(t, m, entries...)
 	first := m.FirstEventID()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, dir)
-	defer db.Close()
-	if m, err = Open(db, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	if m.FirstEventID() != first || m.FirstEventID() != eventIDs(t, m)[0] {
 		t.Fatalf("after a restart FirstEventID = %d, was %d; kept %v", m.FirstEventID(), first, eventIDs(t, m))
 	}
@@ -140,14 +133,7 @@ func TestEventRetentionBoundedPerEntry(t *testing.T) {
 		}
 		mustApply(t, m, l.batch(1, items...))
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, dir)
-	defer db.Close()
-	if m, err = Open(db, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	l.retention = EventRetention{MaxEvents: 10}
 	mustApply(t, m, l.batch(2, writeItem(total+1, alice, "last", `{}`)))
 	if m.FirstEventID() != maxPrunePerEntry+1 {
