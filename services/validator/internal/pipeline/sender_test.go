@@ -76,17 +76,9 @@ func TestBatchBytesCountWholeProposals(t *testing.T) {
 // GcSizeDelta, once per finalized epoch, and none with GcSizeDelta 0.
 func TestCompactsOnFinalizedEpochOverThreshold(t *testing.T) {
 	const threshold = 1000
-	epochs := &movableEpoch{}
-	epochs.current.Store(7)
-	epochs.finalized.Store(5)
-	p, l := startWith(t, paymentsByID{}, nil, epochs, func(c *Config) {
-		c.VerifyPayments = false
-		c.FinalizeInterval = 5 * time.Millisecond
-		c.GcSizeDelta = threshold
-	})
+	p, l, epochs := startCompactions(t, threshold)
 	// Below the threshold: epochs become final, nothing is compacted.
 	l.addGarbage(threshold - 1)
-	waitStats(t, p, "finality of epoch 5", func(Stats) bool { return l.FinalizedEpoch() == 5 })
 	epochs.finalized.Store(6)
 	waitStats(t, p, "finality of epoch 6", func(Stats) bool { return l.FinalizedEpoch() == 6 })
 
@@ -113,16 +105,8 @@ func TestCompactsOnFinalizedEpochOverThreshold(t *testing.T) {
 
 // TestNoCompactionWithoutThreshold: GcSizeDelta 0 turns compaction off.
 func TestNoCompactionWithoutThreshold(t *testing.T) {
-	epochs := &movableEpoch{}
-	epochs.current.Store(7)
-	epochs.finalized.Store(5)
-	p, l := startWith(t, paymentsByID{}, nil, epochs, func(c *Config) {
-		c.VerifyPayments = false
-		c.FinalizeInterval = 5 * time.Millisecond
-		c.GcSizeDelta = 0
-	})
+	p, l, epochs := startCompactions(t, 0)
 	l.addGarbage(1 << 40)
-	waitStats(t, p, "finality of epoch 5", func(Stats) bool { return l.FinalizedEpoch() == 5 })
 	// Two more finalizations: the loop looked at the garbage after the
 	// first, and handed over anything it would propose before the last.
 	for _, e := range []uint64{6, 7} {

@@ -146,8 +146,9 @@ func (c *Catalog) estimate(s *liveScan) api.GcEstimate {
 // sets it (state.CleanupCostBytes).
 func cleanupCost(done *ledgerpb.GcRun) api.GcCleanupCost {
 	const mb = 1_000_000
-	perMB := state.DeleteDebtMicros(state.CleanupCostBytes(mb, done))
-	cost := float64(state.CleanupCostBytes(mb, done)) / mb
+	costBytes := state.CleanupCostBytes(mb, done)
+	perMB := state.DeleteDebtMicros(costBytes)
+	cost := float64(costBytes) / mb
 	return api.GcCleanupCost{Run: done.GetRun(), RewriteBytesPerGarbageByte: cost - 1, CostBytesPerDeletedByte: cost,
 		DebtPerDeletedMB: api.DebtString(perMB), DebtPerDeletedMBMicros: perMB}
 }

@@ -32,10 +32,9 @@ const ReasonWriteBlocked = "write_blocked_gc_debt"
 // DeleteDebtMicros is the debt a delete accrues for a cleanup costing
 // costBytes (CleanupCostBytes): 0.10 per MB, at least 1 MB.
 func DeleteDebtMicros(costBytes uint64) uint64 {
+	// 128-bit product: hi < debtPerMBMicros < 1,000,000, so the quotient
+	// fits and nothing overflows, whatever the cost.
 	hi, lo := bits.Mul64(max(costBytes, minDebtBytes), debtPerMBMicros)
-	if hi >= 1_000_000 {
-		return math.MaxUint64
-	}
 	q, _ := bits.Div64(hi, lo, 1_000_000)
 	return q
 }
