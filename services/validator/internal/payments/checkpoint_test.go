@@ -203,6 +203,11 @@ func runFollower(t *testing.T, js jetstream.JetStream, store CheckpointStore, se
 	go func() { defer close(done); _ = f.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.After(20 * time.Second)
+	// Changed signals a change of the payments, and Consumed moves just
+	// after it (consumedThrough signals nothing): a wait on Changed alone
+	// can miss the last message. So poll too.
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		changed := ix.Changed()
 		if ix.Stats().Consumed >= seq {
@@ -210,6 +215,7 @@ func runFollower(t *testing.T, js jetstream.JetStream, store CheckpointStore, se
 		}
 		select {
 		case <-changed:
+		case <-poll.C:
 		case <-deadline:
 			t.Fatalf("the follower consumed %d of %d", ix.Stats().Consumed, seq)
 		}
