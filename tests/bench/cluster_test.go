@@ -10,8 +10,8 @@
 //	BENCH_VALIDATOR_ENV="K=V …"  extra SVC_VALIDATOR_* settings (see validatorSettings)
 //	BENCH_VALIDATOR_BIN=path    a prebuilt validator instead of building this tree's
 //	ETCD_BIN=path               etcd (default: etcd on PATH, else apt-get install etcd-server)
-//	BENCH_PROFILE=dir           write a CPU profile of every validator, and of this process, per run into dir
-//	BENCH_PROFILE_SECONDS=n     length of each profile (default 3; keep it below the run's length)
+//	BENCH_PROFILE=dir           write a CPU profile of every validator, and of this process, per run into dir (the soak: the validators, per window)
+//	BENCH_PROFILE_SECONDS=n     length of each profile (default 3, the soak 10; keep it below the run's length)
 //	BENCH_PROFILE_TRACE=1       also an execution trace of the leader over the same window (go tool trace)
 //
 // Besides proposals/s and the latency percentiles from submission to
@@ -191,6 +191,19 @@ type profiler interface {
 
 func profileDir() string { return os.Getenv("BENCH_PROFILE") }
 
+// profileSeconds is BENCH_PROFILE_SECONDS, def when unset.
+func profileSeconds(b *testing.B, def int) int {
+	s := os.Getenv("BENCH_PROFILE_SECONDS")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("BENCH_PROFILE_SECONDS=%q is not a positive integer", s)
+	}
+	return n
+}
+
 // startProfile starts CPU profiles of the servers when BENCH_PROFILE is set
 // and sys supports it; the returned function waits for it.
 func startProfile(b *testing.B, sys system, clients int) (wait func()) {
@@ -199,14 +212,7 @@ func startProfile(b *testing.B, sys system, clients int) (wait func()) {
 	if !ok || dir == "" || b.N < 100 { // the calibration runs are too short
 		return func() {}
 	}
-	seconds := 3
-	if s := os.Getenv("BENCH_PROFILE_SECONDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("BENCH_PROFILE_SECONDS=%q is not a positive integer", s)
-		}
-		seconds = n
-	}
+	seconds := profileSeconds(b, 3)
 	prefix := filepath.Join(dir, fmt.Sprintf("clients=%d-n=%d", clients, b.N))
 	// -count N repeats a run with the same name: number the repeats rather
 	// than overwrite the first run's profiles.

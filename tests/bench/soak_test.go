@@ -216,9 +216,16 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		n := min(cfg.window, cfg.count-done)
 		plans := prepareSoakWindow(b, c, clients, seq, n)
 		seq += n
+		// BENCH_PROFILE: every validator's CPU over the window's first
+		// BENCH_PROFILE_SECONDS (default 10), and the leader's heap after.
+		profiled := func() {}
+		if profileDir() != "" {
+			profiled = startSoakProfile(b, c, fmt.Sprintf("soak-gc=%v-%07d", gc, done+n))
+		}
 		b.StartTimer()
 		latencies, elapsed := runSoakWindow(b, c, plans)
 		b.StopTimer()
+		profiled()
 		if b.Failed() {
 			return
 		}
@@ -518,3 +525,17 @@ func dirBytesOnDisk(dir string) (total, wal int64, err error) {
 }
 
 func mib[T int64 | uint64](n T) float64 { return float64(n) / (1 << 20) }
+
+// startSoakProfile profiles the validators (BENCH_PROFILE) from now into
+// files named by prefix; the returned function waits for the profiles.
+func startSoakProfile(b *testing.B, c *ledgerCluster, prefix string) (wait func()) {
+	seconds := profileSeconds(b, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.profile(context.Background(), time.Duration(seconds)*time.Second, filepath.Join(profileDir(), prefix)); err != nil {
+			b.Logf("profile: %v", err)
+		}
+	}()
+	return func() { <-done }
+}
