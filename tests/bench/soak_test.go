@@ -45,8 +45,10 @@ import (
 // paths, so every overwrite and delete finds its path committed). Every
 // SOAK_WINDOW proposals (default 100,000) a row of the table is logged:
 // proposals/s, p50/p99, disk bytes of each validator's data directory,
-// live bytes, disk/live, leader and follower RSS, GC runs and bytes
-// reclaimed so far. The metrics are the first and last windows' figures,
+// live bytes, disk/live, leader and follower RSS (and the leader's Pebble
+// block cache and memtables, part of it), GC runs and bytes
+// reclaimed so far, CPU per proposal (the validators, the leader, the
+// clients) and how busy the machine was. The metrics are the first and last windows' figures,
 // the worst disk/live ratio, RSS growth from the first window to the end,
 // and the GC totals.
 //
@@ -158,17 +160,24 @@ func soakMessage(seq int) []byte {
 
 // soakWindow is one window's figures.
 type soakWindow struct {
-	proposals    int // proposals so far
-	perSec       float64
-	p50, p99     float64 // ms
-	disk         []int64 // bytes of each validator's data directory
-	wal          int64   // the largest validator's write-ahead logs among them
-	live         uint64
-	leaderRSS    int64
-	followerRSS  int64 // the larger follower's
-	gcRuns       uint64
-	reclaimed    uint64
-	missedGCRuns uint64
+	proposals   int // proposals so far
+	perSec      float64
+	p50, p99    float64 // ms
+	disk        []int64 // bytes of each validator's data directory
+	wal         int64   // the largest validator's write-ahead logs among them
+	live        uint64
+	leaderRSS   int64
+	followerRSS int64 // the larger follower's
+	// The leader's Pebble block cache and memtables, part of its RSS.
+	leaderCache, leaderMemTables int64
+	gcRuns                       uint64
+	reclaimed                    uint64
+	missedGCRuns                 uint64
+	// CPU per proposal over the window: the three validators, the leader
+	// among them, and this process (the clients); and how busy the machine
+	// was, in percent.
+	serverCPU, leaderCPU, clientCPU time.Duration
+	machineBusy                     float64
 }
 
 // diskPerLive is the largest validator's disk over the live bytes.
@@ -206,8 +215,9 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 	}
 	b.Logf("soak gc=%v: %d proposals, windows of %d, %d clients, GC threshold %d B, epoch %s",
 		gc, cfg.count, cfg.window, len(clients), cfg.gcSizeDelta, soakEpochLength)
-	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %7s %13s",
-		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "follow-RSS", "gc-runs", "reclaimed-MiB")
+	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %10s %7s %13s %10s %10s %10s %8s",
+		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "cache+mem", "follow-RSS", "gc-runs", "reclaimed-MiB",
+		"server-us", "leader-us", "client-us", "busy-%")
 	var windows []soakWindow
 	var timed time.Duration
 	b.ResetTimer()
@@ -222,9 +232,14 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		if profileDir() != "" {
 			profiled = startSoakProfile(b, c, fmt.Sprintf("soak-gc=%v-%07d", gc, done+n))
 		}
+		leader, all := c.servers()
+		cpu0, lead0, self0 := procsCPU(all), leader.cpu(), selfCPU()
+		busy0, total0 := machineCPU()
 		b.StartTimer()
 		latencies, elapsed := runSoakWindow(b, c, plans)
 		b.StopTimer()
+		cpu1, lead1, self1 := procsCPU(all), leader.cpu(), selfCPU()
+		busy1, total1 := machineCPU()
 		profiled()
 		if b.Failed() {
 			return
@@ -238,14 +253,20 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 			return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
 		}
 		w.perSec, w.p50, w.p99 = float64(n)/elapsed.Seconds(), pct(0.50), pct(0.99)
+		w.serverCPU, w.leaderCPU = (cpu1-cpu0)/time.Duration(n), (lead1-lead0)/time.Duration(n)
+		if total1 > total0 {
+			w.machineBusy = 100 * float64(busy1-busy0) / float64(total1-total0)
+			w.clientCPU = (self1 - self0) / time.Duration(n)
+		}
 		windows = append(windows, w)
 		disks := make([]string, len(w.disk))
 		for i, d := range w.disk {
 			disks[i] = fmt.Sprintf("%.1f", mib(d))
 		}
-		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %7d %13.1f",
+		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %10.1f %7d %13.1f %10d %10d %10d %8.0f",
 			w.proposals, w.perSec, w.p50, w.p99, strings.Join(disks, " "), mib(w.wal), mib(w.live), w.diskPerLive(),
-			mib(w.leaderRSS), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed))
+			mib(w.leaderRSS), mib(w.leaderCache+w.leaderMemTables), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed),
+			w.serverCPU.Microseconds(), w.leaderCPU.Microseconds(), w.clientCPU.Microseconds(), w.machineBusy)
 		if w.missedGCRuns > 0 {
 			b.Logf("%d GC runs went by between two reads of /v1/gc/status: their reclaimed bytes are not counted", w.missedGCRuns)
 		}
@@ -412,6 +433,14 @@ func measureSoakWindow(b *testing.B, c *ledgerCluster, dir string, gcs *gcSample
 		time.Sleep(200 * time.Millisecond) // polling the route's scan
 	}
 	w.live = frag.Totals.LiveBytes
+	// What of the leader's RSS is Pebble's: the block cache (bounded by
+	// its size) and the memtables.
+	var storage api.StorageSnapshot
+	if err := harness.GetJSON(nil, time.Minute, c.leader.url+"/v1/ops/snapshots/storage", &storage); err != nil {
+		b.Fatal(err)
+	}
+	w.leaderCache = storage.Pebble.BlockCache.SizeBytes
+	w.leaderMemTables = int64(storage.Pebble.MemTable.SizeBytes)
 	w.gcRuns, w.reclaimed, w.missedGCRuns = gcs.totals()
 	return w
 }
