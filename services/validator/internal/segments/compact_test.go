@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -172,6 +173,55 @@ func TestViewsAcrossCompactions(t *testing.T) {
 		// segment anchors the chain); the last run is seen as a compaction.
 		if r >= 2 && tars.Tars[0].FirstIndex != runs[r-2] || !slices.Equal(compactions, runs[r-1:]) {
 			t.Fatalf("after run %d: first TAR file %+v, compactions at %v, runs at %v", r, tars.Tars[0], compactions, runs)
+		}
+	}
+}
+
+// TestIndexIsIncrementalAcrossCompactions: an index that forgets what each
+// cleanup dropped and reads on holds what an index read from scratch holds,
+// whether it read after every entry or was behind by whole runs (segments
+// it never read were dropped).
+func TestIndexIsIncrementalAcrossCompactions(t *testing.T) {
+	l := newLedger(t)
+	clk := newClock()
+	eager, behind := l.catalog(3000, clk), l.catalog(3000, clk)
+	index := func(c *Catalog) *segmentIndex {
+		t.Helper()
+		var got *segmentIndex
+		if err := c.readIndex(func(_ uint64, x *segmentIndex) { got = x }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for r := 1; r <= 5; r++ {
+		for i := range 6 {
+			wallet := alice
+			if i%2 == 1 {
+				wallet = bob
+			}
+			l.apply(l.write(wallet, fmt.Sprintf("page/%d", (r+i)%5), page(fmt.Sprint(r, i), 300+100*i)))
+			index(eager)
+		}
+		l.apply(l.delete(alice, fmt.Sprintf("page/%d", r%5)))
+		l.applyOp(&ledgerpb.Entry{Op: &ledgerpb.Entry_GcCompact{GcCompact: &ledgerpb.GcCompact{Epoch: uint64(r), AtMs: int64(r) * 1000}}})
+		for state.RunInProgress(l.machine.LastGcRun()) {
+			index(eager)
+			l.compactStep(1 << 10)
+		}
+		if r%2 == 0 {
+			index(behind) // two runs behind at the next read
+		}
+		fresh := index(l.catalog(3000, clk))
+		for name, c := range map[string]*Catalog{"read after every entry": eager, "read every other run": behind} {
+			if r%2 == 1 && c == behind {
+				continue
+			}
+			if got := index(c); !reflect.DeepEqual(got, fresh) {
+				t.Fatalf("after run %d, the index %s:\n%+v\nread from scratch:\n%+v", r, name, got, fresh)
+			}
+		}
+		if fresh.breaks != 0 || len(fresh.generations) != 2 {
+			t.Fatalf("after run %d: %d chain breaks, generations %v", r, fresh.breaks, fresh.generations)
 		}
 	}
 }

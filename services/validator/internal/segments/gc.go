@@ -118,7 +118,7 @@ func (c *Catalog) WalletGcEstimate(wallet common.Address) (api.GcEstimate, error
 	for i, f := range s.tars {
 		var written, live uint64
 		if ww != nil {
-			written = ww.byTar[i]
+			written = ww.byTar[i].written
 		}
 		if wl != nil {
 			live = min(wl.byTar[i], written)

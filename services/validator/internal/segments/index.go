@@ -3,6 +3,7 @@ package segments
 import (
 	"bytes"
 	"encoding/hex"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -24,31 +25,51 @@ type tarFile struct {
 	segments    int
 	bytes       uint64 // stored segment bytes
 	written     uint64 // node bytes its segments' writes carry
+	writes      uint64 // node writes
+	deletes     uint64 // node deletions
+	breaks      uint64 // segments not linked to the one before
 	prev, head  [32]byte
 	chainOK     bool
 }
 
-// walletWrites is what one wallet's segments did.
-type walletWrites struct {
+// walletTar is what one wallet's segments did in one TAR file.
+type walletTar struct {
 	written         uint64 // node bytes written
 	writes, deletes uint64 // node writes and deletions
-	lastTar, tars   int    // the newest TAR file touched, and how many
-	byTar           map[int]uint64
 }
 
-func (w *walletWrites) touch(tar int) {
-	if w.lastTar != tar {
-		w.lastTar, w.tars = tar, w.tars+1
-	}
+// walletWrites is what one wallet's segments did: the totals, and by TAR
+// file (its place in segmentIndex.tars), so that dropping a TAR file
+// subtracts what it held.
+type walletWrites struct {
+	walletTar
+	tars  int // TAR files touched
+	byTar map[int]walletTar
 }
 
 func (w *walletWrites) clone() *walletWrites {
 	c := *w
-	c.byTar = make(map[int]uint64, len(w.byTar))
+	c.byTar = make(map[int]walletTar, len(w.byTar))
 	for k, v := range w.byTar {
 		c.byTar[k] = v
 	}
 	return &c
+}
+
+// dropTars forgets the first n TAR files: their figures are subtracted and
+// the places of the others move down by n.
+func (w *walletWrites) dropTars(n int) {
+	byTar := make(map[int]walletTar, len(w.byTar))
+	for i, t := range w.byTar {
+		if i < n {
+			w.written -= t.written
+			w.writes -= t.writes
+			w.deletes -= t.deletes
+			continue
+		}
+		byTar[i-n] = t
+	}
+	w.byTar, w.tars = byTar, len(byTar)
 }
 
 // segmentIndex is every segment read so far, summed. Segments are read in
@@ -97,7 +118,7 @@ func walletOfPath(path string) ([20]byte, bool) {
 func (x *segmentIndex) wallet(w [20]byte) *walletWrites {
 	ww := x.wallets[w]
 	if ww == nil {
-		ww = &walletWrites{lastTar: -1, byTar: map[int]uint64{}}
+		ww = &walletWrites{byTar: map[int]walletTar{}}
 		x.wallets[w] = ww
 	}
 	return ww
@@ -135,6 +156,9 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 	tar.segments++
 	tar.bytes += size
 	tar.chainOK = tar.chainOK && linked
+	if !linked {
+		tar.breaks++
+	}
 	if !slices.Contains(x.generations, gen) {
 		x.generations = append(x.generations, gen)
 		slices.Sort(x.generations)
@@ -156,35 +180,90 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 	for _, op := range seg.GetOps() {
 		if node := op.GetPut(); node != nil {
 			x.writes++
+			tar.writes++
 			sz := uint64(proto.Size(node))
 			tar.written += sz
 			if len(node.GetWallet()) == 20 {
-				ww := x.wallet([20]byte(node.GetWallet()))
-				ww.written += sz
-				ww.writes++
-				ww.byTar[n-1] += sz
-				ww.touch(n - 1)
+				x.wallet([20]byte(node.GetWallet())).count(n-1, walletTar{written: sz, writes: 1})
 			}
 			continue
 		}
 		if path := op.GetDeletePath(); path != "" {
 			x.deletes++
+			tar.deletes++
 			if w, ok := walletOfPath(path); ok {
-				ww := x.wallet(w)
-				ww.deletes++
-				ww.touch(n - 1)
+				x.wallet(w).count(n-1, walletTar{deletes: 1})
 			}
 		}
 	}
 }
 
+// count adds d, done in TAR file tar, to the wallet's figures.
+func (w *walletWrites) count(tar int, d walletTar) {
+	t, touched := w.byTar[tar]
+	if !touched {
+		w.tars++
+	}
+	t.written, t.writes, t.deletes = t.written+d.written, t.writes+d.writes, t.deletes+d.deletes
+	w.byTar[tar] = t
+	w.written, w.writes, w.deletes = w.written+d.written, w.writes+d.writes, w.deletes+d.deletes
+}
+
+// dropBefore forgets the segments below raft index first, which a cleanup
+// deleted (ADR 0033). A cleanup deletes whole generations and a TAR file
+// holds segments of one generation, so whole TAR files go, with what they
+// counted; the rest of the index stays as it was read.
+func (x *segmentIndex) dropBefore(first uint64) {
+	n := 0
+	for n < len(x.tars) && x.tars[n].last < first {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	for _, t := range x.tars[:n] {
+		x.count -= uint64(t.segments)
+		x.bytes -= t.bytes
+		x.writes -= t.writes
+		x.deletes -= t.deletes
+		x.breaks -= t.breaks
+	}
+	x.tars = slices.Delete(x.tars, 0, n)
+	for w, ww := range x.wallets {
+		ww.dropTars(n)
+		if ww.tars == 0 {
+			delete(x.wallets, w)
+		}
+	}
+	x.copies = slices.DeleteFunc(x.copies, func(c nodeCopy) bool { return c.index < first })
+	x.generations = x.generations[:0]
+	for _, t := range x.tars {
+		if !slices.Contains(x.generations, t.generation) {
+			x.generations = append(x.generations, t.generation)
+		}
+	}
+	if len(x.tars) > 0 {
+		x.first = x.tars[0].first
+	}
+}
+
 // catchUp reads the segments of view the index has not read yet. After a
-// compaction, whose cleanup may have dropped the oldest segments, it reads
-// them all again (the generations kept: at most twice the live content and
-// the writes since).
+// compaction, whose cleanup may have dropped the oldest segments, it first
+// forgets those: what it read of the generations kept stays, so a run
+// costs the index the segments the run writes, not a second read of the
+// whole store. If the index was so far behind that segments it never read
+// were dropped, every file it read was dropped before them, and the oldest
+// segment kept is read as the anchor of a new chain, as at the start.
 func (x *segmentIndex) catchUp(view *state.ReadView) error {
 	if run := view.LastGcRun().GetRun(); run != x.run {
-		*x = *newSegmentIndex(x.target)
+		first, ok, err := view.FirstSegmentIndex()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			first = math.MaxUint64 // nothing is kept
+		}
+		x.dropBefore(first)
 		x.run = run
 	}
 	return view.SegmentsFrom(x.next, func(index uint64, raw []byte, hash [32]byte) error {

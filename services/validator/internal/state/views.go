@@ -110,6 +110,20 @@ func (v *ReadView) SegmentsFrom(from uint64, fn func(index uint64, raw []byte, h
 	})
 }
 
+// FirstSegmentIndex returns the raft index of the oldest segment kept, ok
+// false when there is none. It reads no segment's bytes.
+func (v *ReadView) FirstSegmentIndex() (index uint64, ok bool, err error) {
+	lower, upper := storage.SegmentBounds()
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return 0, false, err
+	}
+	if it.First() {
+		index, _, ok = storage.SegmentKeyIndex(it.Key())
+	}
+	return index, ok, errors.Join(it.Error(), it.Close())
+}
+
 // SegmentRange calls fn with the raft index, the part and the stored bytes
 // of each segment with first <= index <= last, in chain order (index, then
 // part), until fn fails. raw is valid only during the call.
