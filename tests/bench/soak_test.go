@@ -45,8 +45,8 @@ import (
 // paths, so every overwrite and delete finds its path committed). Every
 // SOAK_WINDOW proposals (default 100,000) a row of the table is logged:
 // proposals/s, p50/p99, disk bytes of each validator's data directory,
-// live bytes, disk/live, leader and follower RSS (and the leader's Pebble
-// block cache and memtables, part of it), GC runs and bytes
+// live bytes, disk/live, leader and follower RSS (and the parts of the
+// leader's that are Pebble's block cache and memtables, and Go's), GC runs and bytes
 // reclaimed so far, CPU per proposal (the validators, the leader, the
 // clients) and how busy the machine was. The metrics are the first and last windows' figures,
 // the worst disk/live ratio, RSS growth from the first window to the end,
@@ -91,23 +91,12 @@ type soakConfig struct {
 }
 
 func soakSettings(b *testing.B) soakConfig {
-	positive := func(name string, def int) int {
-		s := os.Getenv(name)
-		if s == "" {
-			return def
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("%s=%q is not a positive integer", name, s)
-		}
-		return n
-	}
-	cfg := soakConfig{count: positive("SOAK_COUNT", 1_000_000), window: positive("SOAK_WINDOW", 100_000), clients: positive("SOAK_CLIENTS", 64)}
+	cfg := soakConfig{count: envInt(b, "SOAK_COUNT", 1_000_000), window: envInt(b, "SOAK_WINDOW", 100_000), clients: envInt(b, "SOAK_CLIENTS", 64)}
 	// A proposal writes about 2 KiB of segments: by default a run is due
 	// about once a window, ten times in the default soak. A run rewrites
 	// the whole live content, so a threshold far below it makes every
 	// byte of garbage cost many bytes of rewrite (ADR 0033, "GC debt").
-	cfg.gcSizeDelta = uint64(positive("SOAK_GC_SIZE_DELTA", cfg.window*2048))
+	cfg.gcSizeDelta = uint64(envInt(b, "SOAK_GC_SIZE_DELTA", cfg.window*2048))
 	cfg.window = min(cfg.window, cfg.count)
 	return cfg
 }
@@ -170,9 +159,11 @@ type soakWindow struct {
 	followerRSS int64 // the larger follower's
 	// The leader's Pebble block cache and memtables, part of its RSS.
 	leaderCache, leaderMemTables int64
-	gcRuns                       uint64
-	reclaimed                    uint64
-	missedGCRuns                 uint64
+	// The leader's Go runtime memory (not given back), part of its RSS.
+	leaderGo     int64
+	gcRuns       uint64
+	reclaimed    uint64
+	missedGCRuns uint64
 	// CPU per proposal over the window: the three validators, the leader
 	// among them, and this process (the clients); and how busy the machine
 	// was, in percent.
@@ -215,8 +206,8 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 	}
 	b.Logf("soak gc=%v: %d proposals, windows of %d, %d clients, GC threshold %d B, epoch %s",
 		gc, cfg.count, cfg.window, len(clients), cfg.gcSizeDelta, soakEpochLength)
-	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %10s %7s %13s %10s %10s %10s %8s",
-		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "cache+mem", "follow-RSS", "gc-runs", "reclaimed-MiB",
+	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %8s %10s %7s %13s %10s %10s %10s %8s",
+		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "cache+mem", "go-MiB", "follow-RSS", "gc-runs", "reclaimed-MiB",
 		"server-us", "leader-us", "client-us", "busy-%")
 	var windows []soakWindow
 	var timed time.Duration
@@ -263,9 +254,9 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		for i, d := range w.disk {
 			disks[i] = fmt.Sprintf("%.1f", mib(d))
 		}
-		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %10.1f %7d %13.1f %10d %10d %10d %8.0f",
+		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %8.1f %10.1f %7d %13.1f %10d %10d %10d %8.0f",
 			w.proposals, w.perSec, w.p50, w.p99, strings.Join(disks, " "), mib(w.wal), mib(w.live), w.diskPerLive(),
-			mib(w.leaderRSS), mib(w.leaderCache+w.leaderMemTables), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed),
+			mib(w.leaderRSS), mib(w.leaderCache+w.leaderMemTables), mib(w.leaderGo), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed),
 			w.serverCPU.Microseconds(), w.leaderCPU.Microseconds(), w.clientCPU.Microseconds(), w.machineBusy)
 		if w.missedGCRuns > 0 {
 			b.Logf("%d GC runs went by between two reads of /v1/gc/status: their reclaimed bytes are not counted", w.missedGCRuns)
@@ -441,6 +432,9 @@ func measureSoakWindow(b *testing.B, c *ledgerCluster, dir string, gcs *gcSample
 	}
 	w.leaderCache = storage.Pebble.BlockCache.SizeBytes
 	w.leaderMemTables = int64(storage.Pebble.MemTable.SizeBytes)
+	// And what is the Go runtime's: all it mapped, less the heap it gave
+	// back to the system.
+	w.leaderGo = int64(c.leaderMetric(b, "go_memstats_sys_bytes") - c.leaderMetric(b, "go_memstats_heap_released_bytes"))
 	w.gcRuns, w.reclaimed, w.missedGCRuns = gcs.totals()
 	return w
 }
