@@ -340,6 +340,16 @@ type PebbleMetrics struct {
 		Hits      int64 `json:"hits"`
 		Misses    int64 `json:"misses"`
 	} `json:"blockCache"`
+	// BlobFiles hold the values Pebble separated from their keys
+	// (storage.SeparatedValueMinSize and up): written once, referenced by
+	// the tables. ReferencedValueBytes is what live keys still reach;
+	// the rest of ValueBytes is garbage a blob rewrite would drop.
+	BlobFiles struct {
+		Count                uint64 `json:"count"`
+		SizeBytes            uint64 `json:"sizeBytes"`
+		ValueBytes           uint64 `json:"valueBytes"`
+		ReferencedValueBytes uint64 `json:"referencedValueBytes"`
+	} `json:"blobFiles"`
 	Tombstones uint64 `json:"tombstones"`
 }
 

@@ -128,6 +128,8 @@ func pebbleMetrics(db Database) api.PebbleMetrics {
 	out.WAL.Files, out.WAL.SizeBytes, out.WAL.PhysicalSizeBytes = m.WAL.Files, m.WAL.Size, m.WAL.PhysicalSize
 	out.WAL.BytesIn, out.WAL.BytesWritten = m.WAL.BytesIn, m.WAL.BytesWritten
 	out.BlockCache.SizeBytes, out.BlockCache.Hits, out.BlockCache.Misses = m.BlockCache.Size, m.BlockCache.Hits, m.BlockCache.Misses
+	out.BlobFiles.Count, out.BlobFiles.SizeBytes = m.BlobFiles.LiveCount, m.BlobFiles.LiveSize
+	out.BlobFiles.ValueBytes, out.BlobFiles.ReferencedValueBytes = m.BlobFiles.ValueSize, m.BlobFiles.ReferencedValueSize
 	out.Tombstones = m.Keys.TombstoneCount
 	stalls := db.WriteStalls()
 	out.WriteStalls = &stalls.Count

@@ -567,7 +567,8 @@ func (a *applier) delete(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Se
 	var deleted uint64 // bytes of the removed nodes, keys and values
 	for ok := it.First(); ok; ok = it.Next() {
 		keys = append(keys, append([]byte(nil), it.Key()...))
-		deleted += uint64(len(it.Key()) + len(it.Value()))
+		lv := it.LazyValue() // its length, without reading a separated value
+		deleted += uint64(len(it.Key()) + lv.Len())
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
@@ -672,8 +673,21 @@ func getRecord(r pebble.Reader, id []byte) (*ledgerpb.ProposalRecord, error) {
 // getMessage reads the message stored at key into a new M, nil when there
 // is none; what names it in a corruption error.
 func getMessage[M proto.Message](r pebble.Reader, key []byte, what string) (M, error) {
-	var none M
 	v, err := storage.Get(r, key)
+	return decodeMessage[M](v, err, what)
+}
+
+// getRecentMessage is getMessage for a key usually present and written
+// often (storage.GetRecent).
+func getRecentMessage[M proto.Message](r pebble.Reader, key []byte, what string) (M, error) {
+	v, err := storage.GetRecent(r, key)
+	return decodeMessage[M](v, err, what)
+}
+
+// decodeMessage decodes the value v a read returned with err into a new
+// M, nil when the read found none.
+func decodeMessage[M proto.Message](v []byte, err error, what string) (M, error) {
+	var none M
 	if errors.Is(err, storage.ErrNotFound) {
 		return none, nil
 	}

@@ -86,7 +86,7 @@ func getAccount(r pebble.Reader, wallet []byte) (*ledgerpb.GcAccount, error) {
 	if len(wallet) != 20 {
 		return nil, nil
 	}
-	return getMessage[*ledgerpb.GcAccount](r, storage.AccountKey([20]byte(wallet)), fmt.Sprintf("GC account %x", wallet))
+	return getRecentMessage[*ledgerpb.GcAccount](r, storage.AccountKey([20]byte(wallet)), fmt.Sprintf("GC account %x", wallet))
 }
 
 // account returns a copy of the wallet's account to change, a new one if

@@ -17,7 +17,7 @@ func getWalletStats(r pebble.Reader, wallet []byte) (*ledgerpb.WalletStats, erro
 	if len(wallet) != 20 {
 		return nil, nil
 	}
-	return getMessage[*ledgerpb.WalletStats](r, storage.WalletStatsKey([20]byte(wallet)), fmt.Sprintf("wallet stats %x", wallet))
+	return getRecentMessage[*ledgerpb.WalletStats](r, storage.WalletStatsKey([20]byte(wallet)), fmt.Sprintf("wallet stats %x", wallet))
 }
 
 // countWallet updates a wallet's figures after a committed write (write

@@ -55,11 +55,23 @@ type Options struct {
 	// Pebble never writes to stderr through the standard library logger.
 	Logger *zap.Logger
 
+	// InlineValues keeps every value in the sstables that hold its key
+	// (Pebble's behaviour before value separation). By default values of
+	// at least SeparatedValueMinSize bytes outside the raft log are written
+	// once to blob files, and compactions move references to them instead
+	// of the values (separatedValues).
+	InlineValues bool
+
 	// FS is the file system the database and the raft snapshot files
 	// (SnapshotDir) live on. Default vfs.Default (the operating system's).
 	// Tests use vfs.NewCrashableMem to simulate a machine crash: a crash
 	// clone keeps only what was synced.
 	FS vfs.FS
+
+	// manualCompactions turns Pebble's automatic compactions off (tests
+	// of what an explicit compaction does: Pebble's own delete-only
+	// compactions would otherwise race it).
+	manualCompactions bool
 }
 
 // ErrInvalidOptions is wrapped by the errors of Options.Validate.
@@ -143,6 +155,10 @@ func Open(opts Options) (*DB, error) {
 	// revision, a new proposal id's record): bloom filters answer those
 	// without reading data blocks. Lower levels inherit L0's policy.
 	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	if !opts.InlineValues {
+		separatedValues(popts)
+	}
+	popts.DisableAutomaticCompactions = opts.manualCompactions
 	pdb, err := pebble.Open(opts.Dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
@@ -155,6 +171,38 @@ func Open(opts Options) (*DB, error) {
 		durable = pebble.NoSync
 	}
 	return &DB{pdb: pdb, durable: durable, dir: opts.Dir, fs: opts.FS, stalls: stalls}, nil
+}
+
+// SeparatedValueMinSize is the smallest value written to a blob file
+// rather than inline (Options.InlineValues). Content nodes, proposal
+// records and segments carry the proposals' messages and are above it;
+// accounts, wallet figures, markers and metadata are below.
+const SeparatedValueMinSize = 512
+
+// separatedValues turns on Pebble's value separation. Most of what the
+// validator stores is messages in nodes and segments, written once and
+// read seldom, and compaction segments of up to a megabyte: rewritten at
+// every level an LSM compaction moves them through, they were most of the
+// bytes compactions wrote and a growing share of the CPU as the state grew
+// (bench-soak). In blob files they are written once; a compaction rewrites
+// a blob file only once a TargetGarbageRatio of it is unreferenced and it
+// is older than RewriteMinimumAge, which bounds the space held by values
+// whose keys were deleted. The raft log stays inline: apply reads each
+// entry back at once and the log is truncated soon after, so its values
+// would only add garbage to blob files.
+func separatedValues(o *pebble.Options) {
+	o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               true,
+			MinimumSize:           SeparatedValueMinSize,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
+	}
+	o.Experimental.SpanPolicyFunc = pebble.MakeStaticSpanPolicyFunc(pebble.DefaultComparer.Compare,
+		pebble.KeyRange{Start: []byte(RaftPrefix), End: PrefixEnd([]byte(RaftPrefix))},
+		pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency})
 }
 
 // WriteStalls returns the write stalls since the database was opened.
@@ -213,6 +261,26 @@ func Get(r pebble.Reader, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("storage: get: %w", err)
 	case !found:
 		return nil, ErrNotFound
+	}
+	return out, nil
+}
+
+// GetRecent returns a copy of the value of key in r, or ErrNotFound, for a
+// key that is usually present and written often (a wallet's account and
+// figures): Pebble's own Get stops at the newest memtable or level that
+// holds the key, where Get's iterator positions itself in every level. An
+// absent key costs what Get avoids, a data block read in L6.
+func GetRecent(r pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	if err := closer.Close(); err != nil {
+		return nil, fmt.Errorf("storage: get: %w", err)
 	}
 	return out, nil
 }

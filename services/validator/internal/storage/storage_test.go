@@ -273,3 +273,54 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// TestValuesSeparated: a state value of SeparatedValueMinSize bytes goes to
+// a blob file when flushed, a smaller one and a raft log entry stay in the
+// tables, and InlineValues keeps them all inline; every one reads back.
+func TestValuesSeparated(t *testing.T) {
+	large := bytes.Repeat([]byte("message "), SeparatedValueMinSize/8)
+	writes := []struct {
+		key, value []byte
+	}{
+		{NodeKey("/a"), large},
+		{RaftEntryKey(7), large},
+		{AccountKey([20]byte{1}), []byte("small")},
+	}
+	for _, tc := range []struct {
+		name         string
+		inline       bool
+		wantSeparate uint64 // values in blob files
+	}{
+		{"separated", false, uint64(len(large))},
+		{"inline", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(Options{Dir: t.TempDir(), NoSync: true, InlineValues: tc.inline})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, w := range writes {
+				if err := db.Pebble().Set(w.key, w.value, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Pebble().Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := db.Pebble().Metrics().BlobFiles.ValueSize; got != tc.wantSeparate {
+				t.Errorf("blob files hold %d B of values, want %d (the node's only)", got, tc.wantSeparate)
+			}
+			for _, w := range writes {
+				for name, get := range map[string]func(pebble.Reader, []byte) ([]byte, error){"Get": Get, "GetRecent": GetRecent} {
+					if v, err := get(db.Pebble(), w.key); err != nil || !bytes.Equal(v, w.value) {
+						t.Errorf("%s(%q) = %d B, %v; want the %d B written", name, w.key, len(v), err, len(w.value))
+					}
+				}
+			}
+			if _, err := GetRecent(db.Pebble(), AccountKey([20]byte{2})); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetRecent of an absent key: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
