@@ -46,7 +46,8 @@ import (
 // SOAK_WINDOW proposals (default 100,000) a row of the table is logged:
 // proposals/s, p50/p99, disk bytes of each validator's data directory,
 // live bytes, disk/live, leader and follower RSS (and the parts of the
-// leader's that are Pebble's block cache and memtables, and Go's), GC runs and bytes
+// leader's that are Pebble's block cache and memtables, Go's, and file
+// pages), GC runs and bytes
 // reclaimed so far, CPU per proposal (the validators, the leader, the
 // clients) and how busy the machine was. The metrics are the first and last windows' figures,
 // the worst disk/live ratio, RSS growth from the first window to the end,
@@ -159,11 +160,12 @@ type soakWindow struct {
 	followerRSS int64 // the larger follower's
 	// The leader's Pebble block cache and memtables, part of its RSS.
 	leaderCache, leaderMemTables int64
-	// The leader's Go runtime memory (not given back), part of its RSS.
-	leaderGo     int64
-	gcRuns       uint64
-	reclaimed    uint64
-	missedGCRuns uint64
+	// The leader's Go runtime memory (not given back), and its file-backed
+	// pages, parts of its RSS.
+	leaderGo, leaderFileRSS int64
+	gcRuns                  uint64
+	reclaimed               uint64
+	missedGCRuns            uint64
 	// CPU per proposal over the window: the three validators, the leader
 	// among them, and this process (the clients); and how busy the machine
 	// was, in percent.
@@ -206,8 +208,8 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 	}
 	b.Logf("soak gc=%v: %d proposals, windows of %d, %d clients, GC threshold %d B, epoch %s",
 		gc, cfg.count, cfg.window, len(clients), cfg.gcSizeDelta, soakEpochLength)
-	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %8s %10s %7s %13s %10s %10s %10s %8s",
-		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "cache+mem", "go-MiB", "follow-RSS", "gc-runs", "reclaimed-MiB",
+	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %8s %8s %10s %7s %13s %10s %10s %10s %8s",
+		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "cache+mem", "go-MiB", "file-MiB", "follow-RSS", "gc-runs", "reclaimed-MiB",
 		"server-us", "leader-us", "client-us", "busy-%")
 	var windows []soakWindow
 	var timed time.Duration
@@ -254,9 +256,9 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		for i, d := range w.disk {
 			disks[i] = fmt.Sprintf("%.1f", mib(d))
 		}
-		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %8.1f %10.1f %7d %13.1f %10d %10d %10d %8.0f",
+		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %8.1f %8.1f %10.1f %7d %13.1f %10d %10d %10d %8.0f",
 			w.proposals, w.perSec, w.p50, w.p99, strings.Join(disks, " "), mib(w.wal), mib(w.live), w.diskPerLive(),
-			mib(w.leaderRSS), mib(w.leaderCache+w.leaderMemTables), mib(w.leaderGo), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed),
+			mib(w.leaderRSS), mib(w.leaderCache+w.leaderMemTables), mib(w.leaderGo), mib(w.leaderFileRSS), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed),
 			w.serverCPU.Microseconds(), w.leaderCPU.Microseconds(), w.clientCPU.Microseconds(), w.machineBusy)
 		if w.missedGCRuns > 0 {
 			b.Logf("%d GC runs went by between two reads of /v1/gc/status: their reclaimed bytes are not counted", w.missedGCRuns)
@@ -395,6 +397,11 @@ func measureSoakWindow(b *testing.B, c *ledgerCluster, dir string, gcs *gcSample
 		}
 		if n == c.leader {
 			w.leaderRSS = rss
+			// File-backed pages (the binary's text among them) are not
+			// memory the validator allocated.
+			if w.leaderFileRSS, err = harness.ProcMemory(n.cmd.Process.Pid, "RssFile"); err != nil {
+				b.Fatal(err)
+			}
 		} else {
 			w.followerRSS = max(w.followerRSS, rss)
 		}
