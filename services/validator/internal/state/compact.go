@@ -79,7 +79,7 @@ func (a *applier) compact(index, term uint64, op *ledgerpb.GcCompact) error {
 	}
 	// The first segment of the generation: it marks the compaction, and
 	// every generation has one, also one of an empty tree.
-	if err := a.putCompactionSegment(a.compactionSegment(index, term, run, 0), run); err != nil {
+	if err := a.putCompactionSegment(a.compactionSegment(index, term, run, 0), nil, run); err != nil {
 		return err
 	}
 	if err := a.put(storage.GcRunKey(run.GetRun()), run); err != nil {
@@ -191,36 +191,41 @@ func (a *applier) rewriteLive(index, term uint64, run *ledgerpb.GcRun, stepBytes
 	}
 	var resume []byte
 	seg := a.compactionSegment(index, term, run, 0)
+	var nodes [][]byte // the stored nodes of seg, copied as stored (compactseg.go)
 	size, read := 0, uint64(0)
 	for ok := it.First(); ok; ok = it.Next() {
 		if read > 0 && read >= stepBytes {
 			resume = append([]byte(nil), it.Key()...)
 			break
 		}
-		read += uint64(len(it.Value()))
-		node := &ledgerpb.Node{}
-		if err := proto.Unmarshal(it.Value(), node); err != nil {
+		raw, err := it.ValueAndErr()
+		if err != nil {
+			return nil, errors.Join(err, it.Close())
+		}
+		read += uint64(len(raw))
+		commit, err := storedCommitIndex(raw)
+		if err != nil {
 			return nil, errors.Join(fmt.Errorf("%w: node %x: %v", ErrCorruptState, it.Key(), err), it.Close())
 		}
-		if node.GetCommitIndex() >= run.GetIndex() {
+		if commit >= run.GetIndex() {
 			run.NodesCurrent++ // its own segment is in the generation
 			continue
 		}
-		if size > 0 && size+len(it.Value()) > CompactSegmentBytes {
-			if err := a.putCompactionSegment(seg, run); err != nil {
+		if size > 0 && size+len(raw) > CompactSegmentBytes {
+			if err := a.putCompactionSegment(seg, nodes, run); err != nil {
 				return nil, errors.Join(err, it.Close())
 			}
-			seg, size = a.compactionSegment(index, term, run, seg.GetPart()+1), 0
+			seg, nodes, size = a.compactionSegment(index, term, run, seg.GetPart()+1), nodes[:0], 0
 		}
-		seg.Ops = append(seg.Ops, &ledgerpb.SegmentOp{Op: &ledgerpb.SegmentOp_Put{Put: node}})
-		size += len(it.Value())
+		nodes = append(nodes, append([]byte(nil), raw...))
+		size += len(raw)
 		run.LiveNodes++
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, err
 	}
-	if len(seg.GetOps()) > 0 {
-		if err := a.putCompactionSegment(seg, run); err != nil {
+	if len(nodes) > 0 {
+		if err := a.putCompactionSegment(seg, nodes, run); err != nil {
 			return nil, err
 		}
 	}
@@ -252,10 +257,11 @@ func (a *applier) compactionSegment(index, term uint64, run *ledgerpb.GcRun, par
 	return &ledgerpb.Segment{Index: index, Term: term, Epoch: run.GetEpoch(), Generation: run.GetGeneration(), Part: part, Compaction: true}
 }
 
-// putCompactionSegment chains seg to the newest segment and stores it.
-func (a *applier) putCompactionSegment(seg *ledgerpb.Segment, run *ledgerpb.GcRun) error {
+// putCompactionSegment chains seg, with nodes (stored node bytes) as its
+// put ops, to the newest segment and stores it.
+func (a *applier) putCompactionSegment(seg *ledgerpb.Segment, nodes [][]byte, run *ledgerpb.GcRun) error {
 	seg.PrevHash = append([]byte(nil), a.meta.segmentHash[:]...)
-	raw, err := marshal(seg)
+	raw, err := appendCompactionSegment(nil, seg, nodes)
 	if err != nil {
 		return err
 	}

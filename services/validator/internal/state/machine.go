@@ -220,8 +220,11 @@ func getHash(r pebble.Reader, key []byte) ([32]byte, error) {
 
 // marshal is the one encoding of every stored message: deterministic,
 // because the bytes are hashed into the state hash.
-func marshal(m proto.Message) ([]byte, error) {
-	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+func marshal(m proto.Message) ([]byte, error) { return marshalAppend(nil, m) }
+
+// marshalAppend appends the deterministic encoding of m to dst.
+func marshalAppend(dst []byte, m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, m)
 }
 
 // Apply applies committed entries in order (consensus.Applier). Entries at
