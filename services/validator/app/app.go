@@ -117,6 +117,9 @@ func (v *validator) openStorage(g *lifecycle.Group) error {
 	// drops; stops before the database closes.
 	reclaimer := storage.NewReclaimer(db, v.log.Named("pebble"))
 	g.Loop("pebble space reclaimer", reclaimer.Run)
+	// Hands the pages the block cache freed inside C malloc's arenas
+	// back to the system.
+	g.Loop("malloc trim", storage.TrimFreedMemory)
 	v.machine, err = state.Open(db, state.Options{Logger: v.log.Named("state"), Reclaimer: reclaimer})
 	return err
 }

@@ -28,11 +28,17 @@ __attribute__((constructor)) static void contentledger_limit_malloc_arenas(void)
 		mallopt(M_ARENA_MAX, CONTENTLEDGER_MALLOC_ARENAS);
 	}
 }
+static int contentledger_malloc_trim(void) { return malloc_trim(0); }
 #else
 #define CONTENTLEDGER_MALLOC_ARENAS 0
+static int contentledger_malloc_trim(void) { return 0; }
 #endif
 */
 import "C"
+
+// trimMalloc hands the free pages inside glibc's arenas back to the
+// system (malloc_trim), reporting whether any were. Not glibc: nothing.
+func trimMalloc() bool { return C.contentledger_malloc_trim() == 1 }
 
 // MallocArenas is the glibc malloc arenas the validator allows itself when
 // MALLOC_ARENA_MAX is not set (0: not glibc, nothing limited).
