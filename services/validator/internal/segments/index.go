@@ -38,12 +38,19 @@ type walletTar struct {
 	writes, deletes uint64 // node writes and deletions
 }
 
+func (t *walletTar) add(d walletTar) {
+	t.written, t.writes, t.deletes = t.written+d.written, t.writes+d.writes, t.deletes+d.deletes
+}
+
+func (t *walletTar) sub(d walletTar) {
+	t.written, t.writes, t.deletes = t.written-d.written, t.writes-d.writes, t.deletes-d.deletes
+}
+
 // walletWrites is what one wallet's segments did: the totals, and by TAR
-// file (its place in segmentIndex.tars), so that dropping a TAR file
-// subtracts what it held.
+// file touched (its place in segmentIndex.tars), so that dropping a TAR
+// file subtracts what it held.
 type walletWrites struct {
 	walletTar
-	tars  int // TAR files touched
 	byTar map[int]walletTar
 }
 
@@ -62,14 +69,12 @@ func (w *walletWrites) dropTars(n int) {
 	byTar := make(map[int]walletTar, len(w.byTar))
 	for i, t := range w.byTar {
 		if i < n {
-			w.written -= t.written
-			w.writes -= t.writes
-			w.deletes -= t.deletes
+			w.sub(t)
 			continue
 		}
 		byTar[i-n] = t
 	}
-	w.byTar, w.tars = byTar, len(byTar)
+	w.byTar = byTar
 }
 
 // segmentIndex is every segment read so far, summed. Segments are read in
@@ -200,13 +205,10 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 
 // count adds d, done in TAR file tar, to the wallet's figures.
 func (w *walletWrites) count(tar int, d walletTar) {
-	t, touched := w.byTar[tar]
-	if !touched {
-		w.tars++
-	}
-	t.written, t.writes, t.deletes = t.written+d.written, t.writes+d.writes, t.deletes+d.deletes
+	t := w.byTar[tar]
+	t.add(d)
 	w.byTar[tar] = t
-	w.written, w.writes, w.deletes = w.written+d.written, w.writes+d.writes, w.deletes+d.deletes
+	w.add(d)
 }
 
 // dropBefore forgets the segments below raft index first, which a cleanup
@@ -231,7 +233,7 @@ func (x *segmentIndex) dropBefore(first uint64) {
 	x.tars = slices.Delete(x.tars, 0, n)
 	for w, ww := range x.wallets {
 		ww.dropTars(n)
-		if ww.tars == 0 {
+		if len(ww.byTar) == 0 {
 			delete(x.wallets, w)
 		}
 	}

@@ -61,7 +61,7 @@ func TestSegmentIndex(t *testing.T) {
 		t.Fatalf("TAR chain %+v", files)
 	}
 	ww := x.wallets[w]
-	if ww.writes != 4 || ww.deletes != 1 || ww.tars != 3 || len(ww.byTar) != 3 {
+	if ww.writes != 4 || ww.deletes != 1 || len(ww.byTar) != 3 {
 		t.Fatalf("wallet %+v", ww)
 	}
 	if tarOf(x.tars, 4) != 0 || tarOf(x.tars, 7) != 1 || tarOf(x.tars, 8) != -1 || tarOf(x.tars, 2) != -1 {

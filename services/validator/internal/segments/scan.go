@@ -183,7 +183,7 @@ func (s *liveScan) fragmentation(w [20]byte) (api.WalletFragmentation, bool) {
 		return api.WalletFragmentation{}, false
 	}
 	f := api.WalletFragmentation{Wallet: walletHex(w), BytesWritten: ww.written, NodeWrites: ww.writes, NodeDeletes: ww.deletes,
-		TarFilesTouched: ww.tars}
+		TarFilesTouched: len(ww.byTar)}
 	if wl := s.live[w]; wl != nil {
 		f.LiveBytes, f.LiveNodes = wl.bytes, wl.nodes
 	}
