@@ -261,7 +261,11 @@ func (a *applier) compactionSegment(index, term uint64, run *ledgerpb.GcRun, par
 // put ops, to the newest segment and stores it.
 func (a *applier) putCompactionSegment(seg *ledgerpb.Segment, nodes [][]byte, run *ledgerpb.GcRun) error {
 	seg.PrevHash = append([]byte(nil), a.meta.segmentHash[:]...)
-	raw, err := appendCompactionSegment(nil, seg, nodes)
+	size := 128 // the header and trailer fields
+	for _, node := range nodes {
+		size += len(node) + 16 // and the framing of each op
+	}
+	raw, err := appendCompactionSegment(make([]byte, 0, size), seg, nodes)
 	if err != nil {
 		return err
 	}
