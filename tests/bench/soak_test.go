@@ -84,19 +84,17 @@ const soakSeed = 19
 // soakConfig is the soak's shape, from the environment.
 type soakConfig struct {
 	count, window, clients int
-	// gcSizeDelta is SVC_VALIDATOR_GC_SIZE_DELTA: by default half a KiB per
-	// proposal of a window, so GC runs about twice a window whatever the
-	// scale (1 KiB messages make somewhat more than 1 KiB of segment per
-	// write).
+	// gcSizeDelta is SVC_VALIDATOR_GC_SIZE_DELTA (soakSettings).
 	gcSizeDelta uint64
 }
 
 func soakSettings(b *testing.B) soakConfig {
 	cfg := soakConfig{count: envInt(b, "SOAK_COUNT", 1_000_000), window: envInt(b, "SOAK_WINDOW", 100_000), clients: envInt(b, "SOAK_CLIENTS", 64)}
-	// A proposal writes about 2 KiB of segments: by default a run is due
-	// about once a window, ten times in the default soak. A run rewrites
-	// the whole live content, so a threshold far below it makes every
-	// byte of garbage cost many bytes of rewrite (ADR 0033, "GC debt").
+	// By default 2 KiB per proposal of a window. A proposal writes about
+	// 1 KiB of segments, so a run is due about every other window, five
+	// times in the default soak, whatever the scale. A run rewrites the
+	// whole live content, so a threshold far below it makes every byte of
+	// garbage cost many bytes of rewrite (ADR 0033, "GC debt").
 	cfg.gcSizeDelta = uint64(envInt(b, "SOAK_GC_SIZE_DELTA", cfg.window*2048))
 	cfg.window = min(cfg.window, cfg.count)
 	return cfg
