@@ -459,11 +459,7 @@ func runsByGeneration(t *testing.T, m *Machine) map[uint32]*ledgerpb.GcRun {
 // count are read back after a restart, and a snapshot carries them.
 func TestCompactSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	l := newLog(t)
 	l.batch(10, writeItem(1, alice, "docs/a", `{"a":1}`))
 	l.compact(1, 3, 20)
@@ -473,15 +469,7 @@ func TestCompactSurvivesReopen(t *testing.T) {
 	if run == nil || gen != 1 || garbage == 0 {
 		t.Fatalf("run %v, generation %d, garbage %d", run, gen, garbage)
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, dir)
-	defer db.Close()
-	m, err = Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	if !proto.Equal(m.LastGcRun(), run) || m.Generation() != gen || m.GarbageBytes() != garbage || m.StateHash() != hash {
 		t.Fatalf("reopened: run %v, generation %d, garbage %d; want %v, %d, %d", m.LastGcRun(), m.Generation(), m.GarbageBytes(), run, gen, garbage)
 	}

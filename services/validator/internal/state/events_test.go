@@ -190,11 +190,7 @@ func TestLeaderTermSurvivesRestartAndRestore(t *testing.T) {
 	repeat := l.leader(2, 4, 52) // proposed again: raft lost nothing after all
 
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	mustApply(t, m, l.entries[:3]...)
 	m = reopen(t, db, dir)
 	if m.LeaderTerm() != 4 {

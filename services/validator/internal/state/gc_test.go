@@ -49,11 +49,7 @@ func TestCleanupCostBytes(t *testing.T) {
 // progress after it does not change the price, and a restart keeps it.
 func TestDebtPricedByTheLastRun(t *testing.T) {
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	big := `{"d":"` + strings.Repeat("z", 1_500_000) + `"}`
 	l := newLog(t)
 	l.batch(1, writeItem(1, alice, "keep", big), writeItem(2, alice, "gone", big), writeItem(3, alice, "gone2", big))

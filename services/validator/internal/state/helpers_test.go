@@ -162,6 +162,18 @@ func newMachine(t testing.TB) *Machine {
 	return m
 }
 
+// openMachine opens a machine on a new store in dir, which the test
+// closes (or restarts with reopen).
+func openMachine(t testing.TB, dir string) (*storage.DB, *Machine) {
+	t.Helper()
+	db := openDB(t, dir)
+	m, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, m
+}
+
 // reopen closes db and opens the store in dir again, as a restart does,
 // and returns a machine on it; the database closes with the test.
 func reopen(t testing.TB, db *storage.DB, dir string) *Machine {

@@ -50,11 +50,7 @@ func TestHashHistoryRing(t *testing.T) {
 // together in one Apply, and that a restart keeps only the applied index.
 func TestStateHashAt(t *testing.T) {
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	entries := scenario(t).entries
 	ref := newMachine(t)
 	want := map[uint64][32]byte{}

@@ -564,25 +564,12 @@ func TestStateHashGolden(t *testing.T) {
 
 func TestRestartDoesNotReapply(t *testing.T) {
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	entries := scenario(t).entries
 	mustApply(t, m, entries[:5]...)
 	hash, applied, events, seg := m.StateHash(), m.AppliedIndex(), m.LastEventID(), m.SegmentHash()
 	counts, _ := m.Counts()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	db = openDB(t, dir)
-	defer db.Close()
-	m, err = Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m = reopen(t, db, dir)
 	after, _ := m.Counts()
 	if m.StateHash() != hash || m.AppliedIndex() != applied || m.LastEventID() != events || m.SegmentHash() != seg ||
 		!proto.Equal(after, counts) || counts.GetCommitted() == 0 {

@@ -102,11 +102,7 @@ func TestEventRetentionIsReplicated(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	mustApply(t, m, entries...)
 	first := m.FirstEventID()
 	m = reopen(t, db, dir)
@@ -119,11 +115,7 @@ func TestEventRetentionIsReplicated(t *testing.T) {
 // history prunes it over the following batches, maxPrunePerEntry at a time.
 func TestEventRetentionBoundedPerEntry(t *testing.T) {
 	dir := t.TempDir()
-	db := openDB(t, dir)
-	m, err := Open(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, m := openMachine(t, dir)
 	l := newLog(t)
 	const total = maxPrunePerEntry + 100
 	for n := 0; n < total; n += 500 {
