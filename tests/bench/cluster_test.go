@@ -273,22 +273,44 @@ func startCPUMeter(leader *proc, all []*proc) cpuMeter {
 	return m
 }
 
+// cpuFigures is where the CPU went over some operations: per operation,
+// the servers, the leader among them and this process; and, in percent of
+// the machine, how busy it was and what other processes took (the noise).
+// The percentages are unknown (machineKnown false) when the machine's
+// counters did not move.
+type cpuFigures struct {
+	servers, leader, client time.Duration
+	machineKnown            bool
+	machineBusy, other      float64
+}
+
+// figures returns the figures of the n operations since start.
+func (m cpuMeter) figures(n int) cpuFigures {
+	servers, lead, self := procsCPU(m.all)-m.servers, m.leader.cpu()-m.lead, selfCPU()-m.self
+	busy1, total1 := machineCPU()
+	per := time.Duration(max(n, 1))
+	f := cpuFigures{servers: servers / per, leader: lead / per, client: self / per}
+	if total1 > m.total {
+		busy, total := time.Duration(busy1-m.busy)*clockTick, time.Duration(total1-m.total)*clockTick
+		f.machineKnown = true
+		f.machineBusy = 100 * busy.Seconds() / total.Seconds()
+		f.other = max(0, 100*(busy-servers-self).Seconds()/total.Seconds())
+	}
+	return f
+}
+
 // report adds server-cpu-us/op (all server processes), leader-cpu-us/op,
 // client-cpu-us/op (this process), machine-cpu-% and other-cpu-% over the
 // b.N operations since start.
 func (m cpuMeter) report(b *testing.B) {
-	servers, lead, self := procsCPU(m.all)-m.servers, m.leader.cpu()-m.lead, selfCPU()-m.self
-	busy1, total1 := machineCPU()
-	perOp := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
-	b.ReportMetric(perOp(servers), "server-cpu-us/op")
-	b.ReportMetric(perOp(lead), "leader-cpu-us/op")
-	b.ReportMetric(perOp(self), "client-cpu-us/op")
-	if total1 > m.total {
-		busy, total := time.Duration(busy1-m.busy)*clockTick, time.Duration(total1-m.total)*clockTick
-		b.ReportMetric(100*busy.Seconds()/total.Seconds(), "machine-cpu-%")
-		// The noise: CPU used meanwhile by processes other than this
-		// process and the servers measured.
-		b.ReportMetric(max(0, 100*(busy-servers-self).Seconds()/total.Seconds()), "other-cpu-%")
+	f := m.figures(b.N)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(us(f.servers), "server-cpu-us/op")
+	b.ReportMetric(us(f.leader), "leader-cpu-us/op")
+	b.ReportMetric(us(f.client), "client-cpu-us/op")
+	if f.machineKnown {
+		b.ReportMetric(f.machineBusy, "machine-cpu-%")
+		b.ReportMetric(f.other, "other-cpu-%")
 	}
 }
 

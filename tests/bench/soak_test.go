@@ -47,9 +47,9 @@ import (
 // proposals/s, p50/p99, disk bytes of each validator's data directory,
 // live bytes, disk/live, leader and follower RSS (and the parts of the
 // leader's that are Pebble's block cache and memtables, Go's, and file
-// pages), GC runs and bytes
-// reclaimed so far, CPU per proposal (the validators, the leader, the
-// clients) and how busy the machine was. The metrics are the first and last windows' figures,
+// pages), GC runs and bytes reclaimed so far, CPU per proposal (the
+// validators, the leader, the clients) and how busy the machine was. The
+// metrics are the first and last windows' figures,
 // the worst disk/live ratio, RSS growth from the first window to the end,
 // and the GC totals.
 //
@@ -166,9 +166,8 @@ type soakWindow struct {
 	missedGCRuns            uint64
 	// CPU per proposal over the window: the three validators, the leader
 	// among them, and this process (the clients); and how busy the machine
-	// was, in percent.
-	serverCPU, leaderCPU, clientCPU time.Duration
-	machineBusy                     float64
+	// was.
+	cpu cpuFigures
 }
 
 // diskPerLive is the largest validator's disk over the live bytes.
@@ -223,14 +222,11 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		if profileDir() != "" {
 			profiled = startSoakProfile(b, c, fmt.Sprintf("soak-gc=%v-%07d", gc, done+n))
 		}
-		leader, all := c.servers()
-		cpu0, lead0, self0 := procsCPU(all), leader.cpu(), selfCPU()
-		busy0, total0 := machineCPU()
+		cpu := startCPUMeter(c.servers())
 		b.StartTimer()
 		latencies, elapsed := runSoakWindow(b, c, plans)
 		b.StopTimer()
-		cpu1, lead1, self1 := procsCPU(all), leader.cpu(), selfCPU()
-		busy1, total1 := machineCPU()
+		spent := cpu.figures(n)
 		profiled()
 		if b.Failed() {
 			return
@@ -238,17 +234,12 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		timed += elapsed
 		done += n
 		w := measureSoakWindow(b, c, dir, gcs)
-		w.proposals = done
+		w.proposals, w.cpu = done, spent
 		slices.Sort(latencies)
 		pct := func(p float64) float64 {
 			return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
 		}
 		w.perSec, w.p50, w.p99 = float64(n)/elapsed.Seconds(), pct(0.50), pct(0.99)
-		w.serverCPU, w.leaderCPU = (cpu1-cpu0)/time.Duration(n), (lead1-lead0)/time.Duration(n)
-		if total1 > total0 {
-			w.machineBusy = 100 * float64(busy1-busy0) / float64(total1-total0)
-			w.clientCPU = (self1 - self0) / time.Duration(n)
-		}
 		windows = append(windows, w)
 		disks := make([]string, len(w.disk))
 		for i, d := range w.disk {
@@ -257,7 +248,7 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 		table("%9d %9.0f %8.1f %8.1f %24s %8.1f %9.1f %9.2f %10.1f %10.1f %8.1f %8.1f %10.1f %7d %13.1f %10d %10d %10d %8.0f",
 			w.proposals, w.perSec, w.p50, w.p99, strings.Join(disks, " "), mib(w.wal), mib(w.live), w.diskPerLive(),
 			mib(w.leaderRSS), mib(w.leaderCache+w.leaderMemTables), mib(w.leaderGo), mib(w.leaderFileRSS), mib(w.followerRSS), w.gcRuns, mib(w.reclaimed),
-			w.serverCPU.Microseconds(), w.leaderCPU.Microseconds(), w.clientCPU.Microseconds(), w.machineBusy)
+			w.cpu.servers.Microseconds(), w.cpu.leader.Microseconds(), w.cpu.client.Microseconds(), w.cpu.machineBusy)
 		if w.missedGCRuns > 0 {
 			b.Logf("%d GC runs went by between two reads of /v1/gc/status: their reclaimed bytes are not counted", w.missedGCRuns)
 		}
