@@ -311,6 +311,11 @@ type PebbleMetrics struct {
 	MemTable struct {
 		SizeBytes uint64 `json:"sizeBytes"`
 		Count     int64  `json:"count"`
+		// Zombie memtables were flushed but are still held by an open
+		// iterator (one more may wait to be recycled): memory on top of
+		// SizeBytes that a long-lived iterator keeps from being freed.
+		ZombieSizeBytes uint64 `json:"zombieSizeBytes"`
+		ZombieCount     int64  `json:"zombieCount"`
 	} `json:"memTable"`
 	WAL struct {
 		Files             int64  `json:"files"`

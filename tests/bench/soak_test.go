@@ -86,6 +86,8 @@ type soakConfig struct {
 	count, window, clients int
 	// gcSizeDelta is SVC_VALIDATOR_GC_SIZE_DELTA (soakSettings).
 	gcSizeDelta uint64
+	// cacheBytes is every validator's SVC_VALIDATOR_CACHE_BYTES.
+	cacheBytes int
 }
 
 func soakSettings(b *testing.B) soakConfig {
@@ -96,6 +98,11 @@ func soakSettings(b *testing.B) soakConfig {
 	// whole live content, so a threshold far below it makes every byte of
 	// garbage cost many bytes of rewrite (ADR 0033, "GC debt").
 	cfg.gcSizeDelta = uint64(envInt(b, "SOAK_GC_SIZE_DELTA", cfg.window*2048))
+	// Pebble's block cache fills as the state grows and then stays full.
+	// The default, 128 MiB (the least with 32 MiB memtables), is full
+	// within the first window, so the RSS growth the soak reports is what
+	// grows with the length of the run, not the cache warming up.
+	cfg.cacheBytes = envInt(b, "SOAK_CACHE_BYTES", 128<<20)
 	cfg.window = min(cfg.window, cfg.count)
 	return cfg
 }
@@ -182,7 +189,7 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 	dir := b.TempDir()
 	env := []string{"SVC_VALIDATOR_EPOCH_LENGTH=" + soakEpochLength.String(),
 		// One operator request per client lifts its debt limit at the start.
-		"SVC_VALIDATOR_OPERATOR_RATE=0"}
+		"SVC_VALIDATOR_OPERATOR_RATE=0", "SVC_VALIDATOR_CACHE_BYTES=" + strconv.Itoa(cfg.cacheBytes)}
 	if gc {
 		env = append(env, "SVC_VALIDATOR_GC_SIZE_DELTA="+strconv.FormatUint(cfg.gcSizeDelta, 10))
 	} else {
@@ -203,8 +210,8 @@ func soak(b *testing.B, cfg soakConfig, gc bool) {
 	table := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "soak gc=%-5v "+format+"\n", append([]any{gc}, args...)...)
 	}
-	b.Logf("soak gc=%v: %d proposals, windows of %d, %d clients, GC threshold %d B, epoch %s",
-		gc, cfg.count, cfg.window, len(clients), cfg.gcSizeDelta, soakEpochLength)
+	b.Logf("soak gc=%v: %d proposals, windows of %d, %d clients, GC threshold %d B, epoch %s, block cache %d MiB",
+		gc, cfg.count, cfg.window, len(clients), cfg.gcSizeDelta, soakEpochLength, cfg.cacheBytes>>20)
 	table("%9s %9s %8s %8s %24s %8s %9s %9s %10s %10s %8s %8s %10s %7s %13s %10s %10s %10s %8s",
 		"proposals", "props/s", "p50-ms", "p99-ms", "disk-MiB (v1 v2 v3)", "wal-MiB", "live-MiB", "disk/live", "leader-RSS", "cache+mem", "go-MiB", "file-MiB", "follow-RSS", "gc-runs", "reclaimed-MiB",
 		"server-us", "leader-us", "client-us", "busy-%")
@@ -421,13 +428,14 @@ func measureSoakWindow(b *testing.B, c *ledgerCluster, dir string, gcs *gcSample
 	}
 	w.live = frag.Totals.LiveBytes
 	// What of the leader's RSS is Pebble's: the block cache (bounded by
-	// its size) and the memtables.
+	// its size) and the memtables, flushed ones an iterator still holds
+	// included.
 	var storage api.StorageSnapshot
 	if err := harness.GetJSON(nil, time.Minute, c.leader.url+"/v1/ops/snapshots/storage", &storage); err != nil {
 		b.Fatal(err)
 	}
 	w.leaderCache = storage.Pebble.BlockCache.SizeBytes
-	w.leaderMemTables = int64(storage.Pebble.MemTable.SizeBytes)
+	w.leaderMemTables = int64(storage.Pebble.MemTable.SizeBytes + storage.Pebble.MemTable.ZombieSizeBytes)
 	// And what is the Go runtime's: all it mapped, less the heap it gave
 	// back to the system.
 	w.leaderGo = int64(c.leaderMetric(b, "go_memstats_sys_bytes") - c.leaderMetric(b, "go_memstats_heap_released_bytes"))

@@ -107,7 +107,9 @@ type validator struct {
 }
 
 func (v *validator) openStorage(g *lifecycle.Group) error {
-	db, err := storage.Open(storage.Options{Dir: v.cfg.DataDir, NoSync: v.cfg.NoSync, Logger: v.log.Named("pebble")})
+	storeOpts := v.cfg.StorageOptions()
+	storeOpts.Logger = v.log.Named("pebble")
+	db, err := storage.Open(storeOpts)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
+	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
 
@@ -163,6 +164,11 @@ type Config struct {
 	// MaxPendingMessages is the contract's max_pending_messages.
 	MaxPendingMessages int  `envconfig:"MAX_PENDING_MESSAGES" default:"2048" desc:"proposals proposed to raft and not yet applied before the sender holds back (backpressure)"`
 	NoSync             bool `envconfig:"NO_SYNC" default:"false" desc:"skip fsync; tests and benchmarks only"`
+
+	// Memory of the Pebble database (docs/architecture.md, Storage): with
+	// the Go heap, most of what a validator's resident memory is.
+	CacheBytes    int64  `envconfig:"CACHE_BYTES" desc:"Pebble's block cache, which also holds the live memtables; at least 4 × MEMTABLE_BYTES; 0: the default"`
+	MemTableBytes uint64 `envconfig:"MEMTABLE_BYTES" desc:"size of one Pebble memtable (1 MiB to 4 GiB); 0: the default"`
 
 	// Event history and streams (ADR 0023, contract Limits). Pruning the
 	// history is part of apply: the leader writes its two retention settings
@@ -309,6 +315,9 @@ func (c Config) Validate() error {
 	} else if len(members) > 0 && !slices.ContainsFunc(members, func(m Member) bool { return m.ID == c.NodeID }) {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_INITIAL_CLUSTER does not name this node (%d)", c.NodeID))
 	}
+	if err := c.StorageOptions().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_CACHE_BYTES or MEMTABLE_BYTES: %w", err))
+	}
 	if strings.Contains(c.ContentRoot, "/") || c.ContentRoot == "" {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_CONTENT_ROOT %q must be one path segment", c.ContentRoot))
 	}
@@ -444,6 +453,12 @@ func (c Config) validatePeerLimits() error {
 
 // VerifiesPayments reports whether the mode checks payments.
 func (c Config) VerifiesPayments() bool { return c.Mode != Mock }
+
+// StorageOptions is the configuration of the validator's Pebble database,
+// without its logger.
+func (c Config) StorageOptions() storage.Options {
+	return storage.Options{Dir: c.DataDir, CacheSize: c.CacheBytes, MemTableSize: c.MemTableBytes, NoSync: c.NoSync}
+}
 
 // HTTPServer is the configuration of the validator's HTTP servers.
 func (c Config) HTTPServer() httpserver.Config {

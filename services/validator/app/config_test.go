@@ -73,6 +73,28 @@ func TestValidateQueueAndLimitSettings(t *testing.T) {
 	}
 }
 
+// TestValidateStorageSizes: the cache and memtable sizes Pebble would not
+// open with are refused at start, naming the settings and the rule.
+func TestValidateStorageSizes(t *testing.T) {
+	ok := Config{Mode: Mock, NodeID: 1, DataDir: "d", ContentRoot: "ledger", MaxMessageBytes: 1, EpochLength: 1, PaymentWait: 1,
+		MaxPending: 1, MaxBatch: 1, MaxPendingMessages: 1, MicroBatch: 1, MicroBatchBytes: 1, CacheBytes: 64 << 20, MemTableBytes: 16 << 20}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a valid configuration: %v", err)
+	}
+	for want, edit := range map[string]func(*Config){
+		"CacheSize -1 is negative":          func(c *Config) { c.CacheBytes = -1 },
+		"MemTableSize 524288 is not within": func(c *Config) { c.MemTableBytes = 512 << 10 },
+		"is below 4 × MemTableSize":         func(c *Config) { c.MemTableBytes = 32 << 20 },
+	} {
+		c := ok
+		edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SVC_VALIDATOR_CACHE_BYTES or MEMTABLE_BYTES") ||
+			!strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+}
+
 // TestModeDefaults: CONFIRMATIONS and PAYMENT_WAIT follow the mode unless the
 // environment sets them, 0 included.
 func TestModeDefaults(t *testing.T) {

@@ -41,7 +41,8 @@ func describeSettings(cfg Config) []settings.Setting {
 			"MAX_SNAPSHOT_BYTES": strconv.FormatInt(transport.DefaultMaxSnapshotSize, 10), "MAX_BATCH_BYTES": strconv.Itoa(pipe.MaxBatchBytes),
 			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10), "GC_STEP_BYTES": strconv.FormatUint(pipe.GcStepBytes, 10),
 			"GC_RETRY_COUNT": strconv.Itoa(pipe.GcRetryCount), "GC_FORCE_TIMEOUT": pipe.GcForceTimeout.String(),
-			"GC_MEMORY_THRESHOLD": strconv.FormatFloat(100*pipe.GcMemoryThreshold, 'g', -1, 64)}),
+			"GC_MEMORY_THRESHOLD": strconv.FormatFloat(100*pipe.GcMemoryThreshold, 'g', -1, 64),
+			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize)}),
 	})
 }
 
@@ -71,6 +72,8 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "node", "high", true
 	case "NO_SYNC":
 		return "storage", "high", true
+	case "CACHE_BYTES", "MEMTABLE_BYTES":
+		return "storage", "medium", true
 	case "HTTP_ADDR", "DEBUG_ADDR":
 		return "api", "medium", true
 	case "AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS", "TOKENS_FILE", "OPEN_OPS_READ":
@@ -152,12 +155,13 @@ func tunables() []api.Tunable {
 		{Name: "retained segment generations", Origin: "contract", Status: "fixed", Value: strconv.Itoa(segments.RetainedGenerations),
 			Note: "fixed by the contract"},
 		{Name: "TAR file target size", Origin: "docs/architecture.md", Status: "fixed", Value: strconv.Itoa(segments.DefaultTarTargetBytes)},
-		{Name: "Pebble block cache", Origin: "docs/architecture.md", Status: "fixed", Value: strconv.Itoa(storage.DefaultCacheSize)},
-		{Name: "Pebble memtable", Origin: "docs/architecture.md", Status: "fixed", Value: strconv.Itoa(storage.DefaultMemTableSize)},
-		{Name: "gcSizeDeltaEstimation", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 1 GB)"},
-		{Name: "retryCount", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5)"},
-		{Name: "forceTimeout", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 60s)"},
-		{Name: "memoryThreshold", Origin: "contract", Status: "not_implemented", Note: "no GC compaction runs (default 5%)"},
+		{Name: "Pebble block cache", Origin: "docs/architecture.md", Status: "configurable", Key: configPrefix + "CACHE_BYTES"},
+		{Name: "Pebble memtable", Origin: "docs/architecture.md", Status: "configurable", Key: configPrefix + "MEMTABLE_BYTES"},
+		{Name: "gcSizeDeltaEstimation", Origin: "contract", Status: "configurable", Key: configPrefix + "GC_SIZE_DELTA"},
+		{Name: "retryCount", Origin: "contract", Status: "configurable", Key: configPrefix + "GC_RETRY_COUNT"},
+		{Name: "forceTimeout", Origin: "contract", Status: "configurable", Key: configPrefix + "GC_FORCE_TIMEOUT"},
+		{Name: "memoryThreshold", Origin: "contract", Status: "configurable", Key: configPrefix + "GC_MEMORY_THRESHOLD",
+			Note: "in percent of GOMEMLIMIT, else the cgroup's memory.max, else the host's memory (ADR 0033)"},
 		{Name: "snapshot size limit", Origin: "ADR 0032", Status: "configurable", Key: configPrefix + "MAX_SNAPSHOT_BYTES",
 			Note: "snapshots stream from disk to disk; " + configPrefix + "PEER_MAX_FRAME_BYTES bounds raft messages only"},
 		{Name: "event history window", Origin: "ADR 0023", Status: "configurable", Key: configPrefix + "EVENTS_RETENTION",

@@ -125,6 +125,7 @@ func pebbleMetrics(db Database) api.PebbleMetrics {
 	cp.EstimatedDebtBytes, cp.DurationMs = m.Compact.EstimatedDebt, m.Compact.Duration.Milliseconds()
 	out.Flushes = m.Flush.Count
 	out.MemTable.SizeBytes, out.MemTable.Count = m.MemTable.Size, m.MemTable.Count
+	out.MemTable.ZombieSizeBytes, out.MemTable.ZombieCount = m.MemTable.ZombieSize, m.MemTable.ZombieCount
 	out.WAL.Files, out.WAL.SizeBytes, out.WAL.PhysicalSizeBytes = m.WAL.Files, m.WAL.Size, m.WAL.PhysicalSize
 	out.WAL.BytesIn, out.WAL.BytesWritten = m.WAL.BytesIn, m.WAL.BytesWritten
 	out.BlockCache.SizeBytes, out.BlockCache.Hits, out.BlockCache.Misses = m.BlockCache.Size, m.BlockCache.Hits, m.BlockCache.Misses

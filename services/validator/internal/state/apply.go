@@ -341,7 +341,7 @@ func (a *applier) finalize(index uint64, f *ledgerpb.FinalizeEpochs) error {
 		if !ok {
 			return fmt.Errorf("%w: unfinalized mark %x", ErrCorruptState, key)
 		}
-		rec, err := getRecord(a.b, id[:])
+		rec, err := getKnownRecord(a.b, id[:])
 		if err != nil {
 			return err
 		}
@@ -352,9 +352,8 @@ func (a *applier) finalize(index uint64, f *ledgerpb.FinalizeEpochs) error {
 		if rec == nil || rec.GetStatus() != ledgerpb.Status_STATUS_COMMITTED {
 			continue // cannot happen: the mark is written with the COMMITTED record
 		}
-		next := proto.Clone(rec).(*ledgerpb.ProposalRecord)
-		next.Status, next.FinalizedAtMs = ledgerpb.Status_STATUS_FINALIZED, f.GetAtMs()
-		if err := a.putRecord(next); err != nil {
+		rec.Status, rec.FinalizedAtMs = ledgerpb.Status_STATUS_FINALIZED, f.GetAtMs()
+		if err := a.putRecord(rec); err != nil {
 			return err
 		}
 		a.meta.counts.Finalized++
@@ -530,7 +529,7 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 // holds it), so the cost is the size of that message, not of the subtree
 // below the node.
 func (a *applier) staleChildren(old *ledgerpb.Node, newPaths map[string]bool) ([]string, error) {
-	rec, err := getRecord(a.b, old.GetProposalId())
+	rec, err := getKnownRecord(a.b, old.GetProposalId())
 	if err != nil || rec == nil || rec.GetProposal().GetAction() != ledgerpb.Action_ACTION_WRITE {
 		return nil, err
 	}
@@ -668,6 +667,16 @@ func getRecord(r pebble.Reader, id []byte) (*ledgerpb.ProposalRecord, error) {
 		return nil, nil
 	}
 	return getMessage[*ledgerpb.ProposalRecord](r, storage.ProposalKey([32]byte(id)), fmt.Sprintf("proposal %x", id))
+}
+
+// getKnownRecord is getRecord for an id something stored names (an
+// unfinalized mark, a node), whose record is therefore present:
+// storage.GetRecent stops at the newest level that holds it.
+func getKnownRecord(r pebble.Reader, id []byte) (*ledgerpb.ProposalRecord, error) {
+	if len(id) != 32 {
+		return nil, nil
+	}
+	return getRecentMessage[*ledgerpb.ProposalRecord](r, storage.ProposalKey([32]byte(id)), fmt.Sprintf("proposal %x", id))
 }
 
 // getMessage reads the message stored at key into a new M, nil when there
