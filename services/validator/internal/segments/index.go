@@ -9,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/api"
-	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
@@ -96,6 +94,8 @@ type segmentIndex struct {
 	// index order, which is key order within a generation: where the live
 	// scan finds the newest copy of a node (liveScan.newestCopy).
 	copies []nodeCopy
+	// scan is add's reading of a segment, kept for its ops' memory.
+	scan segmentScan
 }
 
 // nodeCopy is a compaction segment: the key of the first node it rewrote,
@@ -132,27 +132,27 @@ func (x *segmentIndex) wallet(w [20]byte) *walletWrites {
 // add reads one segment. A segment that does not decode still counts in the
 // chain and its TAR file (its bytes are stored), with no writes.
 func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
-	seg := &ledgerpb.Segment{}
-	decoded := proto.Unmarshal(raw, seg) == nil
+	seg := &x.scan
+	decoded := seg.read(raw) == nil
 	size := uint64(len(raw))
-	gen := seg.GetGeneration()
+	gen := seg.generation
 	// The oldest segment kept after a cleanup is a compaction's first: it
 	// names the head of a generation that is gone (ADR 0033).
-	anchor := x.count == 0 && seg.GetCompaction() && seg.GetPart() == 0
-	linked := bytes.Equal(seg.GetPrevHash(), x.head[:]) || anchor
+	anchor := x.count == 0 && seg.compaction && seg.part == 0
+	linked := bytes.Equal(seg.prevHash, x.head[:]) || anchor
 	if !linked {
 		x.breaks++
 	}
 	n := len(x.tars)
 	// A compaction's parts share its raft index: they stay in one file, so
 	// that a file is a range of indexes.
-	split := n > 0 && seg.GetPart() == 0 && x.tars[n-1].bytes+size > x.target && x.tars[n-1].segments > 0
+	split := n > 0 && seg.part == 0 && x.tars[n-1].bytes+size > x.target && x.tars[n-1].segments > 0
 	if n == 0 || x.tars[n-1].generation != gen || split {
 		t := tarFile{generation: gen, first: index, chainOK: true}
 		if n > 0 && x.tars[n-1].generation == gen {
 			t.number = x.tars[n-1].number + 1
 		}
-		copy(t.prev[:], seg.GetPrevHash())
+		copy(t.prev[:], seg.prevHash)
 		x.tars = append(x.tars, t)
 		n++
 	}
@@ -177,26 +177,23 @@ func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
 	if !decoded {
 		return
 	}
-	if seg.GetCompaction() && len(seg.GetOps()) > 0 {
-		if put := seg.GetOps()[0].GetPut(); put != nil {
-			x.copies = append(x.copies, nodeCopy{generation: gen, first: storage.NodeKey(put.GetPath()), index: index})
-		}
+	if seg.compaction && len(seg.ops) > 0 && seg.ops[0].put {
+		x.copies = append(x.copies, nodeCopy{generation: gen, first: storage.NodeKey(string(seg.ops[0].path)), index: index})
 	}
-	for _, op := range seg.GetOps() {
-		if node := op.GetPut(); node != nil {
+	for _, op := range seg.ops {
+		if op.put {
 			x.writes++
 			tar.writes++
-			sz := uint64(proto.Size(node))
-			tar.written += sz
-			if len(node.GetWallet()) == 20 {
-				x.wallet([20]byte(node.GetWallet())).count(n-1, walletTar{written: sz, writes: 1})
+			tar.written += op.size
+			if len(op.wallet) == 20 {
+				x.wallet([20]byte(op.wallet)).count(n-1, walletTar{written: op.size, writes: 1})
 			}
 			continue
 		}
-		if path := op.GetDeletePath(); path != "" {
+		if len(op.path) > 0 {
 			x.deletes++
 			tar.deletes++
-			if w, ok := walletOfPath(path); ok {
+			if w, ok := walletOfPath(string(op.path)); ok {
 				x.wallet(w).count(n-1, walletTar{deletes: 1})
 			}
 		}
