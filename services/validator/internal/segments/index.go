@@ -94,8 +94,6 @@ type segmentIndex struct {
 	// index order, which is key order within a generation: where the live
 	// scan finds the newest copy of a node (liveScan.newestCopy).
 	copies []nodeCopy
-	// scan is add's reading of a segment, kept for its ops' memory.
-	scan segmentScan
 }
 
 // nodeCopy is a compaction segment: the key of the first node it rewrote,
@@ -129,10 +127,10 @@ func (x *segmentIndex) wallet(w [20]byte) *walletWrites {
 	return ww
 }
 
-// add reads one segment. A segment that does not decode still counts in the
-// chain and its TAR file (its bytes are stored), with no writes.
-func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte) {
-	seg := &x.scan
+// add reads one segment into seg, a scratch whose memory the next add
+// reuses. A segment that does not decode still counts in the chain and its
+// TAR file (its bytes are stored), with no writes.
+func (x *segmentIndex) add(index uint64, raw []byte, hash [32]byte, seg *segmentScan) {
 	decoded := seg.read(raw) == nil
 	size := uint64(len(raw))
 	gen := seg.generation
@@ -265,8 +263,9 @@ func (x *segmentIndex) catchUp(view *state.ReadView) error {
 		x.dropBefore(first)
 		x.run = run
 	}
+	var scan segmentScan
 	return view.SegmentsFrom(x.next, func(index uint64, raw []byte, hash [32]byte) error {
-		x.add(index, raw, hash)
+		x.add(index, raw, hash, &scan)
 		return nil
 	})
 }

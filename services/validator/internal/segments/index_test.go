@@ -32,7 +32,7 @@ func TestSegmentIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		prev = sha256.Sum256(raw)
-		x.add(index, raw, prev)
+		x.add(index, raw, prev, new(segmentScan))
 	}
 	put := func(title string) []*ledgerpb.SegmentOp {
 		return []*ledgerpb.SegmentOp{{Op: &ledgerpb.SegmentOp_Put{Put: &ledgerpb.Node{Path: path, Wallet: w[:],
@@ -87,7 +87,7 @@ func TestGenerationStartsATarFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		prev = sha256.Sum256(raw)
-		x.add(seg.GetIndex(), raw, prev)
+		x.add(seg.GetIndex(), raw, prev, new(segmentScan))
 	}
 	for part := range uint32(3) { // generation 25 starts: three parts, past the target together
 		add(&ledgerpb.Segment{Index: 4, Part: part, Generation: 25, Compaction: true})
