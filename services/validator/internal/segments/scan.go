@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/rate"
@@ -75,7 +73,8 @@ func (c *Catalog) live() (*liveScan, error) {
 }
 
 // addNodes adds up every live node of view: its bytes by TAR file and by
-// wallet, and the CIDs.
+// wallet, and the CIDs. It reads each node's wire format (nodeScan), not a
+// decoded message: at a large state this is a read of every live node.
 func (s *liveScan) addNodes(view *state.ReadView) error {
 	s.tarLive = make([]uint64, len(s.tars))
 	seed := maphash.MakeSeed()
@@ -84,24 +83,24 @@ func (s *liveScan) addNodes(view *state.ReadView) error {
 	if err != nil {
 		return err
 	}
-	node := &ledgerpb.Node{}
+	var node nodeScan
 	if err := view.Nodes(func(value []byte) error {
-		if err := proto.Unmarshal(value, node); err != nil {
+		if err := node.read(value); err != nil {
 			return fmt.Errorf("%w: a content node: %v", state.ErrCorruptState, err)
 		}
 		size := uint64(len(value))
-		tar := tarOf(s.tars, s.newestCopy(copies, node))
+		tar := tarOf(s.tars, s.newestCopy(copies, node.commitIndex, node.path))
 		if tar >= 0 {
 			s.tarLive[tar] += size
 		}
-		if cid, ok := nodeCID(node); ok {
+		if node.cid != "" {
 			s.cids++
-			cidHashes = append(cidHashes, maphash.String(seed, cid))
+			cidHashes = append(cidHashes, maphash.String(seed, node.cid))
 		}
-		if len(node.GetWallet()) != 20 {
+		if len(node.wallet) != 20 {
 			return nil
 		}
-		w := [20]byte(node.GetWallet())
+		w := [20]byte(node.wallet)
 		wl := s.live[w]
 		if wl == nil {
 			wl = &walletLive{byTar: map[int]uint64{}}
@@ -138,18 +137,18 @@ func (s *liveScan) copyRuns(view *state.ReadView) ([]*ledgerpb.GcRun, error) {
 	return []*ledgerpb.GcRun{done}, nil
 }
 
-// newestCopy is the raft index of the newest segment holding node as it
-// is: the one that wrote it, unless a compaction run started since copied
-// it (a run copies in key order up to its resume key, all once done).
-func (s *liveScan) newestCopy(runs []*ledgerpb.GcRun, node *ledgerpb.Node) uint64 {
-	at := node.GetCommitIndex()
+// newestCopy is the raft index of the newest segment holding the node at
+// path, committed at index at, as it is: the one that wrote it, unless a
+// compaction run started since copied it (a run copies in key order up to
+// its resume key, all once done).
+func (s *liveScan) newestCopy(runs []*ledgerpb.GcRun, at uint64, path []byte) uint64 {
 	var key []byte
 	for _, run := range runs {
 		if run == nil || at >= run.GetIndex() {
 			return at
 		}
 		if key == nil {
-			key = storage.NodeKey(node.GetPath())
+			key = storage.NodeKey(string(path))
 		}
 		if resume := run.GetResumeKey(); run.GetDone() || len(resume) > 0 && bytes.Compare(key, resume) < 0 {
 			return s.copyIndex(run, key)

@@ -1,14 +1,17 @@
 package segments
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/contentledger/contentledger/pkg/proposal"
 )
 
-// Reading a segment for the index without decoding it
+// Reading segments and nodes without decoding them
 //
 // The index (index.go) needs little of a segment: its generation, previous
 // hash, part and compaction flag, and for each op a put's node size,
@@ -20,7 +23,9 @@ import (
 // (a deterministic encoding) it reads what decoding gives
 // (FuzzScanSegment); it refuses what decoding refuses for malformed wire
 // data and strings that are not UTF-8, so that a segment counts its writes
-// under the same condition as before.
+// under the same condition as before. The live scan (scan.go) reads every
+// live node the same way (nodeScan: path, wallet, commit index and CID;
+// FuzzScanNode).
 
 // Field numbers of ledgerpb.Segment, SegmentOp, Node and Property.
 const (
@@ -39,6 +44,7 @@ const (
 	nodeWalletField     protowire.Number = 4
 	nodeOrgField        protowire.Number = 5
 	nodeContentField    protowire.Number = 6
+	nodeCommitField     protowire.Number = 9
 
 	propertyNameField  protowire.Number = 1
 	propertyValueField protowire.Number = 2
@@ -125,31 +131,77 @@ func readOp(raw []byte) (scannedOp, error) {
 
 // readNode returns the wallet and path of a Node, checking its strings.
 func readNode(raw []byte) (wallet, path []byte, err error) {
-	err = forEachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	var n nodeScan
+	err = n.read(raw)
+	return n.wallet, n.path, err
+}
+
+// nodeScan is a stored node as the live scan (scan.go) reads it, read the
+// same way: its slices point into the node's bytes.
+type nodeScan struct {
+	path, wallet []byte
+	commitIndex  uint64
+	// cid is the CID the node references (nodeCID), "" for none.
+	cid string
+}
+
+// read reads raw into n; on an error n is zero.
+func (n *nodeScan) read(raw []byte) error {
+	*n = nodeScan{}
+	err := forEachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+		if num == nodeCommitField && typ == protowire.VarintType {
+			n.commitIndex = x
+		}
 		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
 		case nodeWalletField:
-			wallet = v
+			n.wallet = v
 		case nodePathField, nodeTypeField, nodeOrgField, nodeContentField:
 			if !utf8.Valid(v) {
 				return errNotUTF8
 			}
 			if num == nodePathField {
-				path = v
+				n.path = v
 			}
 		case nodePropertiesField:
-			return forEachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if typ == protowire.BytesType && (num == propertyNameField || num == propertyValueField) && !utf8.Valid(v) {
-					return errNotUTF8
-				}
-				return nil
-			})
+			return n.readProperty(v)
 		}
 		return nil
 	})
-	return wallet, path, err
+	if err != nil {
+		*n = nodeScan{}
+	}
+	return err
+}
+
+// readProperty checks a Property's strings and takes its CID when it is
+// the first property that names one, as nodeCID does.
+func (n *nodeScan) readProperty(raw []byte) error {
+	var name, value []byte
+	err := forEachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType || num != propertyNameField && num != propertyValueField {
+			return nil
+		}
+		if !utf8.Valid(v) {
+			return errNotUTF8
+		}
+		if num == propertyNameField {
+			name = v
+		} else {
+			value = v
+		}
+		return nil
+	})
+	if err != nil || n.cid != "" || string(name) != proposal.CIDProperty {
+		return err
+	}
+	var cid string
+	if json.Unmarshal(value, &cid) == nil {
+		n.cid = cid
+	}
+	return nil
 }
 
 // forEachField calls f with each field of the message encoded in raw: its

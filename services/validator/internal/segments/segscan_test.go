@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
 )
 
 // FuzzScanSegment holds segmentScan to decoding, which it replaced in the
@@ -72,6 +73,44 @@ func FuzzScanSegment(f *testing.F) {
 	})
 }
 
+// FuzzScanNode holds nodeScan to decoding, which the live scan used
+// before: what decodes scans and nothing else does, to the same path,
+// wallet, commit index and CID (nodeCID). Nothing panics.
+func FuzzScanNode(f *testing.F) {
+	for _, n := range []*ledgerpb.Node{
+		{Path: "/ledger/ab/cd/ef/0x00000000000000000000000000000000000000aa/org/a", Wallet: bytes.Repeat([]byte{0xaa}, 20), CommitIndex: 7,
+			Properties: []*ledgerpb.Property{{Name: "a", ValueJson: "1"}, {Name: proposal.CIDProperty, ValueJson: `"bafkreiabc"`}}},
+		{Path: "/p", Properties: []*ledgerpb.Property{{Name: proposal.CIDProperty, ValueJson: `""`}, {Name: proposal.CIDProperty, ValueJson: "7"},
+			{Name: proposal.CIDProperty, ValueJson: `"Qm1"`}, {Name: proposal.CIDProperty, ValueJson: `"Qm2"`}}},
+	} {
+		raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Add([]byte{0x1a, 0x03, 0x0a, 0x01, 0xff}) // a property name that is not UTF-8
+	f.Add([]byte{0x48, 0x05, 0x48, 0x09, 0x22, 0x00})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var n nodeScan
+		scanErr := n.read(raw)
+		node := &ledgerpb.Node{}
+		if err := proto.Unmarshal(raw, node); err != nil {
+			if scanErr == nil {
+				t.Fatalf("scans, but does not decode: %v", err)
+			}
+			return
+		}
+		if scanErr != nil {
+			t.Fatalf("decodes, but does not scan: %v", scanErr)
+		}
+		cid, _ := nodeCID(node)
+		if string(n.path) != node.GetPath() || !bytes.Equal(n.wallet, node.GetWallet()) || n.commitIndex != node.GetCommitIndex() || n.cid != cid {
+			t.Fatalf("scanned %+v (cid %q), decoded %v (cid %q)", n, n.cid, node, cid)
+		}
+	})
+}
+
 // BenchmarkReadSegment: what the index reads of a compaction segment of
 // about 1 MiB (1,000 nodes of 1 KiB), scanned or decoded as it was before.
 func BenchmarkReadSegment(b *testing.B) {
@@ -107,6 +146,39 @@ func BenchmarkReadSegment(b *testing.B) {
 			for _, op := range s.GetOps() {
 				_ = proto.Size(op.GetPut())
 			}
+		}
+	})
+}
+
+// BenchmarkReadNode: what the live scan reads of a 1 KiB node, scanned or
+// decoded as it was before.
+func BenchmarkReadNode(b *testing.B) {
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(&ledgerpb.Node{
+		Path:       "/ledger/ab/cd/ef/0x00000000000000000000000000000000000000aa/org/soak/1",
+		Properties: []*ledgerpb.Property{{Name: "body", ValueJson: strconv.Quote(strings.Repeat("x", 900))}, {Name: proposal.CIDProperty, ValueJson: `"bafkreiabc"`}},
+		Wallet:     bytes.Repeat([]byte{0xaa}, 20), ProposalId: bytes.Repeat([]byte{1}, 32), Revision: 1, CommitIndex: 7})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		var n nodeScan
+		for b.Loop() {
+			if err := n.read(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		for b.Loop() {
+			n := &ledgerpb.Node{}
+			if err := proto.Unmarshal(raw, n); err != nil {
+				b.Fatal(err)
+			}
+			_, _ = nodeCID(n)
 		}
 	})
 }
