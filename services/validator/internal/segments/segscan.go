@@ -129,10 +129,11 @@ func readOp(raw []byte) (scannedOp, error) {
 	return op, err
 }
 
-// readNode returns the wallet and path of a Node, checking its strings.
+// readNode returns the wallet and path of a Node, checking its strings;
+// the index needs no CID.
 func readNode(raw []byte) (wallet, path []byte, err error) {
 	var n nodeScan
-	err = n.read(raw)
+	err = n.readFields(raw, false)
 	return n.wallet, n.path, err
 }
 
@@ -146,7 +147,10 @@ type nodeScan struct {
 }
 
 // read reads raw into n; on an error n is zero.
-func (n *nodeScan) read(raw []byte) error {
+func (n *nodeScan) read(raw []byte) error { return n.readFields(raw, true) }
+
+// readFields is read, taking the CID only with cid.
+func (n *nodeScan) readFields(raw []byte, cid bool) error {
 	*n = nodeScan{}
 	err := forEachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		if num == nodeCommitField && typ == protowire.VarintType {
@@ -166,7 +170,7 @@ func (n *nodeScan) read(raw []byte) error {
 				n.path = v
 			}
 		case nodePropertiesField:
-			return n.readProperty(v)
+			return n.readProperty(v, cid)
 		}
 		return nil
 	})
@@ -176,9 +180,9 @@ func (n *nodeScan) read(raw []byte) error {
 	return err
 }
 
-// readProperty checks a Property's strings and takes its CID when it is
-// the first property that names one, as nodeCID does.
-func (n *nodeScan) readProperty(raw []byte) error {
+// readProperty checks a Property's strings and, with cid, takes its CID
+// when it is the first property that names one, as nodeCID does.
+func (n *nodeScan) readProperty(raw []byte, cid bool) error {
 	var name, value []byte
 	err := forEachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType || num != propertyNameField && num != propertyValueField {
@@ -194,12 +198,12 @@ func (n *nodeScan) readProperty(raw []byte) error {
 		}
 		return nil
 	})
-	if err != nil || n.cid != "" || string(name) != proposal.CIDProperty {
+	if err != nil || !cid || n.cid != "" || string(name) != proposal.CIDProperty {
 		return err
 	}
-	var cid string
-	if json.Unmarshal(value, &cid) == nil {
-		n.cid = cid
+	var s string
+	if json.Unmarshal(value, &s) == nil {
+		n.cid = s
 	}
 	return nil
 }

@@ -125,28 +125,16 @@ func BenchmarkReadSegment(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("scan", func(b *testing.B) {
-		b.SetBytes(int64(len(raw)))
-		b.ReportAllocs()
-		var s segmentScan
-		for b.Loop() {
-			if err := s.read(raw); err != nil {
-				b.Fatal(err)
-			}
+	var scan segmentScan
+	benchReads(b, len(raw), func() error { return scan.read(raw) }, func() error {
+		s := &ledgerpb.Segment{}
+		if err := proto.Unmarshal(raw, s); err != nil {
+			return err
 		}
-	})
-	b.Run("decode", func(b *testing.B) {
-		b.SetBytes(int64(len(raw)))
-		b.ReportAllocs()
-		for b.Loop() {
-			s := &ledgerpb.Segment{}
-			if err := proto.Unmarshal(raw, s); err != nil {
-				b.Fatal(err)
-			}
-			for _, op := range s.GetOps() {
-				_ = proto.Size(op.GetPut())
-			}
+		for _, op := range s.GetOps() {
+			_ = proto.Size(op.GetPut())
 		}
+		return nil
 	})
 }
 
@@ -160,25 +148,31 @@ func BenchmarkReadNode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("scan", func(b *testing.B) {
-		b.SetBytes(int64(len(raw)))
-		b.ReportAllocs()
-		var n nodeScan
-		for b.Loop() {
-			if err := n.read(raw); err != nil {
-				b.Fatal(err)
-			}
+	var scan nodeScan
+	benchReads(b, len(raw), func() error { return scan.read(raw) }, func() error {
+		n := &ledgerpb.Node{}
+		if err := proto.Unmarshal(raw, n); err != nil {
+			return err
 		}
+		_, _ = nodeCID(n)
+		return nil
 	})
-	b.Run("decode", func(b *testing.B) {
-		b.SetBytes(int64(len(raw)))
-		b.ReportAllocs()
-		for b.Loop() {
-			n := &ledgerpb.Node{}
-			if err := proto.Unmarshal(raw, n); err != nil {
-				b.Fatal(err)
+}
+
+// benchReads runs a read of size bytes as scan and decode sub-benchmarks.
+func benchReads(b *testing.B, size int, scan, decode func() error) {
+	for _, r := range []struct {
+		name string
+		read func() error
+	}{{"scan", scan}, {"decode", decode}} {
+		b.Run(r.name, func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.read(); err != nil {
+					b.Fatal(err)
+				}
 			}
-			_, _ = nodeCID(n)
-		}
-	})
+		})
+	}
 }
