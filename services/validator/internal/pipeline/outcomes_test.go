@@ -28,6 +28,18 @@ func TestOutcomes(t *testing.T) {
 	}
 	if r, ok := o.record(a); !ok || r.GetReason() != "a" {
 		t.Fatalf("record of a: %v %v", r, ok)
+	} else {
+		r.Reason = "changed by a reader"
+	}
+	if r, _ := o.record(a); r.GetReason() != "a" {
+		t.Fatalf("a reader's change reached the remembered record: %q", r.GetReason())
+	}
+	o.changed(a, &ledgerpb.ProposalRecord{Reason: "a", Status: ledgerpb.Status_STATUS_FINALIZED})
+	if s, ok := o.status(a); !ok || s != ledgerpb.Status_STATUS_FINALIZED {
+		t.Fatalf("status of a: %v %v", s, ok)
+	}
+	if _, ok := o.status(b); ok {
+		t.Fatal("b has a status before any record")
 	}
 	o.changed(b, &ledgerpb.ProposalRecord{Reason: "b"})
 	o.changed(c, &ledgerpb.ProposalRecord{Reason: "c"}) // capacity 2: a goes
