@@ -106,7 +106,8 @@ bench-events:
 ## 1 s epoch once SOAK_GC_SIZE_DELTA segment bytes were written, default SOAK_WINDOW x 2 KiB: about
 ## a run per window) and once with SVC_VALIDATOR_GC_OFF: a table per SOAK_WINDOW proposals (proposals/s, p50/p99, disk per
 ## validator, live bytes, disk/live, leader and follower RSS, GC runs, reclaimed bytes), first and last
-## window, max-disk/live, rss-growth-%. Every validator's block cache is SOAK_CACHE_BYTES (128 MiB), full
+## window, max-disk/live, rss-growth-%, last-at-first-speed-% (the last window's proposals/s at the
+## first window's machine speed, measured by the clients' CPU per proposal). Every validator's block cache is SOAK_CACHE_BYTES (128 MiB), full
 ## within the first window. About an hour at the default 1,000,000: not part of `bench`;
 ## SOAK_COUNT=20000 SOAK_WINDOW=5000 for a short run.
 SOAK_COUNT ?= 1000000

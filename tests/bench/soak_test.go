@@ -466,6 +466,15 @@ func reportSoak(b *testing.B, cfg soakConfig, windows []soakWindow, timed time.D
 	b.ReportMetric(growth(first.followerRSS, last.followerRSS), "follower-rss-growth-%")
 	b.ReportMetric(float64(last.gcRuns), "gc-runs")
 	b.ReportMetric(mib(last.reclaimed), "reclaimed-MiB")
+	// The machine is saturated, so proposals/s follows the validators' CPU
+	// per proposal, and the machine's speed: on a shared machine that
+	// varies by a fifth within a run. The clients do the same work per
+	// proposal in every window, so their CPU per proposal measures the
+	// machine's speed; the validators' CPU per proposal over the clients'
+	// is the cost of a proposal with the machine's speed taken out.
+	b.ReportMetric(float64(first.cpu.servers.Microseconds()), "first-server-cpu-us/op")
+	b.ReportMetric(float64(last.cpu.servers.Microseconds()), "last-server-cpu-us/op")
+	b.ReportMetric(100*relativeCost(first)/relativeCost(last), "last-at-first-speed-%")
 	verdict := func(ok bool) string {
 		if ok {
 			return "meets"
@@ -476,6 +485,15 @@ func reportSoak(b *testing.B, cfg soakConfig, windows []soakWindow, timed time.D
 		"last window's proposals/s at least 80%% of the first's: %.0f%%, %s",
 		gc, maxRatio, verdict(maxRatio <= 3), growth(first.leaderRSS, last.leaderRSS), verdict(growth(first.leaderRSS, last.leaderRSS) <= 25),
 		100*last.perSec/first.perSec, verdict(last.perSec >= 0.8*first.perSec))
+	b.Logf("the machine's speed (the clients' CPU per proposal): %v in the first window, %v in the last; "+
+		"the validators' CPU per proposal over the clients': %.1f, then %.1f (at the first window's machine speed, the last window would have made %.0f%% of the first's proposals/s)",
+		first.cpu.client.Round(time.Microsecond), last.cpu.client.Round(time.Microsecond), relativeCost(first), relativeCost(last), 100*relativeCost(first)/relativeCost(last))
+}
+
+// relativeCost is the validators' CPU per proposal over the clients' in w:
+// what a proposal costs the validators, in units of the machine's speed.
+func relativeCost(w soakWindow) float64 {
+	return w.cpu.servers.Seconds() / max(w.cpu.client.Seconds(), 1e-9)
 }
 
 // gcSampler follows the leader's last GC run and adds up the runs it sees.
