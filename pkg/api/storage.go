@@ -293,19 +293,22 @@ type PebbleMetrics struct {
 	L0Sublevels         int32         `json:"l0Sublevels"`
 	ReadAmp             int           `json:"readAmp"`
 	Compactions         struct {
-		Count              int64  `json:"count"`
-		DefaultCount       int64  `json:"defaultCount"`
-		MoveCount          int64  `json:"moveCount"`
-		DeleteOnlyCount    int64  `json:"deleteOnlyCount"`
-		ElisionOnlyCount   int64  `json:"elisionOnlyCount"`
-		ReadCount          int64  `json:"readCount"`
-		RewriteCount       int64  `json:"rewriteCount"`
-		MultiLevelCount    int64  `json:"multiLevelCount"`
-		InProgress         int64  `json:"inProgress"`
-		Failed             int64  `json:"failed"`
-		Cancelled          int64  `json:"cancelled"`
-		EstimatedDebtBytes uint64 `json:"estimatedDebtBytes"`
-		DurationMs         int64  `json:"durationMs"`
+		Count            int64 `json:"count"`
+		DefaultCount     int64 `json:"defaultCount"`
+		MoveCount        int64 `json:"moveCount"`
+		DeleteOnlyCount  int64 `json:"deleteOnlyCount"`
+		ElisionOnlyCount int64 `json:"elisionOnlyCount"`
+		ReadCount        int64 `json:"readCount"`
+		RewriteCount     int64 `json:"rewriteCount"`
+		// BlobFileRewriteCount counts the compactions that rewrote a blob
+		// file because enough of its values were no longer referenced.
+		BlobFileRewriteCount int64  `json:"blobFileRewriteCount"`
+		MultiLevelCount      int64  `json:"multiLevelCount"`
+		InProgress           int64  `json:"inProgress"`
+		Failed               int64  `json:"failed"`
+		Cancelled            int64  `json:"cancelled"`
+		EstimatedDebtBytes   uint64 `json:"estimatedDebtBytes"`
+		DurationMs           int64  `json:"durationMs"`
 	} `json:"compactions"`
 	Flushes  int64 `json:"flushes"`
 	MemTable struct {

@@ -121,6 +121,7 @@ func pebbleMetrics(db Database) api.PebbleMetrics {
 	cp := &out.Compactions
 	cp.Count, cp.DefaultCount, cp.MoveCount, cp.DeleteOnlyCount = m.Compact.Count, m.Compact.DefaultCount, m.Compact.MoveCount, m.Compact.DeleteOnlyCount
 	cp.ElisionOnlyCount, cp.ReadCount, cp.RewriteCount, cp.MultiLevelCount = m.Compact.ElisionOnlyCount, m.Compact.ReadCount, m.Compact.RewriteCount, m.Compact.MultiLevelCount
+	cp.BlobFileRewriteCount = m.Compact.BlobFileRewriteCount
 	cp.InProgress, cp.Failed, cp.Cancelled = m.Compact.NumInProgress, m.Compact.FailedCount, m.Compact.CancelledCount
 	cp.EstimatedDebtBytes, cp.DurationMs = m.Compact.EstimatedDebt, m.Compact.Duration.Milliseconds()
 	out.Flushes = m.Flush.Count
