@@ -178,11 +178,11 @@ func Open(opts Options) (*DB, error) {
 // blockSize and indexBlockSize are the target uncompressed sizes of the
 // data and index blocks of every table and blob file. Pebble's default is
 // 4 KiB for both; CockroachDB runs 32 KiB and 256 KiB, and so does this
-// store. Most of what it writes is messages (nodes, records, segments) that
-// compress far better in 32 KiB than in 4 KiB: the soak (bench-soak,
-// 1,000,000 proposals) ended at 834–850 MiB of disk per validator against
-// 942–965 with 4 KiB blocks, with the same CPU per proposal and the same
-// RSS at the end. Fewer, larger blocks also mean smaller indexes and fewer
+// store (ADR 0036). Most of what it writes is messages (nodes, records,
+// segments), which compress better in 32 KiB than in 4 KiB: the soak
+// (bench-soak, 1,000,000 proposals) ended at 834–857 MiB of disk per
+// validator against 942–965 with 4 KiB blocks, with the same CPU per
+// proposal and the same RSS at the end. Fewer, larger blocks also mean smaller indexes and fewer
 // block cache entries. A read that misses the cache decompresses a 32 KiB
 // block instead of a 4 KiB one; the keys apply reads most (accounts, wallet
 // figures, recent nodes) stay cached.
