@@ -36,16 +36,9 @@ func FuzzScanSegment(f *testing.F) {
 	f.Add([]byte{0x32, 0x03, 0x0a, 0x01, 0x08}) // a put whose node is cut short
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var s segmentScan
-		scanErr := s.read(raw)
 		seg := &ledgerpb.Segment{}
-		if err := proto.Unmarshal(raw, seg); err != nil {
-			if scanErr == nil {
-				t.Fatalf("scans, but does not decode: %v", err)
-			}
+		if !scanAgreesWithDecode(t, raw, s.read(raw), seg) {
 			return
-		}
-		if scanErr != nil {
-			t.Fatalf("decodes, but does not scan: %v", scanErr)
 		}
 		canonical, err := proto.MarshalOptions{Deterministic: true}.Marshal(seg)
 		if err != nil {
@@ -93,16 +86,9 @@ func FuzzScanNode(f *testing.F) {
 	f.Add([]byte{0x48, 0x05, 0x48, 0x09, 0x22, 0x00})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var n nodeScan
-		scanErr := n.read(raw)
 		node := &ledgerpb.Node{}
-		if err := proto.Unmarshal(raw, node); err != nil {
-			if scanErr == nil {
-				t.Fatalf("scans, but does not decode: %v", err)
-			}
+		if !scanAgreesWithDecode(t, raw, n.read(raw), node) {
 			return
-		}
-		if scanErr != nil {
-			t.Fatalf("decodes, but does not scan: %v", scanErr)
 		}
 		cid, _ := nodeCID(node)
 		if string(n.path) != node.GetPath() || !bytes.Equal(n.wallet, node.GetWallet()) || n.commitIndex != node.GetCommitIndex() || n.cid != cid {
@@ -113,6 +99,23 @@ func FuzzScanNode(f *testing.F) {
 
 // BenchmarkReadSegment: what the index reads of a compaction segment of
 // about 1 MiB (1,000 nodes of 1 KiB), scanned or decoded as it was before.
+// scanAgreesWithDecode decodes raw into m and fails t unless the scan
+// (scanErr) accepted raw exactly when decoding did. It reports whether raw
+// decoded, so that the caller compares what each read.
+func scanAgreesWithDecode(t *testing.T, raw []byte, scanErr error, m proto.Message) bool {
+	t.Helper()
+	if err := proto.Unmarshal(raw, m); err != nil {
+		if scanErr == nil {
+			t.Fatalf("scans, but does not decode: %v", err)
+		}
+		return false
+	}
+	if scanErr != nil {
+		t.Fatalf("decodes, but does not scan: %v", scanErr)
+	}
+	return true
+}
+
 func BenchmarkReadSegment(b *testing.B) {
 	seg := &ledgerpb.Segment{Index: 9, Generation: 2, Compaction: true}
 	for i := range 1000 {
