@@ -218,9 +218,43 @@ func separatedValues(o *pebble.Options) {
 			TargetGarbageRatio:    0.2,
 		}
 	}
-	o.Experimental.SpanPolicyFunc = pebble.MakeStaticSpanPolicyFunc(pebble.DefaultComparer.Compare,
-		pebble.KeyRange{Start: []byte(RaftPrefix), End: PrefixEnd([]byte(RaftPrefix))},
-		pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency})
+	o.Experimental.SpanPolicyFunc = spanPolicies([]policySpan{
+		{Start: []byte(RaftPrefix), End: PrefixEnd([]byte(RaftPrefix)),
+			Policy: pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency}},
+		// Segments get tables and blob files of their own. Cleanup drops
+		// old generations' segments by the range; kept apart from the
+		// nodes and records written in the same flush, their blob files
+		// become wholly unreferenced and are deleted, instead of turning
+		// into part garbage that a blob file rewrite must copy the live
+		// rest out of, and the explicit compaction of the dropped range
+		// (Reclaimer) rewrites segment tables only.
+		{Start: []byte(segmentPrefix), End: PrefixEnd([]byte(segmentPrefix))},
+	})
+}
+
+// policySpan is a key range [Start, End) and the span policy of its keys.
+type policySpan struct {
+	Start, End []byte
+	Policy     pebble.SpanPolicy
+}
+
+// spanPolicies returns a SpanPolicyFunc of spans: sorted, not
+// overlapping, and given whatever policy they hold; keys outside every span
+// have the default policy. Pebble ends an output table (and its blob file)
+// where a span starts or ends, so a span's keys share no table or blob file
+// with any other key, even when its policy is the default.
+func spanPolicies(spans []policySpan) pebble.SpanPolicyFunc {
+	return func(startKey []byte) (pebble.SpanPolicy, []byte, error) {
+		for _, s := range spans {
+			switch {
+			case bytes.Compare(startKey, s.Start) < 0:
+				return pebble.SpanPolicy{}, s.Start, nil
+			case bytes.Compare(startKey, s.End) < 0:
+				return s.Policy, s.End, nil
+			}
+		}
+		return pebble.SpanPolicy{}, nil, nil
+	}
 }
 
 // WriteStalls returns the write stalls since the database was opened.

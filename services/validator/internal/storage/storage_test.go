@@ -324,3 +324,69 @@ func TestValuesSeparated(t *testing.T) {
 		})
 	}
 }
+
+// TestDroppedSegmentsLeaveNoBlobGarbage: nodes and segments written in one
+// flush go to separate blob files, so dropping the segments (cleanup's
+// range deletion, compacted) deletes their blob file whole and the nodes'
+// blob file holds no garbage a rewrite would have to copy around.
+func TestDroppedSegmentsLeaveNoBlobGarbage(t *testing.T) {
+	db, err := Open(Options{Dir: t.TempDir(), NoSync: true, manualCompactions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	value := bytes.Repeat([]byte("message "), 2*SeparatedValueMinSize/8)
+	const n = 16
+	for i := range uint64(n) {
+		if err := db.Pebble().Set(NodeKey(fmt.Sprintf("/a/%d", i)), value, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Pebble().Set(SegmentKey(i, 0), value, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := db.Pebble().Metrics().BlobFiles.ValueSize, uint64(2*n*len(value)); got != want {
+		t.Fatalf("blob files hold %d B of values after the flush, want %d (nodes and segments)", got, want)
+	}
+	lower, upper := SegmentBounds()
+	if err := db.Pebble().DeleteRange(lower, upper, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CompactRange(context.Background(), lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	m := db.Pebble().Metrics()
+	if got, want := m.BlobFiles.ValueSize, uint64(n*len(value)); got != want {
+		t.Errorf("blob files hold %d B of values after the segments were dropped, want %d (the nodes' only)", got, want)
+	}
+	if m.BlobFiles.ReferencedValueSize != m.BlobFiles.ValueSize {
+		t.Errorf("blob files hold %d B of unreferenced values, want none", m.BlobFiles.ValueSize-m.BlobFiles.ReferencedValueSize)
+	}
+}
+
+func TestSpanPolicies(t *testing.T) {
+	fast := pebble.SpanPolicy{PreferFastCompression: true}
+	policies := spanPolicies([]policySpan{
+		{Start: []byte("b"), End: []byte("c"), Policy: fast},
+		{Start: []byte("e"), End: []byte("f")},
+	})
+	for _, tc := range []struct {
+		key, wantEnd string
+		want         pebble.SpanPolicy
+	}{
+		{"a", "b", pebble.SpanPolicy{}},
+		{"b", "c", fast},
+		{"bz", "c", fast},
+		{"c", "e", pebble.SpanPolicy{}},
+		{"e", "f", pebble.SpanPolicy{}},
+		{"f", "", pebble.SpanPolicy{}},
+	} {
+		got, end, err := policies([]byte(tc.key))
+		if err != nil || got != tc.want || string(end) != tc.wantEnd {
+			t.Errorf("policy of %q = %+v up to %q, %v; want %+v up to %q", tc.key, got, end, err, tc.want, tc.wantEnd)
+		}
+	}
+}
