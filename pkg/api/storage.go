@@ -359,6 +359,18 @@ type PebbleMetrics struct {
 		ReferencedValueBytes uint64 `json:"referencedValueBytes"`
 	} `json:"blobFiles"`
 	Tombstones uint64 `json:"tombstones"`
+	// KeySpaces is the disk the parts of the key layout take (tables and
+	// the blob values they reference), estimated at block granularity:
+	// local, raftLog, segments, nodes, records, events and otherState
+	// (the rest of the replicated state). Writes not yet flushed are in
+	// the WAL, not here.
+	KeySpaces []PebbleKeySpace `json:"keySpaces"`
+}
+
+// PebbleKeySpace is the disk one part of the key layout takes.
+type PebbleKeySpace struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
 }
 
 // PebbleLevel is one level of the LSM tree.

@@ -65,6 +65,7 @@ type Database interface {
 	// system's.
 	Dir() string
 	SnapshotFiles() (files int, bytes uint64, err error)
+	KeySpaceUsage() ([]storage.KeySpaceBytes, error)
 }
 
 // RaftLog is the stored raft log's bounds (consensus.Node).
@@ -87,8 +88,12 @@ func (s *Server) storageSnapshot(c echo.Context) error {
 		return err
 	}
 	db := s.deps.Database
+	pm, err := pebbleMetrics(db)
+	if err != nil {
+		return err
+	}
 	out := api.StorageSnapshot{ContractVersion: api.StorageSnapshotVersion, NodeID: s.cfg.NodeID, AppliedIndex: st.AppliedIndex,
-		At: s.now().UTC(), Pebble: pebbleMetrics(db), Segments: st.Segments, Tars: st.Tars, TarFiles: st.TarFiles, Gaps: []api.Gap{}}
+		At: s.now().UTC(), Pebble: pm, Segments: st.Segments, Tars: st.Tars, TarFiles: st.TarFiles, Gaps: []api.Gap{}}
 	if out.Tars.PackingEfficiency == nil {
 		out.Gaps = append(out.Gaps, api.Gap{Field: "tars.packingEfficiency", Reason: "no TAR file is closed yet: the newest one is still filling"})
 	}
@@ -109,7 +114,7 @@ func (s *Server) storageSnapshot(c echo.Context) error {
 }
 
 // pebbleMetrics renders the database's own figures.
-func pebbleMetrics(db Database) api.PebbleMetrics {
+func pebbleMetrics(db Database) (api.PebbleMetrics, error) {
 	m := db.Pebble().Metrics()
 	var out api.PebbleMetrics
 	out.DiskSpaceUsageBytes = m.DiskSpaceUsage()
@@ -146,7 +151,15 @@ func pebbleMetrics(db Database) api.PebbleMetrics {
 			out.Fsync.P99Ms = promQuantileMs(hist, 0.99)
 		}
 	}
-	return out
+	spaces, err := db.KeySpaceUsage()
+	if err != nil {
+		return out, err
+	}
+	out.KeySpaces = make([]api.PebbleKeySpace, len(spaces))
+	for i, ks := range spaces {
+		out.KeySpaces[i] = api.PebbleKeySpace{Name: ks.Name, Bytes: ks.Bytes}
+	}
+	return out, nil
 }
 
 // finite maps Pebble's infinite level scores (a level with nothing to

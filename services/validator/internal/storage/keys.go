@@ -75,6 +75,29 @@ const (
 	gcRunPrefix     = StatePrefix + "k/"
 )
 
+// KeySpace is a named part of the key layout: the storage view reports
+// the disk each takes (DB.KeySpaceUsage).
+type KeySpace struct {
+	Name         string
+	Lower, Upper []byte // [Lower, Upper)
+}
+
+// KeySpaces are the key spaces the storage view reports, in key order:
+// those that grow with the content, and the rest of each namespace.
+func KeySpaces() []KeySpace {
+	space := func(name, prefix string) KeySpace {
+		return KeySpace{Name: name, Lower: []byte(prefix), Upper: PrefixEnd([]byte(prefix))}
+	}
+	return []KeySpace{
+		space("local", LocalPrefix),
+		space("raftLog", raftEntryPrefix),
+		space("segments", segmentPrefix),
+		space("nodes", nodePrefix),
+		space("records", proposalPrefix),
+		space("events", eventPrefix),
+	}
+}
+
 // Fixed keys (constants, so no caller can modify a shared key slice;
 // convert with []byte(...)).
 const (

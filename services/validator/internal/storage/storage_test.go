@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -388,5 +389,54 @@ func TestSpanPolicies(t *testing.T) {
 		if err != nil || got != tc.want || string(end) != tc.wantEnd {
 			t.Errorf("policy of %q = %+v up to %q, %v; want %+v up to %q", tc.key, got, end, err, tc.want, tc.wantEnd)
 		}
+	}
+}
+
+// TestKeySpaceUsage: the disk of flushed nodes and segments shows in their
+// key spaces, and the others stay empty.
+func TestKeySpaceUsage(t *testing.T) {
+	db, err := Open(Options{Dir: t.TempDir(), NoSync: true, manualCompactions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	value := make([]byte, 4<<10)
+	for i := range uint64(64) { // 256 KiB each of incompressible nodes and segments
+		rand.Read(value)
+		if err := db.Pebble().Set(NodeKey(fmt.Sprintf("/a/%d", i)), value, nil); err != nil {
+			t.Fatal(err)
+		}
+		rand.Read(value)
+		if err := db.Pebble().Set(SegmentKey(i, 0), value, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	spaces, err := db.KeySpaceUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ks := range spaces {
+		names = append(names, ks.Name)
+		switch ks.Name {
+		case "nodes", "segments":
+			if ks.Bytes < 256<<10 || ks.Bytes > 320<<10 {
+				t.Errorf("%s take %d B, want the 256 KiB written and their keys", ks.Name, ks.Bytes)
+			}
+		case "local": // the store format (format.go), in a table of its own
+			if ks.Bytes > 4<<10 {
+				t.Errorf("local takes %d B, want a small table", ks.Bytes)
+			}
+		default:
+			if ks.Bytes != 0 {
+				t.Errorf("%s take %d B, want none", ks.Name, ks.Bytes)
+			}
+		}
+	}
+	if want := []string{"local", "raftLog", "segments", "nodes", "records", "events", "otherState"}; !slices.Equal(names, want) {
+		t.Errorf("key spaces %v, want %v", names, want)
 	}
 }
