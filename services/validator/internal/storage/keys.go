@@ -82,8 +82,9 @@ type KeySpace struct {
 	Lower, Upper []byte // [Lower, Upper)
 }
 
-// KeySpaces are the key spaces the storage view reports, in key order:
-// those that grow with the content, and the rest of each namespace.
+// KeySpaces are the key spaces the storage view reports, in key order: the
+// local namespace, the raft log and the parts of the replicated state that
+// grow with the content (DB.KeySpaceUsage adds the rest of the state).
 func KeySpaces() []KeySpace {
 	space := func(name, prefix string) KeySpace {
 		return KeySpace{Name: name, Lower: []byte(prefix), Upper: PrefixEnd([]byte(prefix))}
