@@ -280,8 +280,21 @@ func TestFollowerRestartsFromItsCheckpoint(t *testing.T) {
 	if err := js.DeleteStream(ctx, "CHAIN_EVENTS"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CHAIN_EVENTS", Subjects: []string{"chain.>"}}); err != nil {
-		t.Fatal(err)
+	// The server removes a deleted stream's files after it answers; a
+	// create of the same name meanwhile fails to make its store (the
+	// server's JSStreamCreateErrF, which nats.go names no constant for):
+	// retried.
+	const streamCreateFailed jetstream.ErrorCode = 10049
+	for recreate := time.Now().Add(10 * time.Second); ; {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CHAIN_EVENTS", Subjects: []string{"chain.>"}})
+		var apiErr *jetstream.APIError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != streamCreateFailed || time.Now().After(recreate) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the server
 	}
 	seq = publishPayments(t, js, unspent[:3]...)
 	third := runFollower(t, js, store, seq)
