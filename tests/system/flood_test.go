@@ -143,7 +143,7 @@ func TestAttackUnpaidFlood(t *testing.T) {
 	// reopened connections beyond that. A new one can then meet the server's
 	// per-client cap while the server still counts closed ones it has not
 	// read to their end, and be closed at once: a transport error for the
-	// submission, not an answer (seen in about one run in three).
+	// submission, not an answer (seen now and then in `make test`).
 	floodHTTP := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: floodInFlight, MaxIdleConnsPerHost: floodInFlight, MaxConnsPerHost: floodInFlight}}
 	for range floodInFlight {
