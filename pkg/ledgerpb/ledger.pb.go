@@ -233,6 +233,59 @@ func (Status) EnumDescriptor() ([]byte, []int) {
 	return file_ledger_proto_rawDescGZIP(), []int{3}
 }
 
+// IntentStatus is where an upload intent is.
+type IntentStatus int32
+
+const (
+	IntentStatus_INTENT_UNSPECIFIED      IntentStatus = 0
+	IntentStatus_INTENT_READY_FOR_UPLOAD IntentStatus = 1 // declared and replicated: waiting for the CID
+	IntentStatus_INTENT_COMPLETED        IntentStatus = 2 // the CID was checked and the mapping recorded
+	IntentStatus_INTENT_EXPIRED          IntentStatus = 3 // not completed before expires_at_ms
+)
+
+// Enum value maps for IntentStatus.
+var (
+	IntentStatus_name = map[int32]string{
+		0: "INTENT_UNSPECIFIED",
+		1: "INTENT_READY_FOR_UPLOAD",
+		2: "INTENT_COMPLETED",
+		3: "INTENT_EXPIRED",
+	}
+	IntentStatus_value = map[string]int32{
+		"INTENT_UNSPECIFIED":      0,
+		"INTENT_READY_FOR_UPLOAD": 1,
+		"INTENT_COMPLETED":        2,
+		"INTENT_EXPIRED":          3,
+	}
+)
+
+func (x IntentStatus) Enum() *IntentStatus {
+	p := new(IntentStatus)
+	*p = x
+	return p
+}
+
+func (x IntentStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IntentStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_ledger_proto_enumTypes[4].Descriptor()
+}
+
+func (IntentStatus) Type() protoreflect.EnumType {
+	return &file_ledger_proto_enumTypes[4]
+}
+
+func (x IntentStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IntentStatus.Descriptor instead.
+func (IntentStatus) EnumDescriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{4}
+}
+
 // Payment is one observed ProposalPaid log. The chain-watcher publishes it on
 // chain.<chainId>.payments; a leader copies it into the entry that spends it.
 type Payment struct {
@@ -836,6 +889,9 @@ type Entry struct {
 	//	*Entry_GcCompact
 	//	*Entry_GcCompactStep
 	//	*Entry_GcCompactAbandon
+	//	*Entry_BlobIntentDeclare
+	//	*Entry_BlobIntentComplete
+	//	*Entry_BlobIntentExpire
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -968,6 +1024,33 @@ func (x *Entry) GetGcCompactAbandon() *GcCompactAbandon {
 	return nil
 }
 
+func (x *Entry) GetBlobIntentDeclare() *BlobIntentDeclare {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_BlobIntentDeclare); ok {
+			return x.BlobIntentDeclare
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetBlobIntentComplete() *BlobIntentComplete {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_BlobIntentComplete); ok {
+			return x.BlobIntentComplete
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetBlobIntentExpire() *BlobIntentExpire {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_BlobIntentExpire); ok {
+			return x.BlobIntentExpire
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -1012,6 +1095,18 @@ type Entry_GcCompactAbandon struct {
 	GcCompactAbandon *GcCompactAbandon `protobuf:"bytes,10,opt,name=gc_compact_abandon,json=gcCompactAbandon,proto3,oneof"`
 }
 
+type Entry_BlobIntentDeclare struct {
+	BlobIntentDeclare *BlobIntentDeclare `protobuf:"bytes,11,opt,name=blob_intent_declare,json=blobIntentDeclare,proto3,oneof"`
+}
+
+type Entry_BlobIntentComplete struct {
+	BlobIntentComplete *BlobIntentComplete `protobuf:"bytes,12,opt,name=blob_intent_complete,json=blobIntentComplete,proto3,oneof"`
+}
+
+type Entry_BlobIntentExpire struct {
+	BlobIntentExpire *BlobIntentExpire `protobuf:"bytes,13,opt,name=blob_intent_expire,json=blobIntentExpire,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -1032,6 +1127,480 @@ func (*Entry_GcCompactStep) isEntry_Op() {}
 
 func (*Entry_GcCompactAbandon) isEntry_Op() {}
 
+func (*Entry_BlobIntentDeclare) isEntry_Op() {}
+
+func (*Entry_BlobIntentComplete) isEntry_Op() {}
+
+func (*Entry_BlobIntentExpire) isEntry_Op() {}
+
+// BlobIntentDeclare declares an upload intent. Apply records it READY_FOR_UPLOAD
+// unless the token exists (a repeat: nothing changes) or the wallet has
+// max_open intents open (nothing changes; the proposer checked first).
+type BlobIntentDeclare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         []byte                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`   // 32 bytes: the intent id the wallet signed
+	Wallet        []byte                 `protobuf:"bytes,2,opt,name=wallet,proto3" json:"wallet,omitempty"` // 20 bytes
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`    // bytes
+	MimeType      string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`                                 // 32 bytes: the blob id
+	Signature     []byte                 `protobuf:"bytes,6,opt,name=signature,proto3" json:"signature,omitempty"`                           // 65 bytes: the wallet's over the BlobIntent struct (pkg/signing)
+	AtMs          int64                  `protobuf:"varint,7,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`                        // proposer's clock
+	ExpiresAtMs   int64                  `protobuf:"varint,8,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"` // the proposer's clock plus its intent TTL
+	MaxOpen       uint32                 `protobuf:"varint,9,opt,name=max_open,json=maxOpen,proto3" json:"max_open,omitempty"`               // the proposer's bound on a wallet's open intents
+	RetainMs      int64                  `protobuf:"varint,10,opt,name=retain_ms,json=retainMs,proto3" json:"retain_ms,omitempty"`           // how long a completed or expired intent stays readable
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobIntentDeclare) Reset() {
+	*x = BlobIntentDeclare{}
+	mi := &file_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobIntentDeclare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobIntentDeclare) ProtoMessage() {}
+
+func (x *BlobIntentDeclare) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobIntentDeclare.ProtoReflect.Descriptor instead.
+func (*BlobIntentDeclare) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BlobIntentDeclare) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *BlobIntentDeclare) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *BlobIntentDeclare) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BlobIntentDeclare) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *BlobIntentDeclare) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *BlobIntentDeclare) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *BlobIntentDeclare) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *BlobIntentDeclare) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *BlobIntentDeclare) GetMaxOpen() uint32 {
+	if x != nil {
+		return x.MaxOpen
+	}
+	return 0
+}
+
+func (x *BlobIntentDeclare) GetRetainMs() int64 {
+	if x != nil {
+		return x.RetainMs
+	}
+	return 0
+}
+
+// BlobIntentComplete completes a READY_FOR_UPLOAD intent with the CID its
+// proposer checked. Apply refuses (changes nothing) an intent that is not
+// READY_FOR_UPLOAD or whose expires_at_ms is not after at_ms.
+type BlobIntentComplete struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         []byte                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Cid           []byte                 `protobuf:"bytes,2,opt,name=cid,proto3" json:"cid,omitempty"`                // binary form, at most 46 bytes
+	AtMs          int64                  `protobuf:"varint,3,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobIntentComplete) Reset() {
+	*x = BlobIntentComplete{}
+	mi := &file_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobIntentComplete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobIntentComplete) ProtoMessage() {}
+
+func (x *BlobIntentComplete) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobIntentComplete.ProtoReflect.Descriptor instead.
+func (*BlobIntentComplete) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BlobIntentComplete) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *BlobIntentComplete) GetCid() []byte {
+	if x != nil {
+		return x.Cid
+	}
+	return nil
+}
+
+func (x *BlobIntentComplete) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// BlobIntentExpire ages the intents named: one READY_FOR_UPLOAD past its
+// expiry becomes EXPIRED; one COMPLETED or EXPIRED past its retention is
+// deleted. The leader proposes it from the intents' due times (s/e/); apply
+// checks each due time against at_ms, so a stale or repeated entry changes
+// nothing.
+type BlobIntentExpire struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        [][]byte               `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobIntentExpire) Reset() {
+	*x = BlobIntentExpire{}
+	mi := &file_ledger_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobIntentExpire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobIntentExpire) ProtoMessage() {}
+
+func (x *BlobIntentExpire) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobIntentExpire.ProtoReflect.Descriptor instead.
+func (*BlobIntentExpire) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BlobIntentExpire) GetTokens() [][]byte {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *BlobIntentExpire) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// BlobIntent is the record of one intent (state key s/i/<token>).
+type BlobIntent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         []byte                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Wallet        []byte                 `protobuf:"bytes,2,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	MimeType      string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Status        IntentStatus           `protobuf:"varint,6,opt,name=status,proto3,enum=contentledger.v1.IntentStatus" json:"status,omitempty"`
+	DeclaredAtMs  int64                  `protobuf:"varint,7,opt,name=declared_at_ms,json=declaredAtMs,proto3" json:"declared_at_ms,omitempty"`
+	ExpiresAtMs   int64                  `protobuf:"varint,8,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	RetainMs      int64                  `protobuf:"varint,9,opt,name=retain_ms,json=retainMs,proto3" json:"retain_ms,omitempty"`
+	Cid           []byte                 `protobuf:"bytes,10,opt,name=cid,proto3" json:"cid,omitempty"`                                        // once COMPLETED
+	DoneAtMs      int64                  `protobuf:"varint,11,opt,name=done_at_ms,json=doneAtMs,proto3" json:"done_at_ms,omitempty"`           // when it was COMPLETED or EXPIRED
+	DeclareIndex  uint64                 `protobuf:"varint,12,opt,name=declare_index,json=declareIndex,proto3" json:"declare_index,omitempty"` // raft index of the declaration
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobIntent) Reset() {
+	*x = BlobIntent{}
+	mi := &file_ledger_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobIntent) ProtoMessage() {}
+
+func (x *BlobIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobIntent.ProtoReflect.Descriptor instead.
+func (*BlobIntent) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BlobIntent) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *BlobIntent) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *BlobIntent) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BlobIntent) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *BlobIntent) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *BlobIntent) GetStatus() IntentStatus {
+	if x != nil {
+		return x.Status
+	}
+	return IntentStatus_INTENT_UNSPECIFIED
+}
+
+func (x *BlobIntent) GetDeclaredAtMs() int64 {
+	if x != nil {
+		return x.DeclaredAtMs
+	}
+	return 0
+}
+
+func (x *BlobIntent) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *BlobIntent) GetRetainMs() int64 {
+	if x != nil {
+		return x.RetainMs
+	}
+	return 0
+}
+
+func (x *BlobIntent) GetCid() []byte {
+	if x != nil {
+		return x.Cid
+	}
+	return nil
+}
+
+func (x *BlobIntent) GetDoneAtMs() int64 {
+	if x != nil {
+		return x.DoneAtMs
+	}
+	return 0
+}
+
+func (x *BlobIntent) GetDeclareIndex() uint64 {
+	if x != nil {
+		return x.DeclareIndex
+	}
+	return 0
+}
+
+// BlobMapping maps a blob id to the CID that holds its bytes (state key
+// s/b/<sha256>). The first completed intent of some bytes makes it; a
+// later upload of the same bytes under another CID adds only that CID's
+// reverse key (s/h/<cid>).
+type BlobMapping struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        []byte                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Cid           []byte                 `protobuf:"bytes,2,opt,name=cid,proto3" json:"cid,omitempty"` // binary form
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	MimeType      string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Wallet        []byte                 `protobuf:"bytes,5,opt,name=wallet,proto3" json:"wallet,omitempty"` // the wallet whose intent made it
+	Index         uint64                 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`  // raft index of the completion
+	AtMs          int64                  `protobuf:"varint,7,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobMapping) Reset() {
+	*x = BlobMapping{}
+	mi := &file_ledger_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobMapping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobMapping) ProtoMessage() {}
+
+func (x *BlobMapping) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobMapping.ProtoReflect.Descriptor instead.
+func (*BlobMapping) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *BlobMapping) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *BlobMapping) GetCid() []byte {
+	if x != nil {
+		return x.Cid
+	}
+	return nil
+}
+
+func (x *BlobMapping) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BlobMapping) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *BlobMapping) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *BlobMapping) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BlobMapping) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // LeaderElected is a leader announcing itself: proposed once per term by the
 // node that leads it. Apply emits a consensus "leader" event for the first
 // announcement of a term above the last one announced, when term is the
@@ -1049,7 +1618,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1630,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1643,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaderElected) GetNodeId() uint64 {
@@ -1123,7 +1692,7 @@ type PaymentReorg struct {
 
 func (x *PaymentReorg) Reset() {
 	*x = PaymentReorg{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1704,7 @@ func (x *PaymentReorg) String() string {
 func (*PaymentReorg) ProtoMessage() {}
 
 func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1717,7 @@ func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentReorg.ProtoReflect.Descriptor instead.
 func (*PaymentReorg) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PaymentReorg) GetProposalId() []byte {
@@ -1194,7 +1763,7 @@ type PaymentOrphan struct {
 
 func (x *PaymentOrphan) Reset() {
 	*x = PaymentOrphan{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1775,7 @@ func (x *PaymentOrphan) String() string {
 func (*PaymentOrphan) ProtoMessage() {}
 
 func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1788,7 @@ func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentOrphan.ProtoReflect.Descriptor instead.
 func (*PaymentOrphan) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PaymentOrphan) GetBlockNumber() uint64 {
@@ -1282,7 +1851,7 @@ type GcAccount struct {
 
 func (x *GcAccount) Reset() {
 	*x = GcAccount{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1863,7 @@ func (x *GcAccount) String() string {
 func (*GcAccount) ProtoMessage() {}
 
 func (x *GcAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1876,7 @@ func (x *GcAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
 func (*GcAccount) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GcAccount) GetWallet() []byte {
@@ -1375,7 +1944,7 @@ type WalletStats struct {
 
 func (x *WalletStats) Reset() {
 	*x = WalletStats{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1956,7 @@ func (x *WalletStats) String() string {
 func (*WalletStats) ProtoMessage() {}
 
 func (x *WalletStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1969,7 @@ func (x *WalletStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
 func (*WalletStats) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WalletStats) GetWallet() []byte {
@@ -1463,7 +2032,7 @@ type ProposalCounts struct {
 
 func (x *ProposalCounts) Reset() {
 	*x = ProposalCounts{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +2044,7 @@ func (x *ProposalCounts) String() string {
 func (*ProposalCounts) ProtoMessage() {}
 
 func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +2057,7 @@ func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
 func (*ProposalCounts) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProposalCounts) GetCommitted() uint64 {
@@ -1560,7 +2129,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +2141,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +2154,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -1628,7 +2197,7 @@ type GcCompact struct {
 
 func (x *GcCompact) Reset() {
 	*x = GcCompact{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +2209,7 @@ func (x *GcCompact) String() string {
 func (*GcCompact) ProtoMessage() {}
 
 func (x *GcCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +2222,7 @@ func (x *GcCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompact.ProtoReflect.Descriptor instead.
 func (*GcCompact) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GcCompact) GetEpoch() uint64 {
@@ -1696,7 +2265,7 @@ type GcCompactStep struct {
 
 func (x *GcCompactStep) Reset() {
 	*x = GcCompactStep{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +2277,7 @@ func (x *GcCompactStep) String() string {
 func (*GcCompactStep) ProtoMessage() {}
 
 func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +2290,7 @@ func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompactStep.ProtoReflect.Descriptor instead.
 func (*GcCompactStep) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GcCompactStep) GetRun() uint64 {
@@ -1766,7 +2335,7 @@ type GcCompactAbandon struct {
 
 func (x *GcCompactAbandon) Reset() {
 	*x = GcCompactAbandon{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2347,7 @@ func (x *GcCompactAbandon) String() string {
 func (*GcCompactAbandon) ProtoMessage() {}
 
 func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2360,7 @@ func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompactAbandon.ProtoReflect.Descriptor instead.
 func (*GcCompactAbandon) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GcCompactAbandon) GetRun() uint64 {
@@ -1847,7 +2416,7 @@ type GcRun struct {
 
 func (x *GcRun) Reset() {
 	*x = GcRun{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2428,7 @@ func (x *GcRun) String() string {
 func (*GcRun) ProtoMessage() {}
 
 func (x *GcRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2441,7 @@ func (x *GcRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRun.ProtoReflect.Descriptor instead.
 func (*GcRun) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GcRun) GetRun() uint64 {
@@ -2041,7 +2610,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2622,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2635,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -2107,7 +2676,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2688,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2701,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -2184,7 +2753,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2765,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2778,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -2246,7 +2815,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2827,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2840,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -2342,7 +2911,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2923,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2936,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{21}
+	return file_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Property) GetName() string {
@@ -2403,7 +2972,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2984,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2997,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{22}
+	return file_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Node) GetPath() string {
@@ -2515,7 +3084,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +3096,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +3109,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{23}
+	return file_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -2604,7 +3173,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +3185,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +3198,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{24}
+	return file_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -2712,13 +3281,14 @@ type Event struct {
 	ContentHash   string                 `protobuf:"bytes,11,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"` // 0x-prefixed keccak256 of the message
 	Epoch         uint64                 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`                               // consensus finalize and compact events: the epoch
 	Reason        string                 `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`                              // consensus compact_abandoned events: why
+	BlobId        string                 `protobuf:"bytes,14,opt,name=blob_id,json=blobId,proto3" json:"blob_id,omitempty"`                // binary events of a mapped CID: its blob id (docs/adr/0037)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +3300,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +3313,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{25}
+	return file_ledger_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2837,6 +3407,13 @@ func (x *Event) GetReason() string {
 	return ""
 }
 
+func (x *Event) GetBlobId() string {
+	if x != nil {
+		return x.BlobId
+	}
+	return ""
+}
+
 // EpochUpdate is published on chain.<chainId>.epochs.
 type EpochUpdate struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2852,7 +3429,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[26]
+	mi := &file_ledger_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +3441,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[26]
+	mi := &file_ledger_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3454,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{26}
+	return file_ledger_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -2937,7 +3514,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[27]
+	mi := &file_ledger_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3526,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[27]
+	mi := &file_ledger_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3539,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{27}
+	return file_ledger_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3051,7 +3628,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
 	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
 	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
-	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xa6\x05\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xab\a\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -3066,8 +3643,54 @@ const file_ledger_proto_rawDesc = "" +
 	"gc_compact\x18\b \x01(\v2\x1b.contentledger.v1.GcCompactH\x00R\tgcCompact\x12I\n" +
 	"\x0fgc_compact_step\x18\t \x01(\v2\x1f.contentledger.v1.GcCompactStepH\x00R\rgcCompactStep\x12R\n" +
 	"\x12gc_compact_abandon\x18\n" +
-	" \x01(\v2\".contentledger.v1.GcCompactAbandonH\x00R\x10gcCompactAbandonB\x04\n" +
-	"\x02op\"Q\n" +
+	" \x01(\v2\".contentledger.v1.GcCompactAbandonH\x00R\x10gcCompactAbandon\x12U\n" +
+	"\x13blob_intent_declare\x18\v \x01(\v2#.contentledger.v1.BlobIntentDeclareH\x00R\x11blobIntentDeclare\x12X\n" +
+	"\x14blob_intent_complete\x18\f \x01(\v2$.contentledger.v1.BlobIntentCompleteH\x00R\x12blobIntentComplete\x12R\n" +
+	"\x12blob_intent_expire\x18\r \x01(\v2\".contentledger.v1.BlobIntentExpireH\x00R\x10blobIntentExpireB\x04\n" +
+	"\x02op\"\x99\x02\n" +
+	"\x11BlobIntentDeclare\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
+	"\x06wallet\x18\x02 \x01(\fR\x06wallet\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\fR\x06sha256\x12\x1c\n" +
+	"\tsignature\x18\x06 \x01(\fR\tsignature\x12\x13\n" +
+	"\x05at_ms\x18\a \x01(\x03R\x04atMs\x12\"\n" +
+	"\rexpires_at_ms\x18\b \x01(\x03R\vexpiresAtMs\x12\x19\n" +
+	"\bmax_open\x18\t \x01(\rR\amaxOpen\x12\x1b\n" +
+	"\tretain_ms\x18\n" +
+	" \x01(\x03R\bretainMs\"Q\n" +
+	"\x12BlobIntentComplete\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x10\n" +
+	"\x03cid\x18\x02 \x01(\fR\x03cid\x12\x13\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"?\n" +
+	"\x10BlobIntentExpire\x12\x16\n" +
+	"\x06tokens\x18\x01 \x03(\fR\x06tokens\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xf7\x02\n" +
+	"\n" +
+	"BlobIntent\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
+	"\x06wallet\x18\x02 \x01(\fR\x06wallet\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\fR\x06sha256\x126\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x1e.contentledger.v1.IntentStatusR\x06status\x12$\n" +
+	"\x0edeclared_at_ms\x18\a \x01(\x03R\fdeclaredAtMs\x12\"\n" +
+	"\rexpires_at_ms\x18\b \x01(\x03R\vexpiresAtMs\x12\x1b\n" +
+	"\tretain_ms\x18\t \x01(\x03R\bretainMs\x12\x10\n" +
+	"\x03cid\x18\n" +
+	" \x01(\fR\x03cid\x12\x1c\n" +
+	"\n" +
+	"done_at_ms\x18\v \x01(\x03R\bdoneAtMs\x12#\n" +
+	"\rdeclare_index\x18\f \x01(\x04R\fdeclareIndex\"\xab\x01\n" +
+	"\vBlobMapping\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x10\n" +
+	"\x03cid\x18\x02 \x01(\fR\x03cid\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x16\n" +
+	"\x06wallet\x18\x05 \x01(\fR\x06wallet\x12\x14\n" +
+	"\x05index\x18\x06 \x01(\x04R\x05index\x12\x13\n" +
+	"\x05at_ms\x18\a \x01(\x03R\x04atMs\"Q\n" +
 	"\rLeaderElected\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x13\n" +
@@ -3223,7 +3846,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x04part\x18\b \x01(\rR\x04part\x12\x1e\n" +
 	"\n" +
 	"compaction\x18\t \x01(\bR\n" +
-	"compaction\"\xdf\x02\n" +
+	"compaction\"\xf8\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -3239,7 +3862,8 @@ const file_ledger_proto_rawDesc = "" +
 	" \x01(\x04R\vcommitIndex\x12!\n" +
 	"\fcontent_hash\x18\v \x01(\tR\vcontentHash\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x16\n" +
-	"\x06reason\x18\r \x01(\tR\x06reason\"\xce\x01\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\x12\x17\n" +
+	"\ablob_id\x18\x0e \x01(\tR\x06blobId\"\xce\x01\n" +
 	"\vEpochUpdate\x12\x19\n" +
 	"\bchain_id\x18\x01 \x01(\x04R\achainId\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\x04R\acurrent\x12\x1c\n" +
@@ -3269,7 +3893,12 @@ const file_ledger_proto_rawDesc = "" +
 	"\x0fSTATUS_VERIFIED\x10\x02\x12\x14\n" +
 	"\x10STATUS_COMMITTED\x10\x03\x12\x14\n" +
 	"\x10STATUS_FINALIZED\x10\x04\x12\x13\n" +
-	"\x0fSTATUS_REJECTED\x10\x05B5Z3github.com/contentledger/contentledger/pkg/ledgerpbb\x06proto3"
+	"\x0fSTATUS_REJECTED\x10\x05*m\n" +
+	"\fIntentStatus\x12\x16\n" +
+	"\x12INTENT_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17INTENT_READY_FOR_UPLOAD\x10\x01\x12\x14\n" +
+	"\x10INTENT_COMPLETED\x10\x02\x12\x12\n" +
+	"\x0eINTENT_EXPIRED\x10\x03B5Z3github.com/contentledger/contentledger/pkg/ledgerpbb\x06proto3"
 
 var (
 	file_ledger_proto_rawDescOnce sync.Once
@@ -3283,77 +3912,87 @@ func file_ledger_proto_rawDescGZIP() []byte {
 	return file_ledger_proto_rawDescData
 }
 
-var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_ledger_proto_goTypes = []any{
-	(Tier)(0),                // 0: contentledger.v1.Tier
-	(PaymentToken)(0),        // 1: contentledger.v1.PaymentToken
-	(Action)(0),              // 2: contentledger.v1.Action
-	(Status)(0),              // 3: contentledger.v1.Status
-	(*Payment)(nil),          // 4: contentledger.v1.Payment
-	(*DebtPayment)(nil),      // 5: contentledger.v1.DebtPayment
-	(*Proposal)(nil),         // 6: contentledger.v1.Proposal
-	(*BatchItem)(nil),        // 7: contentledger.v1.BatchItem
-	(*ProposalBatch)(nil),    // 8: contentledger.v1.ProposalBatch
-	(*Entry)(nil),            // 9: contentledger.v1.Entry
-	(*LeaderElected)(nil),    // 10: contentledger.v1.LeaderElected
-	(*PaymentReorg)(nil),     // 11: contentledger.v1.PaymentReorg
-	(*PaymentOrphan)(nil),    // 12: contentledger.v1.PaymentOrphan
-	(*GcAccount)(nil),        // 13: contentledger.v1.GcAccount
-	(*WalletStats)(nil),      // 14: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil),   // 15: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),        // 16: contentledger.v1.GcExecute
-	(*GcCompact)(nil),        // 17: contentledger.v1.GcCompact
-	(*GcCompactStep)(nil),    // 18: contentledger.v1.GcCompactStep
-	(*GcCompactAbandon)(nil), // 19: contentledger.v1.GcCompactAbandon
-	(*GcRun)(nil),            // 20: contentledger.v1.GcRun
-	(*GcSetLimit)(nil),       // 21: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),            // 22: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil),   // 23: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil),   // 24: contentledger.v1.ProposalRecord
-	(*Property)(nil),         // 25: contentledger.v1.Property
-	(*Node)(nil),             // 26: contentledger.v1.Node
-	(*SegmentOp)(nil),        // 27: contentledger.v1.SegmentOp
-	(*Segment)(nil),          // 28: contentledger.v1.Segment
-	(*Event)(nil),            // 29: contentledger.v1.Event
-	(*EpochUpdate)(nil),      // 30: contentledger.v1.EpochUpdate
-	(*Member)(nil),           // 31: contentledger.v1.Member
-	nil,                      // 32: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(Tier)(0),                  // 0: contentledger.v1.Tier
+	(PaymentToken)(0),          // 1: contentledger.v1.PaymentToken
+	(Action)(0),                // 2: contentledger.v1.Action
+	(Status)(0),                // 3: contentledger.v1.Status
+	(IntentStatus)(0),          // 4: contentledger.v1.IntentStatus
+	(*Payment)(nil),            // 5: contentledger.v1.Payment
+	(*DebtPayment)(nil),        // 6: contentledger.v1.DebtPayment
+	(*Proposal)(nil),           // 7: contentledger.v1.Proposal
+	(*BatchItem)(nil),          // 8: contentledger.v1.BatchItem
+	(*ProposalBatch)(nil),      // 9: contentledger.v1.ProposalBatch
+	(*Entry)(nil),              // 10: contentledger.v1.Entry
+	(*BlobIntentDeclare)(nil),  // 11: contentledger.v1.BlobIntentDeclare
+	(*BlobIntentComplete)(nil), // 12: contentledger.v1.BlobIntentComplete
+	(*BlobIntentExpire)(nil),   // 13: contentledger.v1.BlobIntentExpire
+	(*BlobIntent)(nil),         // 14: contentledger.v1.BlobIntent
+	(*BlobMapping)(nil),        // 15: contentledger.v1.BlobMapping
+	(*LeaderElected)(nil),      // 16: contentledger.v1.LeaderElected
+	(*PaymentReorg)(nil),       // 17: contentledger.v1.PaymentReorg
+	(*PaymentOrphan)(nil),      // 18: contentledger.v1.PaymentOrphan
+	(*GcAccount)(nil),          // 19: contentledger.v1.GcAccount
+	(*WalletStats)(nil),        // 20: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil),     // 21: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),          // 22: contentledger.v1.GcExecute
+	(*GcCompact)(nil),          // 23: contentledger.v1.GcCompact
+	(*GcCompactStep)(nil),      // 24: contentledger.v1.GcCompactStep
+	(*GcCompactAbandon)(nil),   // 25: contentledger.v1.GcCompactAbandon
+	(*GcRun)(nil),              // 26: contentledger.v1.GcRun
+	(*GcSetLimit)(nil),         // 27: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),              // 28: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil),     // 29: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil),     // 30: contentledger.v1.ProposalRecord
+	(*Property)(nil),           // 31: contentledger.v1.Property
+	(*Node)(nil),               // 32: contentledger.v1.Node
+	(*SegmentOp)(nil),          // 33: contentledger.v1.SegmentOp
+	(*Segment)(nil),            // 34: contentledger.v1.Segment
+	(*Event)(nil),              // 35: contentledger.v1.Event
+	(*EpochUpdate)(nil),        // 36: contentledger.v1.EpochUpdate
+	(*Member)(nil),             // 37: contentledger.v1.Member
+	nil,                        // 38: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
 	1,  // 1: contentledger.v1.Payment.token:type_name -> contentledger.v1.PaymentToken
 	2,  // 2: contentledger.v1.Proposal.action:type_name -> contentledger.v1.Action
 	0,  // 3: contentledger.v1.Proposal.tier:type_name -> contentledger.v1.Tier
-	6,  // 4: contentledger.v1.BatchItem.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
-	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
-	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	23, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	16, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	21, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	22, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	11, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
-	10, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
-	17, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
-	18, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
-	19, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
-	4,  // 17: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
-	4,  // 18: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
-	4,  // 19: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
-	32, // 20: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	6,  // 21: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 22: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 23: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	12, // 24: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
-	25, // 25: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	26, // 26: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	27, // 27: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	7,  // 4: contentledger.v1.BatchItem.proposal:type_name -> contentledger.v1.Proposal
+	5,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
+	8,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
+	9,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
+	29, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	22, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	27, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	28, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	17, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
+	16, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
+	23, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
+	24, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
+	25, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
+	11, // 17: contentledger.v1.Entry.blob_intent_declare:type_name -> contentledger.v1.BlobIntentDeclare
+	12, // 18: contentledger.v1.Entry.blob_intent_complete:type_name -> contentledger.v1.BlobIntentComplete
+	13, // 19: contentledger.v1.Entry.blob_intent_expire:type_name -> contentledger.v1.BlobIntentExpire
+	4,  // 20: contentledger.v1.BlobIntent.status:type_name -> contentledger.v1.IntentStatus
+	5,  // 21: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	5,  // 22: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	5,  // 23: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	38, // 24: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	7,  // 25: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	5,  // 26: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 27: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	18, // 28: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	31, // 29: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	32, // 30: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	33, // 31: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -3372,8 +4011,11 @@ func file_ledger_proto_init() {
 		(*Entry_GcCompact)(nil),
 		(*Entry_GcCompactStep)(nil),
 		(*Entry_GcCompactAbandon)(nil),
+		(*Entry_BlobIntentDeclare)(nil),
+		(*Entry_BlobIntentComplete)(nil),
+		(*Entry_BlobIntentExpire)(nil),
 	}
-	file_ledger_proto_msgTypes[23].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[28].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -3382,8 +4024,8 @@ func file_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   29,
+			NumEnums:      5,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

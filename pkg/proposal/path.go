@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/contentledger/contentledger/pkg/blob"
 )
 
 const (
@@ -22,8 +24,6 @@ const (
 	// maxFullDepth bounds the segments of a full path: root, three fan-out
 	// segments, wallet and organization, then MaxPathDepth below.
 	maxFullDepth = 6 + MaxPathDepth
-	// CIDLength is the size of a CID as validators store it (CIDv0, base58).
-	CIDLength = 46
 )
 
 // The character classes below are checked by hand rather than with regexp:
@@ -44,12 +44,6 @@ func allBytes(s string, ok func(byte) bool) bool {
 		}
 	}
 	return s != ""
-}
-
-// base58Byte: the Bitcoin base58 alphabet, [1-9A-HJ-NP-Za-km-z].
-func base58Byte(c byte) bool {
-	return '1' <= c && c <= '9' || 'A' <= c && c <= 'Z' && c != 'I' && c != 'O' ||
-		'a' <= c && c <= 'z' && c != 'l'
 }
 
 // ErrPath is wrapped by path validation errors.
@@ -116,11 +110,9 @@ func DefaultSubPath(contentType string, proposalID common.Hash) string {
 	return contentType + "/" + string(prefix[:])
 }
 
-// ValidateCID accepts a CIDv0 (base58btc, "Qm" + 44 characters, 46 bytes),
-// the form validators store.
+// ValidateCID accepts the CIDs content may reference (blob.ParseCID): a
+// CIDv0 (46 characters, stored as is) or a CIDv1 in its canonical text.
 func ValidateCID(cid string) error {
-	if len(cid) != CIDLength || !strings.HasPrefix(cid, "Qm") || !allBytes(cid, base58Byte) {
-		return fmt.Errorf("CID %q is not a %d-character base58 CIDv0", cid, CIDLength)
-	}
-	return nil
+	_, err := blob.ParseCID(cid)
+	return err
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
-	"github.com/contentledger/contentledger/pkg/proposal"
+	"github.com/contentledger/contentledger/pkg/blob"
 )
 
 type cidStatsAnswer struct{ api.CIDStats }
@@ -25,7 +25,7 @@ func TestCIDRoutes(t *testing.T) {
 
 	var s cidStatsAnswer
 	getAt(t, base+"/api/cid/stats", last, &s)
-	if s.NodesWithCID != 3 || s.DistinctCIDs != 2 || s.StoredBytes != 3*proposal.CIDLength || s.NodeID != 1 || s.ComputedAt.IsZero() {
+	if s.NodesWithCID != 3 || s.DistinctCIDs != 2 || s.StoredBytes != 3*blob.MaxCIDBytes || s.NodeID != 1 || s.ComputedAt.IsZero() {
 		t.Fatalf("CID stats %+v", s.CIDStats)
 	}
 

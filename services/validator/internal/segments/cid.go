@@ -11,6 +11,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
+	"github.com/contentledger/contentledger/pkg/blob"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -46,7 +47,7 @@ func (c *Catalog) CIDStats() (api.CIDStats, error) {
 		return api.CIDStats{}, err
 	}
 	return api.CIDStats{NodeID: c.cfg.NodeID, AppliedIndex: s.applied, ComputedAt: s.at.UTC(),
-		NodesWithCID: s.cids, DistinctCIDs: s.distinctCIDs, StoredBytes: s.cids * proposal.CIDLength}, nil
+		NodesWithCID: s.cids, DistinctCIDs: s.distinctCIDs, StoredBytes: s.cids * blob.MaxCIDBytes}, nil
 }
 
 // CIDReferences lists the live nodes that reference cid, at most

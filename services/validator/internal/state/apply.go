@@ -150,6 +150,12 @@ func (a *applier) applyEntry(e *Entry) error {
 		return a.compactStep(e.Index, e.Term, op.GcCompactStep)
 	case *ledgerpb.Entry_GcCompactAbandon:
 		return a.compactAbandon(e.Index, op.GcCompactAbandon)
+	case *ledgerpb.Entry_BlobIntentDeclare:
+		return a.declareIntent(e.Index, op.BlobIntentDeclare)
+	case *ledgerpb.Entry_BlobIntentComplete:
+		return a.completeIntent(e.Index, op.BlobIntentComplete)
+	case *ledgerpb.Entry_BlobIntentExpire:
+		return a.expireIntents(e.Index, op.BlobIntentExpire)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.Index))
@@ -514,6 +520,9 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 		bin := a.event(ec, p, EventTypeBinary, EventActionWrite)
 		bin.ContentHash = ev.ContentHash
 		bin.CasCid = cid
+		if bin.BlobId, err = blobIDOfCID(a.b, cid); err != nil {
+			return "", false, err
+		}
 		if err := a.emit(bin); err != nil {
 			return "", false, err
 		}

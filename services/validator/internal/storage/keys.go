@@ -38,6 +38,13 @@ import (
 //	    s/w/<wallet:20>         ledgerpb.WalletStats: a wallet's content figures
 //	    s/t/<tx:32><log:4>      empty: the DebtPaid log (transaction, log index) already paid a debt
 //	    s/k/<run:8>             ledgerpb.GcRun: a compaction run (GcCompact and its steps), runs 1, 2, ...
+//	    s/i/<token:32>          ledgerpb.BlobIntent: a binary upload intent (docs/adr/0037)
+//	    s/e/<due:8><token:32>   empty: the intent's next due time, unix ms: expiry while READY_FOR_UPLOAD,
+//	                            deletion once COMPLETED or EXPIRED (the leader reads the front)
+//	    s/o/<wallet:20><token:32> empty: the intent is open (READY_FOR_UPLOAD): a wallet's are counted
+//	    s/b/<sha256:32>         ledgerpb.BlobMapping: a blob id's CID, size and MIME type
+//	    s/h/<cid>               32-byte blob id: a CID (binary form) a completed intent checked
+//	    s/m/blobs               mappings and their total size (two 8-byte counts)
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/unfinal             number of unfinalized marks (8 bytes)
@@ -60,19 +67,24 @@ const (
 	// LocalPrefix is the namespace of what one validator keeps for itself.
 	LocalPrefix = "l/"
 
-	raftEntryPrefix = RaftPrefix + "e/"
-	nodePrefix      = StatePrefix + "n/"
-	proposalPrefix  = StatePrefix + "p/"
-	eventPrefix     = StatePrefix + "v/"
-	segmentPrefix   = StatePrefix + "g/"
-	memberPrefix    = StatePrefix + "c/"
-	removedPrefix   = StatePrefix + "x/"
-	undecidedPrefix = StatePrefix + "u/"
-	unfinalPrefix   = StatePrefix + "q/"
-	accountPrefix   = StatePrefix + "a/"
-	walletPrefix    = StatePrefix + "w/"
-	debtTxPrefix    = StatePrefix + "t/"
-	gcRunPrefix     = StatePrefix + "k/"
+	raftEntryPrefix  = RaftPrefix + "e/"
+	nodePrefix       = StatePrefix + "n/"
+	proposalPrefix   = StatePrefix + "p/"
+	eventPrefix      = StatePrefix + "v/"
+	segmentPrefix    = StatePrefix + "g/"
+	memberPrefix     = StatePrefix + "c/"
+	removedPrefix    = StatePrefix + "x/"
+	undecidedPrefix  = StatePrefix + "u/"
+	unfinalPrefix    = StatePrefix + "q/"
+	accountPrefix    = StatePrefix + "a/"
+	walletPrefix     = StatePrefix + "w/"
+	debtTxPrefix     = StatePrefix + "t/"
+	gcRunPrefix      = StatePrefix + "k/"
+	intentPrefix     = StatePrefix + "i/"
+	intentDuePrefix  = StatePrefix + "e/"
+	openIntentPrefix = StatePrefix + "o/"
+	blobPrefix       = StatePrefix + "b/"
+	blobCIDPrefix    = StatePrefix + "h/"
 )
 
 // KeySpace is a named part of the key layout: the storage view reports
@@ -134,6 +146,9 @@ const (
 	UnfinalizedCountKey = StatePrefix + "m/unfinal"
 	// ProposalCountsKey holds the ledgerpb.ProposalCounts.
 	ProposalCountsKey = StatePrefix + "m/counts"
+	// BlobTotalsKey holds the number of blob mappings and their total
+	// size, two big-endian uint64s.
+	BlobTotalsKey = StatePrefix + "m/blobs"
 
 	// PaymentCheckpointKey holds the payment index's checkpoint.
 	PaymentCheckpointKey = LocalPrefix + "pi"
@@ -396,3 +411,46 @@ func DebtTxBounds(tx [32]byte) (lower, upper []byte) {
 
 // WalletStatsKey is the key of a wallet's content figures.
 func WalletStatsKey(wallet [20]byte) []byte { return append([]byte(walletPrefix), wallet[:]...) }
+
+// IntentKey is the key of the upload intent with token.
+func IntentKey(token [32]byte) []byte { return append([]byte(intentPrefix), token[:]...) }
+
+// IntentDueKey is the key that schedules the intent with token at due
+// (unix milliseconds).
+func IntentDueKey(due uint64, token [32]byte) []byte {
+	return append(withUint64(intentDuePrefix, due), token[:]...)
+}
+
+// IntentDueBounds returns the key range of every intent due at or before
+// due.
+func IntentDueBounds(due uint64) (lower, upper []byte) {
+	return []byte(intentDuePrefix), withUint64(intentDuePrefix, due+1)
+}
+
+// ParseIntentDueKey returns the due time and token an IntentDueKey encodes.
+func ParseIntentDueKey(key []byte) (due uint64, token [32]byte, ok bool) {
+	if len(key) != len(intentDuePrefix)+8+32 || string(key[:len(intentDuePrefix)]) != intentDuePrefix {
+		return 0, token, false
+	}
+	return binary.BigEndian.Uint64(key[len(intentDuePrefix):]), [32]byte(key[len(intentDuePrefix)+8:]), true
+}
+
+// OpenIntentKey is the key that marks the intent with token as open for
+// wallet.
+func OpenIntentKey(wallet [20]byte, token [32]byte) []byte {
+	k := make([]byte, 0, len(openIntentPrefix)+20+32)
+	k = append(append(append(k, openIntentPrefix...), wallet[:]...), token[:]...)
+	return k
+}
+
+// OpenIntentBounds returns the key range of wallet's open intents.
+func OpenIntentBounds(wallet [20]byte) (lower, upper []byte) {
+	lower = append([]byte(openIntentPrefix), wallet[:]...)
+	return lower, PrefixEnd(lower)
+}
+
+// BlobKey is the key of the mapping of blob id (a SHA-256).
+func BlobKey(id [32]byte) []byte { return append([]byte(blobPrefix), id[:]...) }
+
+// BlobCIDKey is the key that names the blob a CID (binary form) holds.
+func BlobCIDKey(cid []byte) []byte { return append([]byte(blobCIDPrefix), cid...) }
