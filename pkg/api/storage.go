@@ -655,8 +655,13 @@ type CIDStats struct {
 	// among them (several nodes may reference one binary).
 	NodesWithCID uint64 `json:"nodesWithCid"`
 	DistinctCIDs uint64 `json:"distinctCids"`
-	// StoredBytes is what the references take in the nodes: 46 bytes each.
+	// StoredBytes is what the references take in the nodes: at most 46
+	// bytes each.
 	StoredBytes uint64 `json:"storedBytes"`
+	// BlobMappings counts the blob ids completed uploads mapped to a CID;
+	// BlobBytes, the binaries' total size (docs/adr/0037).
+	BlobMappings uint64 `json:"blobMappings"`
+	BlobBytes    uint64 `json:"blobBytes"`
 }
 
 // MaxCIDReferences bounds the nodes GET /api/cid/reverse/{cid} lists.
@@ -671,6 +676,8 @@ type CIDReverse struct {
 	AppliedIndex uint64         `json:"appliedIndex"`
 	Nodes        []CIDReference `json:"nodes"`
 	Truncated    bool           `json:"truncated"`
+	// Blob is the blob a completed upload mapped the CID to, if any.
+	Blob *BlobCID `json:"blob,omitempty"`
 }
 
 // CIDReference is one node referencing a CID.

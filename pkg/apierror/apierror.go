@@ -59,14 +59,28 @@ const (
 	// chain-watcher, or the payment index behind the stream); details.cause
 	// names which. Retryable: nothing is decided on a stale feed.
 	PaymentFeedStale Code = "payment_feed_stale"
-	Overloaded       Code = "overloaded"
-	RateLimited      Code = "rate_limited"
-	Unauthorized     Code = "unauthorized"
-	Forbidden        Code = "forbidden"
-	NotFound         Code = "not_found"
-	MethodNotAllowed Code = "method_not_allowed"
-	Timeout          Code = "timeout"
-	Internal         Code = "internal"
+	// Binary uploads (docs/adr/0037). IntentLimit: the wallet has as many
+	// open upload intents as a wallet may; IntentConflict: the intent id is
+	// taken by another declaration, or the intent was completed with
+	// another CID; IntentExpired: the intent expired before its upload
+	// was completed. BlobMismatch: the CID's bytes are not what the intent
+	// declared (size or SHA-256). BlobUnavailable: the IPFS gateway did not
+	// answer with the CID's bytes (it may not have them yet; retryable).
+	// GatewayNotConfigured: this validator names no IPFS gateway.
+	IntentLimit          Code = "intent_limit"
+	IntentConflict       Code = "intent_conflict"
+	IntentExpired        Code = "intent_expired"
+	BlobMismatch         Code = "blob_mismatch"
+	BlobUnavailable      Code = "blob_unavailable"
+	GatewayNotConfigured Code = "gateway_not_configured"
+	Overloaded           Code = "overloaded"
+	RateLimited          Code = "rate_limited"
+	Unauthorized         Code = "unauthorized"
+	Forbidden            Code = "forbidden"
+	NotFound             Code = "not_found"
+	MethodNotAllowed     Code = "method_not_allowed"
+	Timeout              Code = "timeout"
+	Internal             Code = "internal"
 )
 
 // status maps each code to its HTTP status. Payment codes answer 402 when a
@@ -89,6 +103,12 @@ var status = map[Code]int{
 	ContentTooLarge:      http.StatusRequestEntityTooLarge,
 	LeaderUnknown:        http.StatusServiceUnavailable,
 	PaymentFeedStale:     http.StatusServiceUnavailable,
+	IntentLimit:          http.StatusTooManyRequests,
+	IntentConflict:       http.StatusConflict,
+	IntentExpired:        http.StatusGone,
+	BlobMismatch:         http.StatusUnprocessableEntity,
+	BlobUnavailable:      http.StatusBadGateway,
+	GatewayNotConfigured: http.StatusServiceUnavailable,
 	Overloaded:           http.StatusTooManyRequests,
 	RateLimited:          http.StatusTooManyRequests,
 	Unauthorized:         http.StatusUnauthorized,
@@ -104,6 +124,7 @@ var retryable = map[Code]bool{
 	PaymentNotFound:  true,
 	PaymentFeedStale: true,
 	LeaderUnknown:    true,
+	BlobUnavailable:  true,
 	Overloaded:       true,
 	RateLimited:      true,
 	Timeout:          true,

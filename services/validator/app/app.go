@@ -99,6 +99,8 @@ type validator struct {
 	opsEvents  *opsevents.Recorder
 	pipe       *pipeline.Pipeline
 	publishing *eventPublishing
+	binaries   *pipeline.Binaries
+	blobReader *blobgateway.Reader // nil without a gateway
 
 	clusterView *cluster.View
 	leadership  *cluster.LeadershipLog
@@ -258,11 +260,44 @@ func (v *validator) startLedger(g *lifecycle.Group) error {
 	g.Add("pipeline observer", func() error { v.machine.SetObserver(nil); return nil })
 	g.Go("pipeline", pipe.Run)
 	v.pipe = pipe
+	if err := v.startBinaries(g); err != nil {
+		return err
+	}
 	if v.publishing, err = newEventPublishing(cfg, v.nc, v.machine, v.node, v.log.Named("eventpub")); err != nil {
 		return err
 	}
 	g.Add("event publication", func() error { v.publishing.close(); return nil })
 	g.Loop("event publication", v.publishing.run)
+	return nil
+}
+
+// startBinaries builds the upload intent flow and, with a gateway
+// configured, the verified reads of binaries through it (docs/adr/0037).
+// The reads' HTTP transport is their own, so that closing its idle
+// connections leaves other clients alone.
+func (v *validator) startBinaries(g *lifecycle.Group) error {
+	cfg := v.cfg
+	bin := cfg.Binaries().WithDefaults()
+	var measurer pipeline.BlobMeasurer
+	if cfg.IPFSGateway != "" {
+		base, err := blobgateway.ParseBase(cfg.IPFSGateway)
+		if err != nil {
+			return err
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		reader, err := blobgateway.NewReader(base, &http.Client{Transport: tr}, cfg.BlobTimeout, bin.MaxBlobBytes)
+		if err != nil {
+			return fmt.Errorf("validator: IPFS gateway reads: %w", err)
+		}
+		g.Add("gateway read connections", func() error { tr.CloseIdleConnections(); return nil })
+		v.blobReader, measurer = reader, reader
+	}
+	b, err := pipeline.NewBinaries(v.pipe, v.machine, measurer, bin, v.log.Named("binaries"))
+	if err != nil {
+		return err
+	}
+	v.binaries = b
+	g.Loop("upload intent expiry", b.RunExpiry)
 	return nil
 }
 

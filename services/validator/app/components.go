@@ -77,7 +77,8 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, Access: v.access, Form: form,
-		Blockchain: blockchainConfig(cfg), Version: v.version, Clients: v.clients, MaxBodyBytes: cfg.HTTPMaxBodyBytes}
+		Blockchain: blockchainConfig(cfg), Version: v.version, Clients: v.clients, MaxBodyBytes: cfg.HTTPMaxBodyBytes,
+		PublicGateway: cfg.PublicGateway()}
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}
@@ -103,6 +104,10 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 	}
 	if gateway != nil {
 		deps.Gateway, deps.Probes["gateway"] = gateway, gateway.Probe
+	}
+	deps.Binaries, deps.Blobs = v.binaries, v.machine
+	if v.blobReader != nil {
+		deps.BlobReader = v.blobReader
 	}
 	deps.GC = pipeline.NewGC(v.pipe, debts)
 	deps.Compactions = pipeline.NewCompactions(v.pipe)

@@ -186,6 +186,35 @@ type Config struct {
 	// for the runtime snapshot's blob store.
 	IPFSGateway      string        `envconfig:"IPFS_GATEWAY" desc:"base URL of the IPFS gateway clients fetch binaries from, http or https (e.g. https://ipfs.example; /ipfs/<cid> is appended); checked every IPFS_GATEWAY_CHECK and published, credentials redacted, in the runtime snapshot; unset: none"`
 	IPFSGatewayCheck time.Duration `envconfig:"IPFS_GATEWAY_CHECK" default:"60s" desc:"interval of the IPFS gateway checks (a GET of the empty directory, timing out after 10s or the interval if shorter); at least 1s; 0: 60s"`
+	// Binary uploads (docs/adr/0037): the intent flow checks an upload
+	// through IPFS_GATEWAY, and /api/blob reads binaries through it.
+	IPFSPublicGateway string        `envconfig:"IPFS_PUBLIC_GATEWAY" desc:"base URL of the IPFS gateway /api/cid/gateway/{blobId} redirects clients to; unset: IPFS_GATEWAY when it carries no credentials"`
+	BlobMaxBytes      int64         `envconfig:"BLOB_MAX_BYTES" desc:"largest binary an upload intent may declare and /api/blob serves; 0: 1 GiB"`
+	BlobTimeout       time.Duration `envconfig:"BLOB_TIMEOUT" desc:"longest one read of a binary through the gateway takes (an upload's check, an /api/blob answer); 0: 5m"`
+	IntentTTL         time.Duration `envconfig:"INTENT_TTL" desc:"how long a declared upload intent waits for its upload before the leader expires it; at least 1s; 0: 1h"`
+	IntentRetention   time.Duration `envconfig:"INTENT_RETENTION" desc:"how long a completed or expired upload intent stays readable before it is deleted; 0: 24h"`
+	IntentsPerWallet  int           `envconfig:"INTENTS_PER_WALLET" desc:"upload intents one wallet may have open at once; 0: 16"`
+}
+
+// Binaries is the intent flow's configuration.
+func (c Config) Binaries() pipeline.BinariesConfig {
+	return pipeline.BinariesConfig{IntentTTL: c.IntentTTL, IntentRetention: c.IntentRetention,
+		MaxOpenPerWallet: c.IntentsPerWallet, MaxBlobBytes: c.BlobMaxBytes}
+}
+
+// PublicGateway is the gateway clients are sent to for a blob: the
+// public one, else the gateway the validator reads when its URL carries
+// no credentials; nil when there is none.
+func (c Config) PublicGateway() *url.URL {
+	raw := c.IPFSPublicGateway
+	if raw == "" {
+		raw = c.IPFSGateway
+	}
+	u, err := blobgateway.ParseBase(raw)
+	if err != nil || raw == "" || u.User != nil {
+		return nil
+	}
+	return u
 }
 
 // EnvPrefix is the prefix of the validator's environment variables
@@ -294,6 +323,17 @@ func (c Config) Validate() error {
 		if _, err := blobgateway.ParseBase(c.IPFSGateway); err != nil {
 			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY: %w", err))
 		}
+	}
+	if c.IPFSPublicGateway != "" {
+		if _, err := blobgateway.ParseBase(c.IPFSPublicGateway); err != nil {
+			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_PUBLIC_GATEWAY: %w", err))
+		}
+	}
+	if c.BlobMaxBytes < 0 || c.BlobTimeout < 0 {
+		errs = append(errs, errors.New("SVC_VALIDATOR_BLOB_MAX_BYTES and SVC_VALIDATOR_BLOB_TIMEOUT may not be negative (0: the default)"))
+	}
+	if err := c.Binaries().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_INTENT_*: %w", err))
 	}
 	if c.IPFSGatewayCheck < 0 || c.IPFSGatewayCheck > 0 && c.IPFSGatewayCheck < minGatewayCheck {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_IPFS_GATEWAY_CHECK is %s; give %s or more (0: %s)", c.IPFSGatewayCheck, minGatewayCheck,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -27,12 +28,13 @@ const configPrefix = EnvPrefix + "_"
 func describeSettings(cfg Config) []settings.Setting {
 	confirmations, wait := modeDefaults(cfg.Mode)
 	pipe := pipeline.DefaultConfig()
+	bin := pipeline.BinariesConfig{}.WithDefaults()
 	return settings.Describe(cfg, settings.Options{
 		Prefix:   configPrefix,
 		Classify: settingClass,
 		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
 			"NATS_PASSWORD", "NATS_TOKEN"},
-		URLs:  []string{"IPFS_GATEWAY", "NATS_URL"},
+		URLs:  []string{"IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "NATS_URL"},
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
@@ -42,7 +44,10 @@ func describeSettings(cfg Config) []settings.Setting {
 			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10), "GC_STEP_BYTES": strconv.FormatUint(pipe.GcStepBytes, 10),
 			"GC_RETRY_COUNT": strconv.Itoa(pipe.GcRetryCount), "GC_FORCE_TIMEOUT": pipe.GcForceTimeout.String(),
 			"GC_MEMORY_THRESHOLD": strconv.FormatFloat(100*pipe.GcMemoryThreshold, 'g', -1, 64),
-			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize)}),
+			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize),
+			"BLOB_MAX_BYTES": strconv.FormatInt(bin.MaxBlobBytes, 10), "BLOB_TIMEOUT": blobgateway.DefaultReadTimeout.String(),
+			"INTENT_TTL": bin.IntentTTL.String(), "INTENT_RETENTION": bin.IntentRetention.String(),
+			"INTENTS_PER_WALLET": strconv.Itoa(bin.MaxOpenPerWallet)}),
 	})
 }
 
@@ -131,8 +136,12 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "events", "high", true
 	case "EVENTS_STREAM_PER_IP", "EVENTS_STREAM_RATE", "EVENTS_STREAM_QUEUE", "EVENTS_KEEPALIVE":
 		return "events", "medium", true
-	case "IPFS_GATEWAY", "IPFS_GATEWAY_CHECK": // only checked and reported: nothing else depends on them
+	case "IPFS_GATEWAY_CHECK":
 		return "blobstore", "low", true
+	// Uploads are checked, and /api/blob reads, through IPFS_GATEWAY: a
+	// wrong one fails them (never the ledger).
+	case "IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "BLOB_MAX_BYTES", "BLOB_TIMEOUT", "INTENT_TTL", "INTENT_RETENTION", "INTENTS_PER_WALLET":
+		return "blobstore", "medium", true
 	}
 	return "", "", false
 }

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,9 @@ type Config struct {
 	// (bodyLimit); 0: httpserver.DefaultMaxBodyBytes.
 	Clients      *httpserver.Clients
 	MaxBodyBytes int64
+	// PublicGateway is the IPFS gateway clients are sent to for a blob
+	// (/api/cid/*); nil: none.
+	PublicGateway *url.URL
 }
 
 // Deps are the parts of the validator the routes read and drive, each
@@ -142,6 +146,12 @@ type Deps struct {
 	RaftLog  RaftLog
 	// Gateway is the IPFS gateway's checker; nil when none is configured.
 	Gateway Gateway
+	// Binaries is the upload intent flow; Blobs, the blob mappings;
+	// BlobReader reads binaries through the gateway, nil when none is
+	// configured (docs/adr/0037).
+	Binaries   Binaries
+	Blobs      Blobs
+	BlobReader BlobReader
 	// Collectors are the Prometheus collectors /metrics serves besides the
 	// HTTP series (internal/metrics).
 	Collectors []prometheus.Collector

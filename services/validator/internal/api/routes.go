@@ -122,6 +122,11 @@ func (s *Server) routes() []Route {
 		{get, "/api/explore", diag, true, Submit, s.explore},
 		{get, "/api/cid/stats", diag, true, OpsRead, s.cidStats},
 		{get, "/api/cid/reverse/:cid", diag, true, OpsRead, s.cidReverse},
+		// The blob routes: an author's application resolves its binaries
+		// with them (the contract's read pattern, step 3).
+		{get, "/api/cid/:blobId", diag, true, Submit, s.needs(s.deps.Blobs, s.blobCID)},
+		{get, "/api/cid/gateway/:blobId", diag, true, Submit, s.needs(s.deps.Blobs, s.blobGateway)},
+		{get, "/api/blob/:blobId", diag, true, Submit, s.needs(s.deps.Blobs, s.blobBytes)},
 		{get, "/api/segments/recent", diag, true, OpsRead, s.recentSegments},
 		{get, "/api/segments/tars", diag, true, OpsRead, s.segmentTars},
 		{get, "/v1/msgbus/cluster-state", diag, true, OpsRead, s.clusterState},
@@ -157,6 +162,9 @@ func (s *Server) routes() []Route {
 		{post, "/v1/gc/trigger", internal, true, Operator, s.gcTrigger},
 		{get, "/v1/gc/vote", internal, true, OpsRead, s.gcVote},
 		{get, "/v1/explorer/epochs", internal, true, OpsRead, s.explorerEpochs},
+		{post, "/v1/binary/declare-intent", internal, true, Submit, s.needs(s.deps.Binaries, s.declareIntent)},
+		{get, "/v1/binary/check-intent/:token", internal, true, Submit, s.needs(s.deps.Binaries, s.checkIntent)},
+		{post, "/v1/binary/complete-upload", internal, true, Submit, s.needs(s.deps.Binaries, s.completeUpload)},
 		{post, "/api/mock/advance-epoch", internal, true, Mock, s.mock(s.mockAdvanceEpoch)},
 		{post, "/api/mock/set-epoch-offset", internal, true, Mock, s.mock(s.mockSetEpochOffset)},
 		{get, "/api/mock/epoch-status", internal, true, Mock, s.mock(s.mockEpochStatus)},
@@ -184,6 +192,15 @@ func (s *Server) eventStream(streams EventStreams) echo.HandlerFunc {
 		return nil
 	}
 	return echo.WrapHandler(streams.Handler())
+}
+
+// needs serves h when its dependency is there; nil (not served) without
+// it.
+func (s *Server) needs(dep any, h echo.HandlerFunc) echo.HandlerFunc {
+	if dep == nil {
+		return nil
+	}
+	return h
 }
 
 // mock serves a route of the MOCK mode epoch clock; nil outside MOCK mode,

@@ -95,7 +95,7 @@ func TestIntentLifecycle(t *testing.T) {
 	lastEvent := m.LastEventID()
 	mustApply(t, m,
 		l.op(completeOp(1, cidA, 2000)),
-		l.op(completeOp(1, cidA, 2100)),  // done already: nothing
+		l.op(completeOp(1, cidA, 2100)),   // done already: nothing
 		l.op(completeOp(2, cidA, 10_000)), // at its expiry: refused
 	)
 	rec := mustIntent(t, m, 1)
