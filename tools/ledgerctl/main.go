@@ -4,6 +4,8 @@
 //	ledgerctl write  [flags] MESSAGE       pay, sign, submit and wait for COMMITTED
 //	ledgerctl delete [flags] --path P      the same for a delete
 //	ledgerctl status [flags] PROPOSAL_ID   show a proposal's status
+//	ledgerctl put [flags] FILE             add a file to IPFS, record it (upload intent) and write an asset node
+//	ledgerctl get [flags] PATH             read a node; an asset's bytes through /api/blob
 //	ledgerctl pay-debt [flags]             pay a wallet's GC debt (payDebt on chain, then the pay route)
 //	ledgerctl watch [flags]                follow the event stream, failing over between validators
 //	ledgerctl segments list|fetch|verify   the segment chain's TAR files: listed, downloaded, checked offline
@@ -47,6 +49,10 @@ usage:
   ledgerctl write  [--key HEX] [--org ORG] [--type TYPE] [--path PATH] [--tier CLASS] [--file F] [MESSAGE]
   ledgerctl delete [--key HEX] [--org ORG] [--tier CLASS] --path PATH
   ledgerctl status [--wait 30s] PROPOSAL_ID
+  ledgerctl put [--key HEX] [--ipfs-api URL] [--cid-version 0|1] [--mime TYPE] [--org ORG] [--path PATH] [--tier CLASS] FILE
+                   add FILE to IPFS, declare and complete its upload intent, write an asset node naming its CID
+  ledgerctl get [--out FILE] PATH   print the node at PATH (full, or below your wallet's organization with --key);
+                   for an asset, write its bytes (read through the validator, checked) to --out
   ledgerctl pay-debt [--key HEX] [--wallet ADDR] [--eth 0.001 | --amount 1.50]
   ledgerctl cluster list
   ledgerctl cluster add     --id N --peer HOST:PORT --api URL   joins as a learner, a voter once caught up
@@ -90,6 +96,10 @@ func main() {
 		err = propose(ctx, proposal.Delete, os.Args[2:], os.Stdout, os.Stderr)
 	case "status":
 		err = status(ctx, os.Args[2:], os.Stdout)
+	case "put":
+		err = put(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "get":
+		err = get(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "pay-debt":
 		err = payDebt(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "cluster":
@@ -211,6 +221,8 @@ type result struct {
 	Path       string             `json:"path"`
 	TxHash     string             `json:"ethereumTxHash,omitempty"`
 	Status     api.ProposalStatus `json:"status"`
+	// Binary is the upload a put recorded before writing the node.
+	Binary *api.BlobIntent `json:"binary,omitempty"`
 }
 
 func propose(ctx context.Context, action proposal.Action, args []string, out, progressOut io.Writer) error {
@@ -249,6 +261,15 @@ func propose(ctx context.Context, action proposal.Action, args []string, out, pr
 		return err
 	}
 	progress("validator %s: %s mode, chain %d, contract %s", c.validator, cfg.Mode, cfg.ChainID, cfg.ContractAddress)
+	return submit(ctx, &c, cfg, key, p, nil, out, progress)
+}
+
+// submit pays for (on a chain-backed network), signs and submits p, and
+// waits until it is decided.
+func submit(ctx context.Context, c *commonFlags, cfg api.BlockchainConfig, key *ecdsa.PrivateKey, p *ledgerclient.Proposal,
+	binary *api.BlobIntent, out io.Writer, progress func(format string, a ...any)) error {
+	client := c.client()
+	class := p.Class
 
 	if p.ID == (common.Hash{}) {
 		p.ID = ledgerclient.NewProposalID()
@@ -273,7 +294,7 @@ func propose(ctx context.Context, action proposal.Action, args []string, out, pr
 	if err != nil {
 		return err
 	}
-	sub, err := client.Submit(ctx, action, form)
+	sub, err := client.Submit(ctx, p.Action, form)
 	if err != nil {
 		return describe(err)
 	}
@@ -292,7 +313,7 @@ func propose(ctx context.Context, action proposal.Action, args []string, out, pr
 		return describe(err)
 	}
 	if c.json {
-		if err := printJSON(out, result{ProposalID: p.ID.Hex(), Path: fullPath, TxHash: hexOrEmpty(txHash), Status: final}); err != nil {
+		if err := printJSON(out, result{ProposalID: p.ID.Hex(), Path: fullPath, TxHash: hexOrEmpty(txHash), Status: final, Binary: binary}); err != nil {
 			return err
 		}
 	} else {
