@@ -1,8 +1,9 @@
-// Package blobgateway checks the IPFS gateway a validator is configured
-// with. Validators keep only the CIDs of binaries (ledger:cid); clients
-// fetch the binaries themselves, from a gateway. Whether the gateway the
-// validators name answers is therefore a figure the operators' blob-store
-// view needs, and nothing else in the validator would notice it failing.
+// Package blobgateway is the validator's side of the IPFS gateway it is
+// configured with. Validators keep only the CIDs of binaries; the bytes
+// are read through the gateway, verified block by block against the CID
+// (Reader, reader.go), to check an upload and to serve /api/blob
+// (docs/adr/0037). Whether the gateway answers is a figure the operators'
+// blob-store view needs, which the Checker keeps.
 //
 // A Checker asks the gateway now and then for one tiny well-known object
 // and keeps the outcome of the last check. It runs beside the validator,
