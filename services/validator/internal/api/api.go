@@ -51,7 +51,7 @@ type Proposals interface {
 	EpochOverlay() api.EpochOverlay
 }
 
-// Content reads applied content.
+// Content reads applied state: content, wallet figures, GC accounts.
 type Content interface {
 	// Node returns the node at path, or ok false.
 	Node(path string) (node *ledgerpb.Node, ok bool, err error)
@@ -59,6 +59,8 @@ type Content interface {
 	Children(path string, limit int) ([]string, error)
 	// WalletStats are a wallet's content figures, nil when it never wrote.
 	WalletStats(wallet [20]byte) (*ledgerpb.WalletStats, error)
+	// Account is the wallet's stored GC account, nil when it has none.
+	Account(wallet [20]byte) (*ledgerpb.GcAccount, error)
 	// WalletNodes pages the subtree at root in path order.
 	WalletNodes(root string, offset, limit int) ([]*ledgerpb.Node, bool, error)
 	// FinalizedEpoch is the newest epoch applied state holds final.
