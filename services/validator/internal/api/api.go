@@ -190,6 +190,8 @@ type Server struct {
 	// permissions what each needs, by routeKey.
 	served      []Route
 	permissions map[string]Permission
+	// contract is the contract's routes as /v1/index shows them.
+	contract contractIndex
 	now         func() time.Time
 }
 
@@ -216,7 +218,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	e.Use(s.authenticate)
 	e.Use(s.limitBody)
 	s.permissions = map[string]Permission{}
-	for _, r := range s.routes() {
+	table := s.routes()
+	for _, r := range table {
 		if r.handler == nil {
 			continue // not served: its dependency is absent
 		}
@@ -224,6 +227,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 		s.served = append(s.served, r)
 		s.permissions[routeKey(r.Method, r.Path)] = r.Permission
 	}
+	s.contract = newContractIndex(table, s.served)
 	return e
 }
 
