@@ -192,7 +192,7 @@ type Server struct {
 	permissions map[string]Permission
 	// contract is the contract's routes as /v1/index shows them.
 	contract contractIndex
-	now         func() time.Time
+	now      func() time.Time
 }
 
 // New builds the echo instance with every route.
