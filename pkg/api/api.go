@@ -305,13 +305,31 @@ const (
 )
 
 // RouteIndex is the body of GET /v1/index: the routes this validator
-// serves now. MissingSourceRoutes are the contract's source routes it does
-// not serve (the edge publishes them as gaps).
+// serves now, and every route of the contract's validator tables.
+// MissingSourceRoutes are the contract's source routes it does not serve;
+// MissingRoutes, the paths of the contract's routes of any layer that its
+// route table does not have (the software does not implement them).
 type RouteIndex struct {
-	NodeID              uint64       `json:"nodeId"`
-	Version             string       `json:"version"`
-	Routes              []RouteEntry `json:"routes"`
-	MissingSourceRoutes []string     `json:"missingSourceRoutes"`
+	NodeID              uint64          `json:"nodeId"`
+	Version             string          `json:"version"`
+	Routes              []RouteEntry    `json:"routes"`
+	MissingSourceRoutes []string        `json:"missingSourceRoutes"`
+	ContractRoutes      []ContractRoute `json:"contractRoutes"`
+	MissingRoutes       []string        `json:"missingRoutes"`
+}
+
+// ContractRoute is one route of the contract's validator tables (source,
+// local-ui, local-diagnostic, internal), as the contract writes it: Method
+// is "" where the contract names none, Path has {name} parameters (and
+// "*" for /segments/*), Layer is the contract's. Served is whether this
+// validator answers it now: a route of the route table may go unserved in
+// a mode (the /api/mock/* routes outside MOCK mode), and one the table
+// does not have is in MissingRoutes.
+type ContractRoute struct {
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path"`
+	Layer  string `json:"layer"`
+	Served bool   `json:"served"`
 }
 
 // RouteEntry is one route. Path is written as the contract writes it

@@ -144,8 +144,10 @@ func TestContract(t *testing.T) {
 	t.Run("edge", func(t *testing.T) {
 		values := map[string]paramValues{
 			"proposalId": proposalIDs,
-			// Both cases: the edge lowercases before it asks.
-			"walletAddress": {known: []string{lower, wallet.Hex()}, unknown: nobody},
+			// Both cases: the edge lowercases before it asks. A wallet
+			// that wrote nothing and has no GC account is 404 on both
+			// wallet routes.
+			"walletAddress": {known: []string{lower, wallet.Hex()}, unknown: nobody, missing: true},
 			// MOCK mode pays with no transaction: only an unknown one.
 			"transactionId": {unknown: ledgerclient.NewProposalID().Hex(), missing: true},
 			"limit":         {known: []string{"2"}},
@@ -240,7 +242,7 @@ func TestContract(t *testing.T) {
 		}
 		values := map[string]paramValues{
 			"proposalId":    proposalIDs,
-			"walletAddress": {known: []string{lower}, unknown: nobody},
+			"walletAddress": {known: []string{lower}, unknown: nobody, missing: true},
 			"wallet":        {known: []string{lower}},
 			"index":         {known: []string{strconv.FormatUint(status.AppliedIndex, 10)}},
 			"limit":         {known: []string{"2"}},

@@ -69,6 +69,10 @@ func TestMarkers(t *testing.T) {
 		"/v1/fragmentation/top":                     api.FragmentationTopVersion,
 		"/v1/ops/snapshots/storage":                 api.StorageSnapshotVersion,
 		"/v1/ops/snapshots/runtime":                 api.RuntimeSnapshotVersion,
+		"/v1/ops/snapshots/health":                  api.HealthSnapshotVersion,
+		"/v1/ops/snapshots/cluster":                 api.ClusterSnapshotVersion,
+		"/v1/ops/snapshots/replication":             api.ReplicationSnapshotVersion,
+		"/v1/ops/snapshots/queue":                   api.QueueSnapshotVersion,
 		"/v1/config/osgi":                           api.ConfigValuesVersion,
 		"/v1/config/osgi/schema":                    api.ConfigSchemaVersion,
 		"/v1/config/osgi/sources":                   api.ConfigSourcesVersion,
@@ -212,6 +216,34 @@ func TestBlobstoreAnswers(t *testing.T) {
 		if err := c.Check(route, 200, []byte(body)); err == nil {
 			t.Errorf("%s: taken", name)
 		}
+	}
+}
+
+// TestHealthSnapshotAnswers: the health snapshot takes both views the
+// validator writes, the full one and the statuses a caller the ops-read
+// lane does not admit gets (nodeId 0), with 200 and 503; a check without
+// its status is refused.
+func TestHealthSnapshotAnswers(t *testing.T) {
+	_, c := contract(t)
+	const route = "/v1/ops/snapshots/health"
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	header := api.SnapshotHeader{ContractVersion: api.HealthSnapshotVersion, NodeID: 2, At: at}
+	full := api.HealthSnapshot{SnapshotHeader: header, Status: "ok", Health: map[string]any{"status": "ok", "nodeId": 2, "role": "LEADER",
+		"checks": map[string]any{"storage": map[string]any{"status": "ok", "detail": "/data"}}}}
+	reduced := api.HealthSnapshot{SnapshotHeader: api.SnapshotHeader{ContractVersion: api.HealthSnapshotVersion, At: at}, Status: "unavailable",
+		Health: map[string]any{"status": "unavailable", "checks": map[string]any{"raft": map[string]any{"status": "failing"}}}}
+	for name, tc := range map[string]struct {
+		status int
+		body   api.HealthSnapshot
+	}{"full": {200, full}, "reduced": {200, reduced}, "unavailable": {503, reduced}} {
+		b, _ := json.Marshal(tc.body)
+		if err := c.Check(route, tc.status, b); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	reduced.Health["checks"] = map[string]any{"raft": map[string]any{"detail": "no status"}}
+	if b, _ := json.Marshal(reduced); c.Check(route, 200, b) == nil {
+		t.Error("a check without its status was taken")
 	}
 }
 

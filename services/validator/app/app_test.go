@@ -629,6 +629,22 @@ func TestWalletRoutes(t *testing.T) {
 		ex.ContentCount != 3 || len(ex.Content) != 3 || ex.HasMore {
 		t.Fatalf("explorer wallet: %d %+v", code, ex)
 	}
+	// A wallet the ledger knows nothing of is 404 (the contract lists it
+	// for the route); one whose only trace is a GC account the operator
+	// set a limit on is known.
+	stranger := strings.ToLower(newAuthor(t).wallet.Hex())
+	var e apierror.Body
+	if code := getJSON(t, base+"/v1/explorer/wallets/"+stranger, &e); code != http.StatusNotFound || e.Error == nil || e.Error.Code != apierror.NotFound {
+		t.Fatalf("a wallet with nothing: %d %+v", code, e.Error)
+	}
+	var acc api.GcAccount
+	if code := operate(t, base+"/v1/gc/account/"+stranger+"/set-limit", `{"limit":"5.00"}`, &acc); code != http.StatusOK || acc.Limit != "5.00" {
+		t.Fatalf("set-limit: %d %+v", code, acc)
+	}
+	if code := getJSON(t, base+"/v1/explorer/wallets/"+stranger, &ex); code != http.StatusOK || ex.Wallet != stranger ||
+		ex.ContentCount != 0 || len(ex.Content) != 0 || ex.GC.Limit != "5.00" {
+		t.Fatalf("a wallet with a GC account only: %d %+v", code, ex)
+	}
 	for _, tc := range []struct{ path, field string }{
 		{"/v1/wallets/content?wallet=0x12", "wallet"},
 		{"/v1/wallets/content?wallet=" + wallet + "&page=-1", "page"},

@@ -2,8 +2,14 @@ package app
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/contentledger/contentledger/pkg/api"
@@ -130,6 +136,9 @@ func TestConfigRoutes(t *testing.T) {
 		cov.Configurable+cov.Fixed+cov.NotImplemented != len(cov.Tunables) || len(cov.Gaps) != cov.NotImplemented {
 		t.Fatalf("coverage %+v", cov)
 	}
+	if !reflect.DeepEqual(cov.Tunables, tunables()) {
+		t.Errorf("coverage tunables %+v, want those TestTunablesAreTrue holds to the code", cov.Tunables)
+	}
 	for _, x := range cov.Tunables {
 		if x.Status == "configurable" {
 			if _, ok := entries[x.Key]; !ok {
@@ -159,4 +168,184 @@ func TestURLCredentialsAreRedacted(t *testing.T) {
 	if len(want) != 0 {
 		t.Fatalf("settings not found: %v", want)
 	}
+}
+
+// TestTunablesAreTrue holds the coverage view (tunables) and the settings
+// to the code: every setting's Config field is read by the code that runs
+// the validator (readConfigFields), not only checked or described; a
+// tunable called configurable names a setting so read; one called fixed or
+// not_implemented names none, a fixed one says its value and a
+// not_implemented one why.
+func TestTunablesAreTrue(t *testing.T) {
+	fieldOf := map[string]string{} // setting name -> Config field
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		if name := ct.Field(i).Tag.Get("envconfig"); name != "" {
+			fieldOf[name] = ct.Field(i).Name
+		}
+	}
+	read := readConfigFields(t)
+	// Every setting does something, but PEER_PLAINTEXT, which only
+	// Validate reads: it permits a plaintext peer port, which the
+	// transport then runs because no certificate is set. That it is
+	// found unread shows the analysis tells the two apart.
+	const checkedOnly = "PEER_PLAINTEXT"
+	if read[fieldOf[checkedOnly]] {
+		t.Errorf("%s is read by the code that runs the validator: count it with the others", checkedOnly)
+	}
+	for name, field := range fieldOf {
+		if !read[field] && name != checkedOnly {
+			t.Errorf("setting %s is described, and nothing that runs the validator reads Config.%s", name, field)
+		}
+	}
+	names := map[string]bool{}
+	for _, x := range tunables() {
+		if names[x.Name] {
+			t.Errorf("tunable %s is listed twice", x.Name)
+		}
+		names[x.Name] = true
+		if x.Origin == "" {
+			t.Errorf("tunable %s has no origin", x.Name)
+		}
+		switch x.Status {
+		case "configurable":
+			field, ok := fieldOf[strings.TrimPrefix(x.Key, configPrefix)]
+			switch {
+			case !strings.HasPrefix(x.Key, configPrefix) || !ok:
+				t.Errorf("tunable %s is configurable by %q, which is not a setting", x.Name, x.Key)
+			case !read[field]:
+				t.Errorf("tunable %s is configurable by %s, whose field Config.%s nothing that runs the validator reads", x.Name, x.Key, field)
+			}
+		case "fixed":
+			if x.Key != "" || x.Value == "" {
+				t.Errorf("fixed tunable %s: key %q, value %q", x.Name, x.Key, x.Value)
+			}
+		case "not_implemented":
+			if x.Key != "" || x.Note == "" {
+				t.Errorf("tunable %s not implemented: key %q, note %q", x.Name, x.Key, x.Note)
+			}
+		default:
+			t.Errorf("tunable %s: status %q", x.Name, x.Status)
+		}
+	}
+	// The event history window is kept by EVENTS_RETENTION and _COUNT
+	// (ADR 0023); the view once called it not implemented.
+	if i := slices.IndexFunc(tunables(), func(x api.Tunable) bool { return x.Name == "event history window" }); i < 0 ||
+		tunables()[i].Status != "configurable" || tunables()[i].Key != configPrefix+"EVENTS_RETENTION" {
+		t.Errorf("the event history window is not configurable by EVENTS_RETENTION")
+	}
+}
+
+// readConfigFields returns the fields of Config that the code running the
+// validator reads: from Run, every function of this package it names
+// (calls, or passes as a value), but the ones that only check or describe
+// a Config (Validate, validate*, describe.go), and in those functions the
+// selectors X.Field where X is a Config: a parameter or receiver of type
+// Config or *Config, a struct field of that type (v.cfg), or a variable
+// assigned one of those (cfg := v.cfg). Names are
+// matched without type checking, so a method of another type sharing a
+// name is followed too: the set can only be too large, never miss a read.
+func readConfigFields(t *testing.T) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	funcs := map[string][]*ast.FuncDecl{}
+	configHolders := map[string]bool{} // struct fields of type Config
+	isConfig := func(e ast.Expr) bool {
+		if star, ok := e.(*ast.StarExpr); ok {
+			e = star.X
+		}
+		id, ok := e.(*ast.Ident)
+		return ok && id.Name == "Config"
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if st, ok := n.(*ast.StructType); ok {
+				for _, fl := range st.Fields.List {
+					if isConfig(fl.Type) {
+						for _, id := range fl.Names {
+							configHolders[id.Name] = true
+						}
+					}
+				}
+			}
+			return true
+		})
+		if name == "describe.go" {
+			continue
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+				funcs[fd.Name.Name] = append(funcs[fd.Name.Name], fd)
+			}
+		}
+	}
+	checksOnly := func(name string) bool { return name == "Validate" || strings.HasPrefix(name, "validate") }
+
+	read := map[string]bool{}
+	seen := map[string]bool{"Run": true}
+	queue := []string{"Run"}
+	for len(queue) > 0 {
+		name := queue[0]
+		queue = queue[1:]
+		for _, fd := range funcs[name] {
+			configs := map[string]bool{}
+			var params []*ast.Field
+			if fd.Recv != nil {
+				params = append(params, fd.Recv.List...)
+			}
+			params = append(params, fd.Type.Params.List...)
+			for _, p := range params {
+				if isConfig(p.Type) {
+					for _, id := range p.Names {
+						configs[id.Name] = true
+					}
+				}
+			}
+			// isConfigValue: e is a Config, as a parameter or a field.
+			isConfigValue := func(e ast.Expr) bool {
+				switch x := e.(type) {
+				case *ast.Ident:
+					return configs[x.Name]
+				case *ast.SelectorExpr:
+					return configHolders[x.Sel.Name]
+				}
+				return false
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				var ref string
+				switch n := n.(type) {
+				case *ast.AssignStmt: // cfg := v.cfg
+					for i, rhs := range n.Rhs {
+						if id, ok := n.Lhs[i].(*ast.Ident); ok && len(n.Lhs) == len(n.Rhs) && isConfigValue(rhs) {
+							configs[id.Name] = true
+						}
+					}
+				case *ast.Ident:
+					ref = n.Name
+				case *ast.SelectorExpr:
+					ref = n.Sel.Name
+					if isConfigValue(n.X) {
+						read[n.Sel.Name] = true
+					}
+				}
+				if _, ok := funcs[ref]; ok && !seen[ref] && !checksOnly(ref) {
+					seen[ref] = true
+					queue = append(queue, ref)
+				}
+				return true
+			})
+		}
+	}
+	return read
 }

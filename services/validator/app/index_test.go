@@ -9,8 +9,9 @@ import (
 )
 
 // TestRouteIndex: /v1/index lists every route served, each with a layer,
-// classes the source routes the contract names as source, and names the
-// contract's source routes this validator does not serve.
+// classes the source routes the contract names as source, names the
+// contract's source routes this validator does not serve, and lists every
+// route of the contract with its layer and whether it is served.
 func TestRouteIndex(t *testing.T) {
 	const token = "s3cret"
 	base := startMockWith(t, func(c *Config) { c.AuthToken = token })
@@ -56,5 +57,23 @@ func TestRouteIndex(t *testing.T) {
 	// Every source route the contract lists is served.
 	if len(ix.MissingSourceRoutes) != 0 {
 		t.Fatalf("source routes not served: %v", ix.MissingSourceRoutes)
+	}
+
+	// Every route of the contract, with its layer there and whether this
+	// validator serves it; a missing one is not served.
+	for _, w := range []api.ContractRoute{
+		{Method: http.MethodGet, Path: "/v1/explorer/wallets/{walletAddress}", Layer: api.LayerSource, Served: true},
+		{Path: "/segments/*", Layer: api.LayerLocalDiagnostic, Served: true},
+		{Method: http.MethodPost, Path: "/v1/propose-write", Layer: api.LayerInternal, Served: true},
+		{Path: "/api/mock/advance-epoch", Layer: api.LayerInternal, Served: true}, // MOCK mode
+	} {
+		if !slices.Contains(ix.ContractRoutes, w) {
+			t.Errorf("%+v is not in the index's contract routes", w)
+		}
+	}
+	for _, missing := range ix.MissingRoutes {
+		if i := slices.IndexFunc(ix.ContractRoutes, func(r api.ContractRoute) bool { return r.Path == missing }); i < 0 || ix.ContractRoutes[i].Served {
+			t.Errorf("missing route %s: not an unserved contract route", missing)
+		}
 	}
 }

@@ -77,15 +77,17 @@ func TestRouteTableIsTheDocument(t *testing.T) {
 	}
 }
 
-// TestConsumedSourcesAreTheSourceDocument holds the source routes the
-// code reads and /openapi-validator-source.yaml to the same paths.
-func TestConsumedSourcesAreTheSourceDocument(t *testing.T) {
+// TestConsumedSourcesAreInTheSourceDocument: every source route the code
+// reads is a path of /openapi-validator-source.yaml, which describes
+// every source route a validator serves (the four snapshots the edge
+// does not read among them: tests/e2e holds it to /v1/index).
+func TestConsumedSourcesAreInTheSourceDocument(t *testing.T) {
 	_, contract := documents(t)
-	got, want := contract.Routes(), consumedSources()
-	sort.Strings(got)
-	sort.Strings(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("source document %v\ncode reads %v", got, want)
+	described := contract.Routes()
+	for _, r := range consumedSources() {
+		if !slices.Contains(described, r) {
+			t.Errorf("the edge reads %s, which the source document does not describe", r)
+		}
 	}
 }
 

@@ -258,6 +258,9 @@ func (f *fake) body(r *http.Request) (int, any) {
 				CommitIndex: 7, AcceptedAt: epoch, CommittedAt: &committed, Payment: pay}}
 	case strings.HasPrefix(p, "/v1/explorer/wallets/"):
 		w := strings.TrimPrefix(p, "/v1/explorer/wallets/")
+		if w != knownWallet {
+			return http.StatusNotFound, apierror.Body{Error: apierror.New(apierror.NotFound, "no content and no GC account")}
+		}
 		return http.StatusOK, api.ExplorerWallet{WalletStats: api.WalletStats{ContractVersion: api.ExplorerWalletVersion, Wallet: w,
 			WalletPath: "/ledger/70/99/79/" + w, ContentCount: 5, TotalWrites: 6, TotalDeletes: 1, LastWriteAt: &committed,
 			LastWritePath: "/ledger/70/99/79/" + w + "/default/page/1111", GC: gc},

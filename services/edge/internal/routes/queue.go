@@ -109,9 +109,9 @@ func (s *server) transaction(c echo.Context) error {
 }
 
 // explorerWallet is /ops/v1/explorer/wallets/{walletAddress}: the wallet's
-// figures, GC account and first content, from the leader. Validators name
-// wallets in lowercase.
+// figures, GC account and first content, from the leader; a wallet with no
+// content and no GC account is 404. Validators name wallets in lowercase.
 func (s *server) explorerWallet(c echo.Context) error {
 	w := strings.ToLower(c.Param("walletAddress"))
-	return s.relay(c, at(srcExplorerWallet).with("walletAddress", w), true, "")
+	return s.relay(c, at(srcExplorerWallet).with("walletAddress", w), true, "wallet "+w+" has no content and no GC account")
 }

@@ -189,12 +189,21 @@ func answeredBy(t *testing.T, data map[string]any, route string) string {
 	return by
 }
 
+// TestWalletIsAskedInLowercase: the wallet route asks the validators in
+// lowercase, and their 404 for a wallet they know nothing of is the edge's.
 func TestWalletIsAskedInLowercase(t *testing.T) {
 	fc := newCluster(t, 1)
 	srv := edge(t, auth.Lanes{}, fc.urls()...)
 	data := getData(t, srv.URL+"/ops/v1/explorer/wallets/0x"+strings.ToUpper(knownWallet[2:]))
 	if data["wallet"] != knownWallet || data["contentCount"] != float64(5) || data["gc"].(map[string]any)["writesBlocked"] != false {
 		t.Fatalf("wallet %v", data)
+	}
+	// A wallet the validators know nothing of: their 404 is the edge's,
+	// in the ops error envelope, naming the wallet.
+	unknown := "0x" + strings.Repeat("3", 40)
+	status, body := get(t, srv.URL+"/ops/v1/explorer/wallets/"+unknown, "")
+	if e := assertError(t, status, http.StatusNotFound, body, CodeNotFound, false); !strings.Contains(e["message"].(string), unknown) {
+		t.Errorf("the error does not name the wallet: %v", e)
 	}
 }
 

@@ -61,8 +61,9 @@ const (
 	srcChainStatus      = "/v1/chain/status"
 )
 
-// consumedSources lists the routes above; a test holds it equal to the
-// paths of the source document.
+// consumedSources lists the routes above; a test holds each to a path of
+// the source document (which describes the validators' other source
+// routes too).
 func consumedSources() []string {
 	return []string{srcHealth, srcClusterHealth, srcLeader, srcStatus, srcStateHash, srcPeers, srcRaftMetrics,
 		srcReplication, srcClusterState, srcQueueStats, srcReleaseFlow, srcEpochs, srcCounts, srcExplorerSummary,

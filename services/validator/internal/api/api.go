@@ -52,7 +52,7 @@ type Proposals interface {
 	EpochOverlay() api.EpochOverlay
 }
 
-// Content reads applied content.
+// Content reads applied state: content, wallet figures, GC accounts.
 type Content interface {
 	// Node returns the node at path, or ok false.
 	Node(path string) (node *ledgerpb.Node, ok bool, err error)
@@ -60,6 +60,8 @@ type Content interface {
 	Children(path string, limit int) ([]string, error)
 	// WalletStats are a wallet's content figures, nil when it never wrote.
 	WalletStats(wallet [20]byte) (*ledgerpb.WalletStats, error)
+	// Account is the wallet's stored GC account, nil when it has none.
+	Account(wallet [20]byte) (*ledgerpb.GcAccount, error)
 	// WalletNodes pages the subtree at root in path order.
 	WalletNodes(root string, offset, limit int) ([]*ledgerpb.Node, bool, error)
 	// FinalizedEpoch is the newest epoch applied state holds final.
@@ -198,7 +200,9 @@ type Server struct {
 	// permissions what each needs, by routeKey.
 	served      []Route
 	permissions map[string]Permission
-	now         func() time.Time
+	// contract is the contract's routes as /v1/index shows them.
+	contract contractIndex
+	now      func() time.Time
 }
 
 // New builds the echo instance with every route.
@@ -224,7 +228,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	e.Use(s.authenticate)
 	e.Use(s.limitBody)
 	s.permissions = map[string]Permission{}
-	for _, r := range s.routes() {
+	table := s.routes()
+	for _, r := range table {
 		if r.handler == nil {
 			continue // not served: its dependency is absent
 		}
@@ -232,6 +237,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 		s.served = append(s.served, r)
 		s.permissions[routeKey(r.Method, r.Path)] = r.Permission
 	}
+	s.contract = newContractIndex(table, s.served)
 	return e
 }
 

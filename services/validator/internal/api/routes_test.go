@@ -50,11 +50,88 @@ func TestRouteTable(t *testing.T) {
 	if !slices.Equal(public, want) {
 		t.Errorf("public routes %v, want %v", public, want)
 	}
-	for _, src := range contractSourceRoutes {
-		if !slices.ContainsFunc(routes, func(r Route) bool {
-			return r.Method == http.MethodGet && r.Layer == api.LayerSource && samePattern(template(r.Path), src)
-		}) {
-			t.Errorf("the contract's source route %s is not in the table as a source route", src)
+}
+
+// TestContractRoutes holds the route table to the contract's list of
+// routes (contractRoutes, index.go): a route both name has the same layer
+// in each; the table marks contract: true exactly the routes the contract
+// lists; and the contract's routes the table does not have are exactly
+// wantMissing. Whoever adds one of them to the table takes it out of
+// wantMissing; when none is left the list is empty, as /v1/index's
+// missingRoutes then is.
+func TestContractRoutes(t *testing.T) {
+	wantMissing := []string{
+		"/chat",
+		"/api/blob/{blobId}", "/api/cid/{oakBlobId}", "/api/cid/gateway/{oakBlobId}",
+		"/v1/binary/declare-intent", "/v1/binary/check-intent/{token}", "/v1/binary/complete-upload",
+		"/v1/register-client", "/v1/ngrok-url", "/v1/head", "/v1/follower/head-update",
+		"/v1/chat",
+	}
+
+	contract := contractRoutes()
+	paths := map[string]bool{}
+	for _, c := range contract {
+		if paths[c.path] {
+			t.Errorf("the contract's list names %s twice", c.path)
+		}
+		paths[c.path] = true
+		if !slices.Contains([]string{api.LayerSource, api.LayerLocalUI, api.LayerLocalDiagnostic, api.LayerInternal}, c.layer) {
+			t.Errorf("the contract's %s: layer %q", c.path, c.layer)
+		}
+		if !slices.Contains([]string{"", http.MethodGet, http.MethodPost}, c.method) || (c.layer == api.LayerSource && c.method != http.MethodGet) {
+			t.Errorf("the contract's %s: method %q", c.path, c.method)
+		}
+	}
+
+	table := (&Server{}).routes()
+	for _, r := range table {
+		key := routeKey(r.Method, r.Path)
+		var named []contractRoute
+		for _, c := range contract {
+			if c.matches(r) {
+				named = append(named, c)
+			}
+		}
+		switch {
+		case len(named) > 1:
+			t.Errorf("%s is more than one route of the contract: %v", key, named)
+		case len(named) == 1 && named[0].layer != r.Layer:
+			t.Errorf("%s is %s in the route table and %s in the contract (%s)", key, r.Layer, named[0].layer, named[0].path)
+		case r.Contract && len(named) == 0:
+			t.Errorf("%s is marked contract: true, and the contract does not list it", key)
+		case !r.Contract && len(named) == 1:
+			t.Errorf("%s is marked contract: false, and the contract lists it as %s", key, named[0].path)
+		}
+	}
+
+	// Every route of the table served: the index shows every contract
+	// route the table has as served, and every source route among them.
+	ix := newContractIndex(table, table)
+	if !slices.Equal(ix.missing, wantMissing) {
+		t.Errorf("the contract's routes the route table does not have:\n%v\nwant\n%v", ix.missing, wantMissing)
+	}
+	if len(ix.missingSource) != 0 {
+		t.Errorf("source routes of the contract not served: %v", ix.missingSource)
+	}
+	if len(ix.routes) != len(contract) {
+		t.Fatalf("the index lists %d contract routes, the contract %d", len(ix.routes), len(contract))
+	}
+	for _, r := range ix.routes {
+		if r.Served == slices.Contains(wantMissing, r.Path) {
+			t.Errorf("%s: served %v", r.Path, r.Served)
+		}
+	}
+
+	// A route of the table whose dependency is absent (the mock clock
+	// outside MOCK mode) is not served, and not missing either.
+	unmocked := slices.DeleteFunc(slices.Clone(table), func(r Route) bool { return strings.HasPrefix(r.Path, "/api/mock/") })
+	ix = newContractIndex(table, unmocked)
+	if !slices.Equal(ix.missing, wantMissing) {
+		t.Errorf("outside MOCK mode the missing routes are %v", ix.missing)
+	}
+	for _, r := range ix.routes {
+		if mock := strings.HasPrefix(r.Path, "/api/mock/"); mock && r.Served {
+			t.Errorf("%s is served outside MOCK mode", r.Path)
 		}
 	}
 }

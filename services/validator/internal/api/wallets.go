@@ -112,6 +112,9 @@ func (s *Server) walletFigures(wallet common.Address) (api.WalletStats, error) {
 	}, nil
 }
 
+// explorerWallet serves /v1/explorer/wallets/{walletAddress}: a wallet the
+// ledger knows nothing of is 404, as the contract lists for the route
+// (walletKnown).
 func (s *Server) explorerWallet(c echo.Context) error {
 	wallet, err := parseWallet(c.Param("wallet"), "walletAddress")
 	if err != nil {
@@ -125,6 +128,27 @@ func (s *Server) explorerWallet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	known, err := s.walletKnown(wallet, st, len(items))
+	if err != nil {
+		return err
+	}
+	if !known {
+		return apierror.New(apierror.NotFound, "wallet %s has no content and no GC account", st.Wallet)
+	}
 	st.ContractVersion = api.ExplorerWalletVersion
 	return c.JSON(http.StatusOK, api.ExplorerWallet{WalletStats: st, Content: items, HasMore: more})
+}
+
+// walletKnown reports whether applied state holds anything of the wallet:
+// a live node, a committed write or delete in its figures (every committed
+// proposal of the wallet is one of those), or a stored GC account (debt
+// from deletes, a payment or a limit set by the operator). A wallet whose
+// proposals are all pending or rejected has nothing yet: applied state
+// keeps no proposal by wallet, and a rejected one changed nothing.
+func (s *Server) walletKnown(wallet common.Address, st api.WalletStats, items int) (bool, error) {
+	if items > 0 || st.ContentCount > 0 || st.TotalWrites > 0 || st.TotalDeletes > 0 {
+		return true, nil
+	}
+	acc, err := s.deps.Content.Account(wallet)
+	return acc != nil, err
 }
