@@ -62,8 +62,6 @@ func TestRouteTable(t *testing.T) {
 func TestContractRoutes(t *testing.T) {
 	wantMissing := []string{
 		"/chat",
-		"/api/blob/{blobId}", "/api/cid/{oakBlobId}", "/api/cid/gateway/{oakBlobId}",
-		"/v1/binary/declare-intent", "/v1/binary/check-intent/{token}", "/v1/binary/complete-upload",
 		"/v1/register-client", "/v1/ngrok-url", "/v1/head", "/v1/follower/head-update",
 		"/v1/chat",
 	}
@@ -155,11 +153,12 @@ func matrixServer(t *testing.T) (*echo.Echo, []Route) {
 	tokens.Add(access.OpsRead, opsReadToken)
 	tokens.Add(access.Operator, operatorToken)
 	tokens.Add(access.Mock, mockToken)
-	e := New(Config{Access: tokens}, Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}}, zap.NewNop())
+	deps := Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}, Blobs: fakeBlobs{}, Binaries: &fakeBinaries{}}
+	e := New(Config{Access: tokens}, deps, zap.NewNop())
 	e.Use(func(echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error { return c.NoContent(299) }
 	})
-	s := &Server{deps: Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}}}
+	s := &Server{deps: deps}
 	return e, s.routes()
 }
 
@@ -174,7 +173,7 @@ func TestAuthMatrix(t *testing.T) {
 		if r.handler == nil {
 			t.Fatalf("%s %s is not served in the matrix", r.Method, r.Path)
 		}
-		path := strings.NewReplacer(":id", "1", ":wallet", "0x0", ":name", "x", ":cid", "x", ":txHash", "0x0").Replace(r.Path)
+		path := strings.NewReplacer(":id", "1", ":wallet", "0x0", ":name", "x", ":cid", "x", ":txHash", "0x0", ":blobId", "x", ":token", "x").Replace(r.Path)
 		for token, lane := range tokens {
 			req := httptest.NewRequest(r.Method, path, strings.NewReader("{}"))
 			req.Header.Set("Content-Type", "application/json")
