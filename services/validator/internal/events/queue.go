@@ -60,7 +60,7 @@ type item[E any] struct {
 type subscriber[E any] struct {
 	match func(E) bool // nil: every event
 	max   int
-	wake   chan struct{} // capacity 1: something was queued
+	wake  chan struct{} // capacity 1: something was queued
 
 	mu sync.Mutex
 	// after is where the stream was when it attached: the hub's events up

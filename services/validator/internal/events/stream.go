@@ -7,7 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-		"time"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"

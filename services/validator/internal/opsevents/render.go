@@ -53,6 +53,13 @@ func (e Event) Message() string {
 		s = "a raft snapshot from " + api.NodeName(e.Peer) + " was received"
 	case WriteStall:
 		s = "the database stalled writes: " + e.Reason
+	case FeedStale:
+		s = "the chain feed is stale (" + e.Reason + "): held submissions are refused payment_feed_stale"
+		if e.Detail != "" {
+			s += "; " + e.Detail
+		}
+	case FeedCurrent:
+		s = "the chain feed is current again"
 	default:
 		s = e.Type.String()
 	}

@@ -3,6 +3,7 @@ package opsevents
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,49 @@ func TestCounterWatchRuns(t *testing.T) {
 	<-done
 	if got, _ := rec.Recent(10); len(got) != 1 || got[0].Type != WriteStall {
 		t.Fatalf("events %+v", got)
+	}
+}
+
+// TestFeedWatch: the chain feed's staleness becomes events at its changes
+// only; a missing first status is a change only after the grace.
+func TestFeedWatch(t *testing.T) {
+	c := newClock()
+	rec := New(Options{Now: c.now})
+	reason, detail := FeedNoStatus, "no status yet"
+	w := NewFeedWatch(rec, func() (string, string) { return reason, detail }, 30*time.Second)
+	w.Look() // within the grace: the watcher may just be starting
+	c.advance(31 * time.Second)
+	w.Look()
+	w.Look() // still the same: nothing new
+	reason, detail = "", ""
+	w.Look()
+	reason, detail = FeedWatcherBehind, "up to block 10, 100 blocks behind the chain"
+	w.Look()
+	reason, detail = FeedStatusOld, "the last status is 2m0s old"
+	w.Look()
+	reason, detail = "", ""
+	w.Look()
+	w.Look()
+
+	got, _ := rec.Recent(100)
+	var seen []string
+	for i := len(got) - 1; i >= 0; i-- {
+		seen = append(seen, got[i].Type.String()+" "+got[i].Severity.String()+" "+got[i].Reason)
+	}
+	want := []string{
+		"chain.feed_stale warn no_status",
+		"chain.feed_current info ",
+		"chain.feed_stale warn watcher_behind",
+		"chain.feed_stale warn status_old",
+		"chain.feed_current info ",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	if m := got[1].Message(); !strings.Contains(m, "payment_feed_stale") || !strings.Contains(m, "2m0s old") {
+		t.Fatalf("message %q", m)
+	}
+	if a := got[1].API(); a.Attributes.Reason != FeedStatusOld || a.Severity != "warn" || a.Type != "chain.feed_stale" {
+		t.Fatalf("API %+v", a)
 	}
 }
