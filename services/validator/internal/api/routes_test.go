@@ -78,11 +78,11 @@ func matrixServer(t *testing.T) (*echo.Echo, []Route) {
 	tokens.Add(access.OpsRead, opsReadToken)
 	tokens.Add(access.Operator, operatorToken)
 	tokens.Add(access.Mock, mockToken)
-	e := New(Config{Access: tokens}, Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}}, zap.NewNop())
+	e := New(Config{Access: tokens}, Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}, OpsEventStreams: stubStreams{}}, zap.NewNop())
 	e.Use(func(echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error { return c.NoContent(299) }
 	})
-	s := &Server{deps: Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}}}
+	s := &Server{deps: Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}, OpsEventStreams: stubStreams{}}}
 	return e, s.routes()
 }
 
