@@ -290,6 +290,9 @@ func (v *validator) trackCluster(g *lifecycle.Group) error {
 	g.Loop("counter watch", func(ctx context.Context) {
 		opsevents.NewCounterWatch(v.opsEvents, v.peers.Stats, v.db.WriteStalls).Run(ctx, time.Second)
 	})
+	g.Loop("compaction watch", func(ctx context.Context) {
+		opsevents.NewRunWatch(v.opsEvents, v.machine.LastGcRun).Run(ctx, time.Second)
+	})
 	if v.chainStatus != nil {
 		// The chain-watcher's lag: the feed falling behind and catching up.
 		feed := &chainFeed{status: v.chainStatus, follower: v.follower}

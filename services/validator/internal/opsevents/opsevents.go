@@ -39,6 +39,9 @@ const (
 	WriteStall
 	FeedStale
 	FeedCurrent
+	CompactionStarted
+	CompactionFinished
+	CompactionAbandoned
 	numTypes
 )
 
@@ -81,6 +84,12 @@ func (t Type) String() string {
 		return "chain.feed_stale"
 	case FeedCurrent:
 		return "chain.feed_current"
+	case CompactionStarted:
+		return "gc.compaction_started"
+	case CompactionFinished:
+		return "gc.compaction_finished"
+	case CompactionAbandoned:
+		return "gc.compaction_abandoned"
 	}
 	return "unknown"
 }
@@ -142,7 +151,8 @@ type Event struct {
 	// Reason is a code: the refusal or rejection reason, BeforeCommit or
 	// AfterCommit, Pebble's reason for a stall, a Feed* reason.
 	Reason string
-	// Detail says more in words, with figures (a stale feed's age or lag).
+	// Detail says more in words, with figures: a stale feed's age or lag,
+	// why a compaction run was given up.
 	Detail     string
 	Wallet     common.Address
 	ProposalID common.Hash
@@ -158,6 +168,9 @@ type Event struct {
 	Debt, Limit uint64
 	// ReMined: the chain mined a retracted payment again.
 	ReMined bool
+	// Run, Epoch, Steps and Reclaimed: a GC compaction run, its epoch, the
+	// steps applied and the stored bytes of the segments it deleted.
+	Run, Epoch, Steps, Reclaimed uint64
 	// Count is how many occurrences the event stands for, at least 1.
 	Count uint64
 }
@@ -410,6 +423,21 @@ func (r *Recorder) FeedStale(reason, detail string) {
 // stale.
 func (r *Recorder) FeedCurrent() {
 	r.keep(Event{Type: FeedCurrent, Severity: Info})
+}
+
+// CompactionStarted records that GC compaction run (of epoch) started.
+func (r *Recorder) CompactionStarted(run, epoch uint64) {
+	r.keep(Event{Type: CompactionStarted, Severity: Info, Run: run, Epoch: epoch})
+}
+
+// CompactionEnded records that GC compaction run ended after steps, having
+// reclaimed bytes: done, or given up for the reason abandoned (a warning).
+func (r *Recorder) CompactionEnded(run, epoch, steps, reclaimed uint64, abandoned string) {
+	e := Event{Type: CompactionFinished, Severity: Info, Run: run, Epoch: epoch, Steps: steps, Reclaimed: reclaimed}
+	if abandoned != "" {
+		e.Type, e.Severity, e.Detail = CompactionAbandoned, Warn, abandoned
+	}
+	r.keep(e)
 }
 
 // keep counts e and keeps it in the ring.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 	"github.com/contentledger/contentledger/services/validator/internal/transport"
 )
@@ -117,5 +118,39 @@ func TestFeedWatch(t *testing.T) {
 	}
 	if a := got[1].API(); a.Attributes.Reason != FeedStatusOld || a.Severity != "warn" || a.Type != "chain.feed_stale" {
 		t.Fatalf("API %+v", a)
+	}
+}
+
+// TestRunWatch: compaction runs become events as they start and end; the
+// first look only notes where things are; a run that started and ended
+// between two looks is both.
+func TestRunWatch(t *testing.T) {
+	rec := New(Options{})
+	var run *ledgerpb.GcRun
+	w := NewRunWatch(rec, func() *ledgerpb.GcRun { return run })
+	run = &ledgerpb.GcRun{Run: 1, Epoch: 10, Steps: 4, Done: true}
+	w.Look() // at start: run 1 ended before
+	run = &ledgerpb.GcRun{Run: 2, Epoch: 11}
+	w.Look()
+	w.Look()
+	run = &ledgerpb.GcRun{Run: 2, Epoch: 11, Steps: 3, BytesReclaimed: 4096, Done: true}
+	w.Look()
+	w.Look()
+	run = &ledgerpb.GcRun{Run: 3, Epoch: 12, Steps: 1, Abandoned: "5 compaction cycles failed in a row"}
+	w.Look()
+
+	got, _ := rec.Recent(100)
+	var seen []string
+	for i := len(got) - 1; i >= 0; i-- {
+		seen = append(seen, got[i].Type.String()+" "+got[i].Severity.String()+": "+got[i].Message())
+	}
+	want := []string{
+		"gc.compaction_started info: GC compaction run 2 started (epoch 11)",
+		"gc.compaction_finished info: GC compaction run 2 finished after 3 steps; 4096 bytes of segments reclaimed",
+		"gc.compaction_started info: GC compaction run 3 started (epoch 12)",
+		"gc.compaction_abandoned warn: GC compaction run 3 was given up after 1 steps: 5 compaction cycles failed in a row",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 }
