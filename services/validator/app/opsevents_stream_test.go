@@ -133,7 +133,7 @@ func TestOpsEventStream(t *testing.T) {
 	}
 
 	// Resuming after the first refusal: the second, nothing before it.
-	resumed, sc := stream("/v1/ops/events/stream", "Last-Event-ID", first.id)
+	resumed, sc := stream("/v1/ops/events/stream?types=intake", "Last-Event-ID", first.id)
 	if m := nextMessage(t, sc); m.id != second.id {
 		t.Fatalf("resumed after %s: %+v, want %s", first.id, m, second.id)
 	}
