@@ -113,3 +113,19 @@ type OpsEventTypeStats struct {
 	LastAt   *time.Time        `json:"lastAt"`
 	ByReason map[string]uint64 `json:"byReason"`
 }
+
+// EventReset is the control event of the operational event stream
+// (/v1/ops/events/stream) that a resumption point not of this validator
+// process gets: the process restarted, or the client comes from another
+// validator, and the events it had seen are not this process's. The stream
+// starts over at the oldest event the process keeps (a gap event follows
+// when it no longer keeps its first).
+const EventReset = "reset"
+
+// StreamReset is the data of a reset event.
+type StreamReset struct {
+	// LastEventID is the resumption point the client sent (clipped).
+	LastEventID string `json:"lastEventId"`
+	// BootID is this process's: its events' stream ids are BootID-N.
+	BootID string `json:"bootId"`
+}

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -217,6 +219,9 @@ func TestAttackWatcherStoppedUnderLoad(t *testing.T) {
 
 	within(30*time.Second, func() bool { return load.acceptedDuring(watcherRunning) >= payers })
 
+	// The watcher's lag is an operational event of each validator (ADR
+	// 0039): a stream opened now shows the feed going stale and coming back.
+	feed := feedEvents(t, n.ValidatorURL)
 	load.phase.Store(int32(watcherStopped))
 	n.StopWatcher(t)
 	stoppedAt := time.Now()
@@ -233,6 +238,23 @@ func TestAttackWatcherStoppedUnderLoad(t *testing.T) {
 	if len(load.failures) > 0 {
 		t.Fatalf("paying clients failed: %s", strings.Join(load.failures, "; "))
 	}
+
+	var seen []string
+	staleSeen := false
+	harness.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case ev, ok := <-feed:
+			if !ok {
+				t.Fatalf("the operational event stream ended; chain feed events %v", seen)
+			}
+			seen = append(seen, ev.Type+" "+ev.Attributes.Reason)
+			staleSeen = staleSeen || (ev.Type == "chain.feed_stale" && ev.Attributes.Reason == "status_old")
+			return staleSeen && ev.Type == "chain.feed_current"
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	})
+	t.Logf("chain feed events on /v1/ops/events/stream: %v", seen)
 
 	load.mu.Lock()
 	accepted, refused, acceptedIn := load.accepted, load.refused, load.acceptedIn
@@ -278,4 +300,40 @@ func TestAttackWatcherStoppedUnderLoad(t *testing.T) {
 			"none rejected or awaiting payment", queue.VerifiedCount, queue.ProcessedCount, queue.RejectedCount, queue.RejectedByReason,
 			queue.AwaitingPayment, len(accepted))
 	}
+}
+
+// feedEvents follows the chain feed events of a validator's operational
+// event stream from now on, until the test ends.
+func feedEvents(t *testing.T, base string) <-chan api.OpsEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/ops/events/stream?types=chain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+	})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the operational event stream: %d", resp.StatusCode)
+	}
+	out := make(chan api.OpsEvent, 100)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			var ev api.OpsEvent
+			if ok && json.Unmarshal([]byte(data), &ev) == nil && ev.Type != "" {
+				out <- ev
+			}
+		}
+	}()
+	return out
 }

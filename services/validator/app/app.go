@@ -7,6 +7,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -324,6 +325,17 @@ func (v *validator) trackCluster(g *lifecycle.Group) error {
 	g.Loop("counter watch", func(ctx context.Context) {
 		opsevents.NewCounterWatch(v.opsEvents, v.peers.Stats, v.db.WriteStalls).Run(ctx, time.Second)
 	})
+	g.Loop("compaction watch", func(ctx context.Context) {
+		opsevents.NewRunWatch(v.opsEvents, v.machine.LastGcRun).Run(ctx, time.Second)
+	})
+	if v.chainStatus != nil {
+		// The chain-watcher's lag: the feed falling behind and catching up.
+		feed := &chainFeed{status: v.chainStatus, follower: v.follower}
+		grace := cmp.Or(v.cfg.ChainStatusStale, payments.DefaultStatusStale)
+		g.Loop("chain feed watch", func(ctx context.Context) {
+			opsevents.NewFeedWatch(v.opsEvents, feed.Staleness, grace).Run(ctx, time.Second)
+		})
+	}
 	return nil
 }
 
@@ -339,10 +351,15 @@ func (v *validator) serveAPI(g *lifecycle.Group) error {
 	if v.clients, err = httpserver.NewClients(v.cfg.HTTPServer()); err != nil {
 		return err
 	}
-	hub := events.NewHub(v.machine, events.Config{MaxPerIP: v.cfg.EventsStreamPerIP, ClientKey: v.clients.Key,
-		Rate: v.cfg.EventsStreamRate, Queue: v.cfg.EventsStreamQueue, KeepAlive: v.cfg.EventsKeepAlive}, v.log.Named("events"))
+	// The replicated events and the operational events: the same limits,
+	// one budget of streams per client across both routes (ADR 0039).
+	streams := events.Config{Budget: events.NewBudget(v.cfg.EventsStreamPerIP, v.clients.Key),
+		Rate: v.cfg.EventsStreamRate, Queue: v.cfg.EventsStreamQueue, KeepAlive: v.cfg.EventsKeepAlive}
+	hub := events.NewHub(v.machine, streams, v.log.Named("events"))
+	opsHub := events.New(v.opsEvents, opsevents.NewStream(v.opsEvents), streams, v.log.Named("opsevents"))
 	g.Loop("event streams", hub.Run)
-	handler, err := v.apiHandler(hub, gateway)
+	g.Loop("operational event streams", opsHub.Run)
+	handler, err := v.apiHandler(hub, opsHub, gateway)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/contentledger/contentledger/pkg/signing"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
-	"github.com/contentledger/contentledger/services/validator/internal/events"
 	"github.com/contentledger/contentledger/services/validator/internal/metrics"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -72,7 +71,7 @@ func (v *validator) pipelineConfig() pipeline.Config {
 }
 
 // apiHandler builds the HTTP API over the parts built so far.
-func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (http.Handler, error) {
+func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway *blobgateway.Checker) (http.Handler, error) {
 	cfg := v.cfg
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
@@ -89,8 +88,8 @@ func (v *validator) apiHandler(hub *events.Hub, gateway *blobgateway.Checker) (h
 	// MOCK mode are set only when present.
 	var debts pipeline.DebtIndex
 	deps := httpapi.Deps{Proposals: v.pipe, Content: v.machine, Cluster: v.clusterView,
-		Database: v.db, RaftLog: v.node, NATS: v.natsClients(), EventStreams: hub, EventPublisher: v.publishing,
-		OpsEvents: v.opsEvents, Settings: describeSettings(cfg), Tunables: tunables(),
+		Database: v.db, RaftLog: v.node, NATS: v.natsClients(), EventStreams: streams, EventPublisher: v.publishing,
+		OpsEvents: v.opsEvents, OpsEventStreams: opsStreams, Settings: describeSettings(cfg), Tunables: tunables(),
 		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: v.machine,
 			Index: v.index, Chain: v.chainStatus, Now: v.now})}
 	collect := metrics.Sources{NodeID: cfg.NodeID, Mode: string(cfg.Mode), Version: v.version, Raft: v.node, Leadership: v.leadership,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 )
@@ -32,15 +33,37 @@ func (f *chainFeed) Position() pipeline.FeedPosition {
 	if s.Cursor != nil {
 		pos.Cursor = s.Cursor.Number
 	}
+	_, pos.Stale = f.staleness(s.Safe, pos.Cursor, at)
+	return pos
+}
+
+// Staleness says why the feed is stale, an opsevents.Feed* reason and in
+// words (what Position says), or "" when it is current: the chain-watcher's
+// lag as the operational events report it (opsevents.FeedWatch).
+func (f *chainFeed) Staleness() (reason, detail string) {
+	s, at, ok := f.status.Latest()
+	if !ok {
+		return opsevents.FeedNoStatus, "no status from the chain-watcher yet"
+	}
+	var cursor uint64
+	if s.Cursor != nil {
+		cursor = s.Cursor.Number
+	}
+	return f.staleness(s.Safe, cursor, at)
+}
+
+// staleness judges a status received at at, whose watcher published
+// payments up to block cursor while the chain's safe block was safe.
+func (f *chainFeed) staleness(safe, cursor uint64, at time.Time) (reason, detail string) {
 	switch age, stale := f.status.Stale(at); {
 	case stale:
-		pos.Stale = fmt.Sprintf("the chain-watcher's last status is %s old", age.Round(time.Second))
-	case s.Safe > pos.Cursor+watcherLagStale:
-		pos.Stale = fmt.Sprintf("the chain-watcher has published payments up to block %d, %d blocks behind the chain", pos.Cursor, s.Safe-pos.Cursor)
+		return opsevents.FeedStatusOld, fmt.Sprintf("the chain-watcher's last status is %s old", age.Round(time.Second))
+	case safe > cursor+watcherLagStale:
+		return opsevents.FeedWatcherBehind, fmt.Sprintf("the chain-watcher has published payments up to block %d, %d blocks behind the chain", cursor, safe-cursor)
 	case f.follower.Behind():
-		pos.Stale = "this validator's payment index has not read the whole payment stream yet"
+		return opsevents.FeedIndexBehind, "this validator's payment index has not read the whole payment stream yet"
 	}
-	return pos
+	return "", ""
 }
 
 func (f *chainFeed) Seen(id common.Hash) (uint64, bool) {

@@ -126,10 +126,13 @@ type Deps struct {
 	// routes; elsewhere they do not exist (404).
 	MockEpochs MockEpochs
 	// EventStreams serves the replicated event log; EventPublisher is its
-	// publication to NATS; OpsEvents, this validator's operational events.
-	EventStreams   EventStreams
-	EventPublisher EventPublisher
-	OpsEvents      OpsEvents
+	// publication to NATS; OpsEvents, this validator's operational events,
+	// and OpsEventStreams streams them. The two streams share one budget of
+	// streams per client.
+	EventStreams    EventStreams
+	EventPublisher  EventPublisher
+	OpsEvents       OpsEvents
+	OpsEventStreams EventStreams
 	// ChainStatus, Streams and Transactions are nil in MOCK mode, where no
 	// chain is followed (Streams: when the validator uses no NATS).
 	ChainStatus  ChainStatus

@@ -15,13 +15,14 @@ import (
 
 // The event routes: the replicated event log as Server-Sent Events
 // (internal/events), its publication to NATS (internal/eventpub), and this
-// validator's own operational events (internal/opsevents).
+// validator's own operational events (internal/opsevents), listed and
+// streamed.
 
-// EventStreams serves the replicated event log as Server-Sent Events
-// (events.Hub).
+// EventStreams serves an event log as Server-Sent Events (events.Hub): the
+// replicated event log, or this validator's operational events.
 type EventStreams interface {
-	// Handler returns a stream route; every route it returns counts
-	// against one budget of streams per client.
+	// Handler returns the stream route; its streams count against the
+	// budget of streams per client the validator's stream routes share.
 	Handler() http.Handler
 }
 

@@ -135,11 +135,11 @@ func (s *Server) routes() []Route {
 		{get, "/v1/msgbus/node-status", diag, true, OpsRead, s.nodeStatus},
 		{get, "/v1/msgbus/leadership-history", diag, true, OpsRead, s.leadershipHistory},
 		{get, "/v1/msgbus/replication-lag", diag, true, OpsRead, s.replicationLag},
-		// The two stream routes of the contract: the same events, one
-		// budget of streams per client across both
-		// (internal/events/DESIGN.md).
+		// The two stream routes of the contract: the replicated events and
+		// this validator's operational events, one budget of streams per
+		// client across both (internal/events/DESIGN.md, ADR 0039).
 		{get, "/v1/events/stream", diag, true, OpsRead, s.eventStream(d.EventStreams)},
-		{get, "/v1/ops/events/stream", diag, true, OpsRead, s.eventStream(d.EventStreams)},
+		{get, "/v1/ops/events/stream", diag, true, OpsRead, s.eventStream(d.OpsEventStreams)},
 		{get, "/v1/events/publisher", diag, false, OpsRead, s.eventPublisher},
 
 		// internal

@@ -153,7 +153,7 @@ func matrixServer(t *testing.T) (*echo.Echo, []Route) {
 	tokens.Add(access.OpsRead, opsReadToken)
 	tokens.Add(access.Operator, operatorToken)
 	tokens.Add(access.Mock, mockToken)
-	deps := Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}, Blobs: fakeBlobs{}, Binaries: &fakeBinaries{}}
+	deps := Deps{MockEpochs: stubClock{}, UI: stubUI{}, EventStreams: stubStreams{}, OpsEventStreams: stubStreams{}, Blobs: fakeBlobs{}, Binaries: &fakeBinaries{}}
 	e := New(Config{Access: tokens}, deps, zap.NewNop())
 	e.Use(func(echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error { return c.NoContent(299) }

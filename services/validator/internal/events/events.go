@@ -1,42 +1,77 @@
-// Package events serves the replicated event log as Server-Sent Events
-// (contract "Events", ADR 0023): GET /v1/events/stream and
-// /v1/ops/events/stream.
+// Package events serves event logs as Server-Sent Events: the replicated
+// event log (contract "Events", ADR 0023) on GET /v1/events/stream, and any
+// other log of consecutive ids given its Kind (the validator's operational
+// events, internal/opsevents, on /v1/ops/events/stream, ADR 0039).
 //
-// One Hub per validator reads the log once per apply that added events and
-// fans the events out to every subscriber's bounded queue; a subscriber that
-// resumes from an older id reads the history from the log itself until it
-// has caught up, then joins the hub. See DESIGN.md.
+// One Hub per log reads it once per change that added events and fans the
+// events out to every subscriber's bounded queue; a subscriber that resumes
+// from an older id reads the history from the log itself until it has
+// caught up, then joins the hub. The hubs of a validator share one Budget
+// of streams per client. See DESIGN.md.
 package events
 
 import (
 	"net/http"
 	"time"
 
+	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
-// Log is the replicated event log (state.Machine).
-type Log interface {
+// Source is a log of events of type E with consecutive ids from 1, the
+// oldest of which may be gone.
+type Source[E any] interface {
 	// EventsSince returns the events with id > afterID in id order, at most
 	// limit of them.
-	EventsSince(afterID uint64, limit int) ([]*ledgerpb.Event, error)
+	EventsSince(afterID uint64, limit int) ([]E, error)
 	// FirstEventID is the oldest event kept, LastEventID()+1 when none is.
 	FirstEventID() uint64
 	// LastEventID is the newest event id (0 before the first).
 	LastEventID() uint64
-	// Changed is closed after the next apply; take it before reading.
+	// Changed is closed after the next change; take it before reading.
 	Changed() <-chan struct{}
 }
 
-// Config bounds the streams. Zero fields take the defaults.
+// Log is the replicated event log (state.Machine).
+type Log = Source[*ledgerpb.Event]
+
+// Kind is what the streams of one source need to know of its events: how
+// they are named and framed, and how a request chooses among them.
+type Kind[E any] interface {
+	// ID is an event's id in its source.
+	ID(ev E) uint64
+	// Render writes an event as one SSE message: the id line (StreamID of
+	// its id), the event line and one data line, then the blank line.
+	Render(ev E) ([]byte, error)
+	// StreamID is the SSE id of a source id, as the gap and dropped
+	// notices name events.
+	StreamID(id uint64) string
+	// Open reads a stream request (its filters and resumption point)
+	// before a connection slot is taken. An invalid request is the error
+	// the client gets, and opens nothing.
+	Open(r *http.Request) (Start[E], *apierror.Error)
+}
+
+// Start is what a stream request asks for.
+type Start[E any] struct {
+	// Match selects the events the stream sends; nil sends every one.
+	Match func(E) bool
+	// After is the id the stream resumes after; without Resume the stream
+	// starts at new events (after the newest at connection time).
+	After  uint64
+	Resume bool
+	// Notice is a control message the stream sends first (nil: none): the
+	// operational stream's reset, say.
+	Notice []byte
+}
+
+// Config bounds the streams of one hub. Zero fields take the defaults.
 type Config struct {
-	// MaxPerIP is the number of concurrent streams one client may hold,
-	// both stream routes together (contract Limits: 10).
-	MaxPerIP int
-	// ClientKey names the client a request comes from, for MaxPerIP.
-	// Default: httpserver.ClientKey of the connection's address (the
-	// validator passes its trusted-proxy resolution, httpserver.Clients.Key).
-	ClientKey func(*http.Request) string
+	// Budget counts the concurrent streams of each client. Hubs given the
+	// same Budget share it: the contract's 10 streams per client is one
+	// budget across the stream routes. Nil: a budget of this hub alone,
+	// NewBudget(0, nil).
+	Budget *Budget
 	// Rate is the most events per second one stream sends (contract
 	// Limits: 1000); above it events wait in the stream's queue.
 	Rate float64
@@ -66,11 +101,8 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.ClientKey == nil {
-		c.ClientKey = directClientKey
-	}
-	if c.MaxPerIP <= 0 {
-		c.MaxPerIP = DefaultMaxPerIP
+	if c.Budget == nil {
+		c.Budget = NewBudget(0, nil)
 	}
 	if c.Rate <= 0 {
 		c.Rate = DefaultRate

@@ -15,8 +15,10 @@ const (
 	paramWallets       = "wallets"
 	paramOrganizations = "organizations"
 	paramPath          = "path"
-	paramLastEventID   = "lastEventId"
-	headerLastEventID  = "Last-Event-ID"
+	// ParamLastEventID and HeaderLastEventID name the resumption point
+	// (ResumeValue), on every stream route.
+	ParamLastEventID  = "lastEventId"
+	HeaderLastEventID = "Last-Event-ID"
 )
 
 // Bounds of a filter: each subscriber's filter is matched against every
@@ -53,7 +55,7 @@ func ParseFilter(q url.Values) (*Filter, *apierror.Error) {
 	}
 	for _, w := range wallets {
 		if !isAddress(w) {
-			return nil, apierror.Field(paramWallets, "%q is not a 0x-prefixed 20-byte hex address", clip(w))
+			return nil, apierror.Field(paramWallets, "%q is not a 0x-prefixed 20-byte hex address", Clip(w))
 		}
 		if f.wallets == nil {
 			f.wallets = map[string]bool{}
@@ -69,7 +71,7 @@ func ParseFilter(q url.Values) (*Filter, *apierror.Error) {
 	}
 	for _, o := range orgs {
 		if !proposal.ValidOrganization(o) {
-			return nil, apierror.Field(paramOrganizations, "%q is not an organization name ([a-z0-9][a-z0-9_-]{0,63})", clip(o))
+			return nil, apierror.Field(paramOrganizations, "%q is not an organization name ([a-z0-9][a-z0-9_-]{0,63})", Clip(o))
 		}
 		if f.orgs == nil {
 			f.orgs = map[string]bool{}
@@ -82,7 +84,7 @@ func ParseFilter(q url.Values) (*Filter, *apierror.Error) {
 		}
 		p, ok := cleanPath(paths[0])
 		if !ok {
-			return nil, apierror.Field(paramPath, "%q is not a path (/segment/..., segments of [A-Za-z0-9._:-], at most %d)", clip(paths[0]), maxPathDepth)
+			return nil, apierror.Field(paramPath, "%q is not a path (/segment/..., segments of [A-Za-z0-9._:-], at most %d)", Clip(paths[0]), maxPathDepth)
 		}
 		f.path = p
 	}
@@ -149,8 +151,8 @@ func cleanPath(p string) (string, bool) {
 	return p, true
 }
 
-// clip keeps error messages short whatever a client sends.
-func clip(s string) string {
+// Clip keeps error messages short whatever a client sends.
+func Clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
 	}
@@ -179,30 +181,40 @@ func (f *Filter) Match(ev *ledgerpb.Event) bool {
 	return true
 }
 
-// ParseResumePoint returns the event id a request resumes after: the
-// Last-Event-ID header (what EventSource sends when it reconnects), else the
-// lastEventId query parameter (for clients that cannot set headers). ok is
-// false when the request names none: the stream then starts at new events.
+// ParseResumePoint returns the event id a request resumes after
+// (ResumeValue), the decimal form of a uint64. ok is false when the request
+// names none: the stream then starts at new events.
 func ParseResumePoint(header string, q url.Values) (after uint64, ok bool, err *apierror.Error) {
-	if header != "" {
-		id, ok := parseEventID(header)
-		if !ok {
-			return 0, false, apierror.Field(headerLastEventID, "%q is not an event id (a decimal sequence number)", clip(header))
-		}
-		return id, true, nil
+	value, field, present, err := ResumeValue(header, q)
+	if err != nil || !present {
+		return 0, false, err
 	}
-	vs, present := q[paramLastEventID]
-	if !present {
-		return 0, false, nil
-	}
-	if len(vs) != 1 {
-		return 0, false, apierror.Field(paramLastEventID, "give one event id, not %d", len(vs))
-	}
-	id, valid := parseEventID(vs[0])
+	id, valid := parseEventID(value)
 	if !valid {
-		return 0, false, apierror.Field(paramLastEventID, "%q is not an event id (a decimal sequence number)", clip(vs[0]))
+		return 0, false, apierror.Field(field, "%q is not an event id (a decimal sequence number)", Clip(value))
 	}
 	return id, true, nil
+}
+
+// ResumeValue returns the resumption point a stream request names, as
+// given: the Last-Event-ID header (what EventSource sends when it
+// reconnects), else the lastEventId query parameter (for clients that
+// cannot set headers; the header wins, because a reconnecting EventSource
+// repeats the URL it was opened with). field is where it came from, for an
+// error about it; present is false when the request names none. Repeating
+// the parameter is an error.
+func ResumeValue(header string, q url.Values) (value, field string, present bool, err *apierror.Error) {
+	if header != "" {
+		return header, HeaderLastEventID, true, nil
+	}
+	vs, given := q[ParamLastEventID]
+	if !given {
+		return "", "", false, nil
+	}
+	if len(vs) != 1 {
+		return "", "", false, apierror.Field(ParamLastEventID, "give one event id, not %d", len(vs))
+	}
+	return vs[0], ParamLastEventID, true, nil
 }
 
 // parseEventID accepts the decimal form of a uint64, digits only.

@@ -74,9 +74,9 @@ func FuzzParseResumePoint(f *testing.F) {
 			if ok || aerr.Code != apierror.InvalidField {
 				t.Fatalf("(%q, %q): %v", header, rawQuery, aerr)
 			}
-			want := paramLastEventID
+			want := ParamLastEventID
 			if header != "" {
-				want = headerLastEventID
+				want = HeaderLastEventID
 			}
 			if aerr.Details["field"] != want {
 				t.Fatalf("(%q, %q): error names %v, want %s", header, rawQuery, aerr.Details["field"], want)
@@ -85,7 +85,7 @@ func FuzzParseResumePoint(f *testing.F) {
 		}
 		src := header
 		if src == "" {
-			vs, present := q[paramLastEventID]
+			vs, present := q[ParamLastEventID]
 			if !present {
 				if ok {
 					t.Fatalf("(%q, %q): resumption point from nowhere", header, rawQuery)

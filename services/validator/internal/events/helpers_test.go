@@ -92,7 +92,7 @@ func ev(wallet, org, sub string) *ledgerpb.Event {
 
 // startHub runs a hub over log until the test ends and serves its stream
 // on /v1/events/stream and a second handler on /v1/ops/events/stream.
-func startHub(t *testing.T, log Log, cfg Config) (*Hub, *httptest.Server) {
+func startHub(t *testing.T, log Log, cfg Config) (*Hub[*ledgerpb.Event], *httptest.Server) {
 	t.Helper()
 	hub := NewHub(log, cfg, nil)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,41 +12,47 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
-// Hub follows the event log and fans new events out to the attached
-// streams: one read of the log per apply that added events, whatever the
+// Hub follows one event log and fans new events out to the attached
+// streams: one read of the log per change that added events, whatever the
 // number of subscribers, and each event rendered once.
-type Hub struct {
-	log    Log
+type Hub[E any] struct {
+	log    Source[E]
+	kind   Kind[E]
 	cfg    Config
-	conns  *connLimit // the streams of each client, all routes together
 	logger *zap.Logger
 	done   chan struct{} // closed when Run returns
 
 	mu   sync.Mutex
 	last uint64 // newest event id handed to the subscribers (or skipped as gone)
-	subs map[*subscriber]struct{}
+	subs map[*subscriber[E]]struct{}
 
 	dropped atomic.Uint64 // events dropped from queues, all streams
 }
 
-// NewHub returns a hub over log; Run makes it follow the log.
-func NewHub(log Log, cfg Config, logger *zap.Logger) *Hub {
+// NewHub returns a hub over the replicated event log; Run makes it follow
+// the log.
+func NewHub(log Log, cfg Config, logger *zap.Logger) *Hub[*ledgerpb.Event] {
+	return New[*ledgerpb.Event](log, Content{}, cfg, logger)
+}
+
+// New returns a hub over log, whose events are of kind; Run makes it
+// follow the log.
+func New[E any](log Source[E], kind Kind[E], cfg Config, logger *zap.Logger) *Hub[E] {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	cfg = cfg.withDefaults()
-	return &Hub{log: log, cfg: cfg, conns: &connLimit{max: cfg.MaxPerIP, n: map[string]int{}}, logger: logger, done: make(chan struct{}),
-		last: log.LastEventID(), subs: map[*subscriber]struct{}{}}
+	return &Hub[E]{log: log, kind: kind, cfg: cfg.withDefaults(), logger: logger, done: make(chan struct{}),
+		last: log.LastEventID(), subs: map[*subscriber[E]]struct{}{}}
 }
 
-// Handler returns a stream route. Every route of the hub counts against
-// one budget per client (Config.MaxPerIP).
-func (h *Hub) Handler() http.Handler {
-	return &streamHandler{hub: h, conns: h.conns}
+// Handler returns the hub's stream route. Its streams count against the
+// hub's Budget, with those of every hub that shares it.
+func (h *Hub[E]) Handler() http.Handler {
+	return &streamHandler[E]{hub: h}
 }
 
 // Run follows the log until ctx ends; the streams end with it.
-func (h *Hub) Run(ctx context.Context) {
+func (h *Hub[E]) Run(ctx context.Context) {
 	defer close(h.done)
 	for {
 		changed := h.log.Changed()
@@ -73,7 +79,7 @@ func (h *Hub) Run(ctx context.Context) {
 
 // pump hands every event after h.last to the subscribers, in reads of at
 // most ReadBatch events.
-func (h *Hub) pump() error {
+func (h *Hub[E]) pump() error {
 	for {
 		h.mu.Lock()
 		if len(h.subs) == 0 {
@@ -86,31 +92,31 @@ func (h *Hub) pump() error {
 		after := h.last
 		h.mu.Unlock()
 		if h.log.LastEventID() <= after && h.log.FirstEventID() <= after+1 {
-			return nil // an apply without events: no read
+			return nil // a change without events: no read
 		}
 
-		gap, evs, err := readAfter(h.log, after, h.cfg.ReadBatch)
+		gap, evs, err := readAfter(h.log, h.kind, after, h.cfg.ReadBatch)
 		if err != nil {
 			return err
 		}
 		if gap == nil && len(evs) == 0 {
 			return nil
 		}
-		frames := make([]*frame, 0, len(evs))
+		frames := make([]*frame[E], 0, len(evs))
 		for _, ev := range evs {
-			f, err := render(ev)
+			raw, err := h.kind.Render(ev)
 			if err != nil {
-				h.logger.Error("rendering an event", zap.Uint64("id", ev.GetId()), zap.Error(err))
+				h.logger.Error("rendering an event", zap.Uint64("id", h.kind.ID(ev)), zap.Error(err))
 				continue
 			}
-			frames = append(frames, f)
+			frames = append(frames, &frame[E]{ev: ev, id: h.kind.ID(ev), raw: raw})
 		}
 		next := after
 		if gap != nil {
 			next = gap.first - 1
 		}
 		if len(evs) > 0 {
-			next = evs[len(evs)-1].GetId()
+			next = h.kind.ID(evs[len(evs)-1])
 		}
 		h.mu.Lock()
 		for s := range h.subs {
@@ -125,11 +131,11 @@ func (h *Hub) pump() error {
 }
 
 // readAfter reads up to limit events after the id after, and the gap
-// before them when retention took events after it. The oldest kept id is
-// asked first, so that a read never starts among deleted keys; ids are
-// consecutive, so a first event beyond the start of the read means more
-// were taken meanwhile.
-func readAfter(log Log, after uint64, limit int) (*gapNotice, []*ledgerpb.Event, error) {
+// before them when the log no longer keeps events after it. The oldest
+// kept id is asked first, so that a read never starts among deleted keys;
+// ids are consecutive, so a first event beyond the start of the read means
+// more were taken meanwhile.
+func readAfter[E any](log Source[E], kind Kind[E], after uint64, limit int) (*gapNotice, []E, error) {
 	var gap *gapNotice
 	from := after
 	if first := log.FirstEventID(); first > after+1 {
@@ -140,11 +146,11 @@ func readAfter(log Log, after uint64, limit int) (*gapNotice, []*ledgerpb.Event,
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(evs) > 0 && evs[0].GetId() > from+1 {
+	if len(evs) > 0 && kind.ID(evs[0]) > from+1 {
 		if gap == nil {
 			gap = &gapNotice{after: after}
 		}
-		gap.first = evs[0].GetId()
+		gap.first = kind.ID(evs[0])
 	}
 	if gap != nil {
 		gap.skipped = gap.first - gap.after - 1
@@ -155,7 +161,7 @@ func readAfter(log Log, after uint64, limit int) (*gapNotice, []*ledgerpb.Event,
 // attach adds s to the subscribers if the stream is at cursor or past the
 // hub's position, so that from now on the hub hands it every event after
 // cursor; otherwise the stream has history to read first.
-func (h *Hub) attach(s *subscriber, cursor uint64) bool {
+func (h *Hub[E]) attach(s *subscriber[E], cursor uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cursor < h.last {
@@ -166,25 +172,25 @@ func (h *Hub) attach(s *subscriber, cursor uint64) bool {
 	return true
 }
 
-func (h *Hub) detach(s *subscriber) {
+func (h *Hub[E]) detach(s *subscriber[E]) {
 	h.mu.Lock()
 	delete(h.subs, s)
 	h.mu.Unlock()
 }
 
 // Subscribers is the number of streams attached.
-func (h *Hub) Subscribers() int {
+func (h *Hub[E]) Subscribers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs)
 }
 
 // Position is the newest event id the hub has handed out.
-func (h *Hub) Position() uint64 {
+func (h *Hub[E]) Position() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.last
 }
 
 // Dropped is the number of events dropped from stream queues so far.
-func (h *Hub) Dropped() uint64 { return h.dropped.Load() }
+func (h *Hub[E]) Dropped() uint64 { return h.dropped.Load() }

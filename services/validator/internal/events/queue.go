@@ -2,41 +2,23 @@ package events
 
 import (
 	"encoding/json"
-	"strconv"
 	"sync"
 
 	"github.com/contentledger/contentledger/pkg/api"
-	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
 // frame is one event as a stream writes it, rendered once for every
 // subscriber the hub hands it to.
-type frame struct {
-	ev  *ledgerpb.Event
+type frame[E any] struct {
+	ev  E
+	id  uint64
 	raw []byte
 }
 
-// render writes ev in SSE framing: id (the sequence number), event (the
-// type) and one data line of JSON (encoding/json escapes newlines).
-func render(ev *ledgerpb.Event) (*frame, error) {
-	data, err := json.Marshal(api.EventOf(ev))
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(data)+len(ev.GetType())+40)
-	b = append(b, "id: "...)
-	b = strconv.AppendUint(b, ev.GetId(), 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, ev.GetType()...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
-	return &frame{ev: ev, raw: b}, nil
-}
-
-// controlFrame writes a control event: no id, so that a reconnection
-// resumes after the last real event.
-func controlFrame(name string, data any) []byte {
+// ControlFrame writes a control event: no id, so that a reconnection
+// resumes after the last real event. data is a plain struct of strings and
+// integers.
+func ControlFrame(name string, data any) []byte {
 	js, _ := json.Marshal(data) // plain structs of strings and integers
 	b := make([]byte, 0, len(js)+len(name)+20)
 	b = append(b, "event: "...)
@@ -52,10 +34,8 @@ type gapNotice struct {
 	skipped      uint64
 }
 
-func (g gapNotice) frame() []byte {
-	return controlFrame(api.EventGap, api.StreamGap{
-		AfterID: strconv.FormatUint(g.after, 10), FirstID: strconv.FormatUint(g.first, 10), Skipped: g.skipped,
-	})
+func (g gapNotice) frame(streamID func(uint64) string) []byte {
+	return ControlFrame(api.EventGap, api.StreamGap{AfterID: streamID(g.after), FirstID: streamID(g.first), Skipped: g.skipped})
 }
 
 // dropNotice counts the events dropped from a queue since the client was
@@ -64,44 +44,45 @@ type dropNotice struct {
 	count, from, to uint64
 }
 
-func (d dropNotice) frame() []byte {
-	return controlFrame(api.EventDropped, api.StreamDropped{
-		Count: d.count, FromID: strconv.FormatUint(d.from, 10), ToID: strconv.FormatUint(d.to, 10),
-	})
+func (d dropNotice) frame(streamID func(uint64) string) []byte {
+	return ControlFrame(api.EventDropped, api.StreamDropped{Count: d.count, FromID: streamID(d.from), ToID: streamID(d.to)})
 }
 
 // item is one entry of a subscriber's queue: an event, or a gap the hub
 // found between two events.
-type item struct {
-	f   *frame
+type item[E any] struct {
+	f   *frame[E]
 	gap *gapNotice
 }
 
 // subscriber is one stream attached to the hub: a filter and a bounded
 // queue that drops its oldest entries on overflow, counting them.
-type subscriber struct {
-	filter *Filter
-	max    int
-	wake   chan struct{} // capacity 1: something was queued
+type subscriber[E any] struct {
+	match func(E) bool // nil: every event
+	max   int
+	wake  chan struct{} // capacity 1: something was queued
 
 	mu sync.Mutex
 	// after is where the stream was when it attached: the hub's events up
 	// to it were sent from the history already.
 	after   uint64
-	ring    []item // grows up to max
+	ring    []item[E] // grows up to max
 	head, n int
 	gap     *gapNotice // gaps evicted from the queue, merged
 	dropped dropNotice
 }
 
-func newSubscriber(f *Filter, max int) *subscriber {
-	return &subscriber{filter: f, max: max, wake: make(chan struct{}, 1)}
+func newSubscriber[E any](match func(E) bool, max int) *subscriber[E] {
+	return &subscriber[E]{match: match, max: max, wake: make(chan struct{}, 1)}
 }
+
+// wants reports whether the stream sends ev.
+func (s *subscriber[E]) wants(ev E) bool { return s.match == nil || s.match(ev) }
 
 // offer queues the frames the subscriber wants, after a gap the hub found
 // before them (nil: none), and wakes the stream. It runs on the hub's
 // goroutine and never blocks.
-func (s *subscriber) offer(frames []*frame, gap *gapNotice) {
+func (s *subscriber[E]) offer(frames []*frame[E], gap *gapNotice) {
 	queued := false
 	s.mu.Lock()
 	if gap != nil && gap.first-1 > s.after {
@@ -110,12 +91,12 @@ func (s *subscriber) offer(frames []*frame, gap *gapNotice) {
 			g.skipped -= s.after - g.after
 			g.after = s.after
 		}
-		s.push(item{gap: &g})
+		s.push(item[E]{gap: &g})
 		queued = true
 	}
 	for _, f := range frames {
-		if f.ev.GetId() > s.after && s.filter.Match(f.ev) {
-			s.push(item{f: f})
+		if f.id > s.after && s.wants(f.ev) {
+			s.push(item[E]{f: f})
 			queued = true
 		}
 	}
@@ -130,12 +111,12 @@ func (s *subscriber) offer(frames []*frame, gap *gapNotice) {
 
 // push appends it, evicting the oldest entry when the queue is full.
 // Called with s.mu held.
-func (s *subscriber) push(it item) {
+func (s *subscriber[E]) push(it item[E]) {
 	if s.n == s.max {
 		s.evict()
 	}
 	if s.n == len(s.ring) {
-		grown := make([]item, min(s.max, max(16, 2*len(s.ring))))
+		grown := make([]item[E], min(s.max, max(16, 2*len(s.ring))))
 		for i := range s.n {
 			grown[i] = s.ring[(s.head+i)%len(s.ring)]
 		}
@@ -146,9 +127,9 @@ func (s *subscriber) push(it item) {
 }
 
 // evict drops the oldest entry into the notices.
-func (s *subscriber) evict() {
+func (s *subscriber[E]) evict() {
 	old := s.ring[s.head]
-	s.ring[s.head] = item{}
+	s.ring[s.head] = item[E]{}
 	s.head = (s.head + 1) % len(s.ring)
 	s.n--
 	if old.gap != nil {
@@ -160,7 +141,7 @@ func (s *subscriber) evict() {
 		}
 		return
 	}
-	id := old.f.ev.GetId()
+	id := old.f.id
 	if s.dropped.count == 0 {
 		s.dropped.from = id
 	}
@@ -170,7 +151,7 @@ func (s *subscriber) evict() {
 
 // take moves up to len(buf) queued entries into buf, and hands over the
 // notices of what was dropped before them (they come first).
-func (s *subscriber) take(buf []item) (gap *gapNotice, dropped dropNotice, items []item) {
+func (s *subscriber[E]) take(buf []item[E]) (gap *gapNotice, dropped dropNotice, items []item[E]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gap, dropped = s.gap, s.dropped
@@ -178,7 +159,7 @@ func (s *subscriber) take(buf []item) (gap *gapNotice, dropped dropNotice, items
 	k := min(len(buf), s.n)
 	for i := range k {
 		buf[i] = s.ring[s.head]
-		s.ring[s.head] = item{}
+		s.ring[s.head] = item[E]{}
 		s.head = (s.head + 1) % len(s.ring)
 	}
 	s.n -= k

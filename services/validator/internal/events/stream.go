@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,40 +20,36 @@ import (
 const takeBatch = 256
 
 // streamHandler serves one stream route.
-type streamHandler struct {
-	hub   *Hub
-	conns *connLimit
+type streamHandler[E any] struct {
+	hub *Hub[E]
 }
 
-// ServeHTTP checks the request, holds one of the client address's
-// connections, then streams until the client leaves or the hub stops.
-func (h *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	filter, aerr := ParseFilter(q)
+// ServeHTTP checks the request, holds one of the client's streams of the
+// budget, then streams until the client leaves or the hub stops.
+func (h *streamHandler[E]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hub := h.hub
+	start, aerr := hub.kind.Open(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	after, resume, aerr := ParseResumePoint(r.Header.Get(headerLastEventID), q)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	client := h.hub.cfg.ClientKey(r)
-	if !h.conns.acquire(client) {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.hub.cfg.Retry/time.Second))))
+	budget := hub.cfg.Budget
+	client := budget.key(r)
+	if !budget.acquire(client) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(hub.cfg.Retry/time.Second))))
 		writeError(w, apierror.New(apierror.RateLimited,
-			"at most %d concurrent event streams per client, both stream routes together; close one before opening another", h.conns.max).
-			WithDetail("limit", h.conns.max))
+			"at most %d concurrent event streams per client, both stream routes together; close one before opening another", budget.max).
+			WithDetail("limit", budget.max))
 		return
 	}
-	defer h.conns.release(client)
+	defer budget.release(client)
 	// The server's read and write timeouts are for requests; a stream keeps
 	// its own write deadline per flush (armDeadline).
 	httpserver.LiftDeadlines(w)
-	if !resume {
+	after := start.After
+	if !start.Resume {
 		// Without a resumption point the stream starts at new events.
-		after = h.hub.log.LastEventID()
+		after = hub.log.LastEventID()
 	}
 
 	hdr := w.Header()
@@ -62,30 +57,33 @@ func (h *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no") // proxies that buffer responses must not hold events back
 	w.WriteHeader(http.StatusOK)
-	burst := max(1, int(h.hub.cfg.Rate/20)) // 50 ms worth of events
-	st := &stream{
-		hub: h.hub, bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w),
-		lim: rate.NewLimiter(rate.Limit(h.hub.cfg.Rate), burst), sub: newSubscriber(filter, h.hub.cfg.Queue),
+	burst := max(1, int(hub.cfg.Rate/20)) // 50 ms worth of events
+	st := &stream[E]{
+		hub: hub, bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w),
+		lim: rate.NewLimiter(rate.Limit(hub.cfg.Rate), burst), sub: newSubscriber(start.Match, hub.cfg.Queue),
 	}
-	if err := st.run(r.Context(), after); err != nil && !errors.Is(err, context.Canceled) {
-		h.hub.logger.Debug("event stream ended", zap.String("client", client), zap.Error(err))
+	if err := st.run(r.Context(), after, start.Notice); err != nil && !errors.Is(err, context.Canceled) {
+		hub.logger.Debug("event stream ended", zap.String("client", client), zap.Error(err))
 	}
 }
 
 // stream is one client's connection.
-type stream struct {
-	hub *Hub
+type stream[E any] struct {
+	hub *Hub[E]
 	bw  *bufio.Writer
 	rc  *http.ResponseController
 	lim *rate.Limiter
-	sub *subscriber
+	sub *subscriber[E]
 }
 
 var errHubStopped = errors.New("events: the validator is stopping")
 
-func (st *stream) run(ctx context.Context, cursor uint64) error {
-	cfg := st.hub.cfg
+func (st *stream[E]) run(ctx context.Context, cursor uint64, notice []byte) error {
+	cfg, kind := st.hub.cfg, st.hub.kind
 	if _, err := st.bw.WriteString("retry: " + strconv.FormatInt(cfg.Retry.Milliseconds(), 10) + "\n\n"); err != nil {
+		return err
+	}
+	if _, err := st.bw.Write(notice); err != nil {
 		return err
 	}
 	if err := st.flush(); err != nil {
@@ -103,7 +101,7 @@ func (st *stream) run(ctx context.Context, cursor uint64) error {
 
 	keepAlive := time.NewTicker(cfg.KeepAlive)
 	defer keepAlive.Stop()
-	buf := make([]item, takeBatch)
+	buf := make([]item[E], takeBatch)
 	for {
 		gap, dropped, items := st.sub.take(buf)
 		if gap == nil && dropped.count == 0 && len(items) == 0 {
@@ -126,24 +124,24 @@ func (st *stream) run(ctx context.Context, cursor uint64) error {
 		}
 		st.armDeadline()
 		if gap != nil {
-			if _, err := st.bw.Write(gap.frame()); err != nil {
+			if _, err := st.bw.Write(gap.frame(kind.StreamID)); err != nil {
 				return err
 			}
 		}
 		if dropped.count > 0 {
 			st.hub.dropped.Add(dropped.count)
-			if _, err := st.bw.Write(dropped.frame()); err != nil {
+			if _, err := st.bw.Write(dropped.frame(kind.StreamID)); err != nil {
 				return err
 			}
 		}
 		for i, it := range items {
 			var err error
 			if it.gap != nil {
-				_, err = st.bw.Write(it.gap.frame())
+				_, err = st.bw.Write(it.gap.frame(kind.StreamID))
 			} else if err = st.pace(ctx); err == nil {
 				_, err = st.bw.Write(it.f.raw)
 			}
-			items[i] = item{}
+			items[i] = item[E]{}
 			if err != nil {
 				return err
 			}
@@ -156,15 +154,15 @@ func (st *stream) run(ctx context.Context, cursor uint64) error {
 
 // catchUp sends one read of history after cursor and returns the new
 // cursor.
-func (st *stream) catchUp(ctx context.Context, cursor uint64) (uint64, error) {
-	log := st.hub.log
+func (st *stream[E]) catchUp(ctx context.Context, cursor uint64) (uint64, error) {
+	log, kind := st.hub.log, st.hub.kind
 	changed := log.Changed()
-	gap, evs, err := readAfter(log, cursor, st.hub.cfg.ReadBatch)
+	gap, evs, err := readAfter(log, kind, cursor, st.hub.cfg.ReadBatch)
 	if err != nil {
 		return cursor, err
 	}
 	if gap != nil {
-		if _, err := st.bw.Write(gap.frame()); err != nil {
+		if _, err := st.bw.Write(gap.frame(kind.StreamID)); err != nil {
 			return cursor, err
 		}
 		cursor = gap.first - 1
@@ -179,18 +177,18 @@ func (st *stream) catchUp(ctx context.Context, cursor uint64) (uint64, error) {
 		return cursor, nil
 	}
 	for _, ev := range evs {
-		cursor = ev.GetId()
-		if !st.sub.filter.Match(ev) {
+		cursor = kind.ID(ev)
+		if !st.sub.wants(ev) {
 			continue
 		}
-		f, err := render(ev)
+		raw, err := kind.Render(ev)
 		if err != nil {
 			return cursor, err
 		}
 		if err := st.pace(ctx); err != nil {
 			return cursor, err
 		}
-		if _, err := st.bw.Write(f.raw); err != nil {
+		if _, err := st.bw.Write(raw); err != nil {
 			return cursor, err
 		}
 	}
@@ -199,7 +197,7 @@ func (st *stream) catchUp(ctx context.Context, cursor uint64) (uint64, error) {
 
 // pace waits for the stream's rate (Config.Rate), sending what is
 // buffered before it waits.
-func (st *stream) pace(ctx context.Context) error {
+func (st *stream[E]) pace(ctx context.Context) error {
 	r := st.lim.Reserve()
 	d := r.Delay()
 	if d <= 0 {
@@ -225,7 +223,7 @@ func (st *stream) pace(ctx context.Context) error {
 // flush sends what is buffered. A client that takes nothing for
 // WriteTimeout is cut off, so a stalled connection does not hold a
 // goroutine and a connection slot forever.
-func (st *stream) flush() error {
+func (st *stream[E]) flush() error {
 	st.armDeadline()
 	if err := st.bw.Flush(); err != nil {
 		return err
@@ -238,44 +236,8 @@ func (st *stream) flush() error {
 
 // armDeadline gives the writes from now WriteTimeout to complete. Writers
 // without deadlines (tests' recorders) simply have none.
-func (st *stream) armDeadline() {
+func (st *stream[E]) armDeadline() {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.hub.cfg.WriteTimeout))
-}
-
-// connLimit counts the open streams of each client address.
-type connLimit struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
-}
-
-func (l *connLimit) acquire(ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n[ip] >= l.max {
-		return false
-	}
-	l.n[ip]++
-	return true
-}
-
-func (l *connLimit) release(ip string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n[ip] <= 1 {
-		delete(l.n, ip)
-		return
-	}
-	l.n[ip]--
-}
-
-// directClientKey is the client key of the connection's address: without
-// a trusted-proxy resolution, headers a client sets are not believed.
-func directClientKey(r *http.Request) string {
-	if a := httpserver.RemoteAddr(r); a.IsValid() {
-		return httpserver.ClientKey(a)
-	}
-	return r.RemoteAddr
 }
 
 // writeError answers the error body of ADR 0006.

@@ -67,17 +67,17 @@ func TestStreamFraming(t *testing.T) {
 func TestStreamFrameBytes(t *testing.T) {
 	e := ev(walletA, "default", "a")
 	e.Id = 42
-	f, err := render(e)
+	raw, err := Content{}.Render(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(api.EventOf(e))
 	want := "id: 42\nevent: content\ndata: " + string(data) + "\n\n"
-	if string(f.raw) != want {
-		t.Fatalf("frame %q, want %q", f.raw, want)
+	if string(raw) != want {
+		t.Fatalf("frame %q, want %q", raw, want)
 	}
-	if bytes.Count(f.raw, []byte("\n")) != 4 {
-		t.Fatalf("frame %q: the data must be one line", f.raw)
+	if bytes.Count(raw, []byte("\n")) != 4 {
+		t.Fatalf("frame %q: the data must be one line", raw)
 	}
 }
 
@@ -280,7 +280,7 @@ func TestStreamGap(t *testing.T) {
 // TestStreamPerClientLimit: ten streams per client, the two stream routes
 // together (contract Limits); the 11th, on either route, answers 429.
 func TestStreamPerClientLimit(t *testing.T) {
-	_, srv := startHub(t, newFakeLog(), Config{MaxPerIP: 10})
+	_, srv := startHub(t, newFakeLog(), Config{Budget: NewBudget(10, nil)})
 	routes := []string{"/v1/events/stream", "/v1/ops/events/stream"}
 	var open10 []*sseClient
 	for i := range 10 {
@@ -333,7 +333,7 @@ func TestStreamLimitCountsByClientKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, srv := startHub(t, newFakeLog(), Config{MaxPerIP: 1, ClientKey: clients.Key})
+			_, srv := startHub(t, newFakeLog(), Config{Budget: NewBudget(1, clients.Key)})
 			first := open(t, srv.URL+"/v1/events/stream", "X-Forwarded-For", tc.clients[0])
 			first.ready()
 			defer first.close()
@@ -497,7 +497,7 @@ func TestStreamOverflowDropsOldest(t *testing.T) {
 // subscribers, not once each.
 func TestHubReadsOncePerApply(t *testing.T) {
 	log := newFakeLog()
-	hub, srv := startHub(t, log, Config{MaxPerIP: 100})
+	hub, srv := startHub(t, log, Config{Budget: NewBudget(100, nil)})
 	const subs = 50
 	clients := make([]*sseClient, subs)
 	for i := range clients {

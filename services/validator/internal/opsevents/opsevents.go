@@ -11,6 +11,8 @@
 package opsevents
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +37,11 @@ const (
 	SnapshotFailed
 	SnapshotReceived
 	WriteStall
+	FeedStale
+	FeedCurrent
+	CompactionStarted
+	CompactionFinished
+	CompactionAbandoned
 	numTypes
 )
 
@@ -73,6 +80,16 @@ func (t Type) String() string {
 		return "snapshot.received"
 	case WriteStall:
 		return "storage.write_stall"
+	case FeedStale:
+		return "chain.feed_stale"
+	case FeedCurrent:
+		return "chain.feed_current"
+	case CompactionStarted:
+		return "gc.compaction_started"
+	case CompactionFinished:
+		return "gc.compaction_finished"
+	case CompactionAbandoned:
+		return "gc.compaction_abandoned"
 	}
 	return "unknown"
 }
@@ -109,6 +126,22 @@ const (
 	AfterCommit  = "after_commit"
 )
 
+// Reasons of a stale chain feed: why held submissions would be refused
+// payment_feed_stale.
+const (
+	// FeedNoStatus: no status from the chain-watcher yet.
+	FeedNoStatus = "no_status"
+	// FeedStatusOld: the chain-watcher's last status is older than its
+	// staleness bound (it stopped, or cannot write).
+	FeedStatusOld = "status_old"
+	// FeedWatcherBehind: the chain-watcher has published payments only up
+	// to a block far behind the chain's safe block.
+	FeedWatcherBehind = "watcher_behind"
+	// FeedIndexBehind: this validator's payment index has not read the
+	// whole payment stream yet.
+	FeedIndexBehind = "index_behind"
+)
+
 // Event is one kept event. Fields that do not apply to its type are zero.
 type Event struct {
 	ID       uint64 // this validator's sequence, from 1
@@ -116,8 +149,11 @@ type Event struct {
 	Type     Type
 	Severity Severity
 	// Reason is a code: the refusal or rejection reason, BeforeCommit or
-	// AfterCommit, Pebble's reason for a stall.
-	Reason     string
+	// AfterCommit, Pebble's reason for a stall, a Feed* reason.
+	Reason string
+	// Detail says more in words, with figures: a stale feed's age or lag,
+	// why a compaction run was given up.
+	Detail     string
 	Wallet     common.Address
 	ProposalID common.Hash
 	// Term, Leader and Role: a leader change (Leader 0: none known).
@@ -132,6 +168,9 @@ type Event struct {
 	Debt, Limit uint64
 	// ReMined: the chain mined a retracted payment again.
 	ReMined bool
+	// Run, Epoch, Steps and Reclaimed: a GC compaction run, its epoch, the
+	// steps applied and the stored bytes of the segments it deleted.
+	Run, Epoch, Steps, Reclaimed uint64
 	// Count is how many occurrences the event stands for, at least 1.
 	Count uint64
 }
@@ -170,6 +209,7 @@ type Recorder struct {
 	now     func() time.Time
 	fold    time.Duration
 	started time.Time
+	boot    string // this process's, in the stream ids (Boot)
 
 	mu      sync.Mutex // the ring
 	ring    []Event
@@ -215,8 +255,21 @@ func New(opts Options) *Recorder {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Recorder{now: opts.Now, fold: opts.Fold, started: opts.Now(), ring: make([]Event, opts.Capacity)}
+	return &Recorder{now: opts.Now, fold: opts.Fold, started: opts.Now(), boot: newBoot(), ring: make([]Event, opts.Capacity)}
 }
+
+// newBoot draws a recorder's boot id: 64 random bits in hex, so that the
+// ids of two processes (a restart, another validator) are never taken for
+// one another.
+func newBoot() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (it panics rather)
+	return hex.EncodeToString(b[:])
+}
+
+// Boot is the recorder's boot id: 16 lowercase hex digits drawn when it was
+// made. The stream names an event by it and the event's id (StreamID).
+func (r *Recorder) Boot() string { return r.boot }
 
 // LeaderChanged records a change of leader, role or term as this validator
 // saw it; leader 0 is none known.
@@ -359,6 +412,34 @@ func (r *Recorder) WriteStalls(reason string, n uint64) {
 	r.keep(Event{Type: WriteStall, Severity: Warn, Reason: reason, Count: n})
 }
 
+// FeedStale records that the chain feed became stale, for reason (a Feed*
+// code) as detail says, or that the reason changed while it stayed stale:
+// held submissions are refused payment_feed_stale meanwhile.
+func (r *Recorder) FeedStale(reason, detail string) {
+	r.keep(Event{Type: FeedStale, Severity: Warn, Reason: reason, Detail: detail})
+}
+
+// FeedCurrent records that the chain feed is current again after it was
+// stale.
+func (r *Recorder) FeedCurrent() {
+	r.keep(Event{Type: FeedCurrent, Severity: Info})
+}
+
+// CompactionStarted records that GC compaction run (of epoch) started.
+func (r *Recorder) CompactionStarted(run, epoch uint64) {
+	r.keep(Event{Type: CompactionStarted, Severity: Info, Run: run, Epoch: epoch})
+}
+
+// CompactionEnded records that GC compaction run ended after steps, having
+// reclaimed bytes: done, or given up for the reason abandoned (a warning).
+func (r *Recorder) CompactionEnded(run, epoch, steps, reclaimed uint64, abandoned string) {
+	e := Event{Type: CompactionFinished, Severity: Info, Run: run, Epoch: epoch, Steps: steps, Reclaimed: reclaimed}
+	if abandoned != "" {
+		e.Type, e.Severity, e.Detail = CompactionAbandoned, Warn, abandoned
+	}
+	r.keep(e)
+}
+
 // keep counts e and keeps it in the ring.
 func (r *Recorder) keep(e Event) {
 	e.At = r.now()
@@ -479,6 +560,49 @@ func (r *Recorder) Changed() <-chan struct{} {
 
 // Capacity is how many events are kept.
 func (r *Recorder) Capacity() int { return len(r.ring) }
+
+// EventsSince returns the kept events with id > after, oldest first, at
+// most limit of them (all when limit <= 0). With the ids, FirstEventID,
+// LastEventID and Changed it makes the ring a log the event streams follow
+// (events.Source).
+func (r *Recorder) EventsSince(after uint64, limit int) ([]Event, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := max(after+1, r.firstLocked())
+	if from > r.next {
+		return nil, nil
+	}
+	n := r.next - from + 1
+	if limit > 0 {
+		n = min(n, uint64(limit))
+	}
+	out := make([]Event, 0, n)
+	for id := from; id < from+n; id++ {
+		out = append(out, r.ring[(id-1)%uint64(len(r.ring))])
+	}
+	return out, nil
+}
+
+// FirstEventID is the oldest kept event's id, LastEventID()+1 when none is.
+func (r *Recorder) FirstEventID() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.firstLocked()
+}
+
+func (r *Recorder) firstLocked() uint64 {
+	if r.next <= uint64(len(r.ring)) {
+		return 1
+	}
+	return r.next - uint64(len(r.ring)) + 1
+}
+
+// LastEventID is the newest event's id, 0 before the first.
+func (r *Recorder) LastEventID() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
 
 // Recent returns up to limit of the newest events, newest first, and the
 // newest id.

@@ -53,6 +53,19 @@ func (e Event) Message() string {
 		s = "a raft snapshot from " + api.NodeName(e.Peer) + " was received"
 	case WriteStall:
 		s = "the database stalled writes: " + e.Reason
+	case FeedStale:
+		s = "the chain feed is stale (" + e.Reason + "): held submissions are refused payment_feed_stale"
+		if e.Detail != "" {
+			s += "; " + e.Detail
+		}
+	case FeedCurrent:
+		s = "the chain feed is current again"
+	case CompactionStarted:
+		s = fmt.Sprintf("GC compaction run %d started (epoch %d)", e.Run, e.Epoch)
+	case CompactionFinished:
+		s = fmt.Sprintf("GC compaction run %d finished after %d steps; %d bytes of segments reclaimed", e.Run, e.Steps, e.Reclaimed)
+	case CompactionAbandoned:
+		s = fmt.Sprintf("GC compaction run %d was given up after %d steps: %s", e.Run, e.Steps, e.Detail)
 	default:
 		s = e.Type.String()
 	}
