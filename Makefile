@@ -8,7 +8,7 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-soak fuzz build tidy
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-blob bench-soak fuzz build tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -44,11 +44,11 @@ lint:
 
 ## bench: every benchmark in Go's benchmark format: the package benchmarks, then the
 ## cluster and pipeline benchmarks below. BENCHCOUNT=6 and benchstat compare runs.
-bench: bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events
+bench: bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-blob
 
 ## bench-packages: the package benchmarks (storage, state, transport, signing, ...)
 bench-packages:
-	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline|BenchmarkPaymentFlood|BenchmarkEdge|BenchmarkEvents|BenchmarkWatcher|BenchmarkSoak' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkCluster|BenchmarkPipeline|BenchmarkPaymentFlood|BenchmarkEdge|BenchmarkEvents|BenchmarkWatcher|BenchmarkBlob|BenchmarkSoak' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PACKAGES)
 
 ## bench-cluster: 3 validators against 3 etcd members (Debian's etcd-server, installed
 ## when missing) on loopback, 1 KiB proposals, closed-loop clients: proposals/s, p50-ms,
@@ -100,6 +100,13 @@ bench-watcher:
 EVENTS_COUNT ?= 3000
 bench-events:
 	$(GO) test -run '^$$' -bench BenchmarkEvents -benchtime $(EVENTS_COUNT)x -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
+
+## bench-blob: one binary (BENCH_BLOB_MIB, default 100 MiB) added to make run's IPFS node, read
+## whole from the gateway directly and through a validator's /api/blob, which checks every block
+## against the CID on the way (docs/adr/0037): MB/s, side by side in one run.
+BLOB_BENCHTIME ?= 5x
+bench-blob:
+	$(GO) test -run '^$$' -bench BenchmarkBlob -benchtime $(BLOB_BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./tests/bench/
 
 ## bench-soak: 3 validators (MOCK mode, fsync on), SOAK_COUNT proposals from 64 closed-loop clients,
 ## about 70/20/10 writes, overwrites and deletes of their own paths, once with GC (COMPACT at every

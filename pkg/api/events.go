@@ -33,8 +33,10 @@ type Event struct {
 	// sealed the batch or proposed the op), in unix milliseconds: the same
 	// on every validator. 0 for a GC op of a version that did not date it.
 	Timestamp int64 `json:"timestamp"`
-	// CasCID is the binary's CID, on binary events only.
+	// CasCID is the binary's CID, on binary events only; BlobID, the
+	// blob id a completed upload recorded it as, if any (docs/adr/0037).
 	CasCID      string `json:"casCid,omitempty"`
+	BlobID      string `json:"blobId,omitempty"`
 	ProposalID  string `json:"proposalId,omitempty"`
 	CommitIndex uint64 `json:"commitIndex"`
 	// ContentHash is the keccak256 of the message written, 0x-prefixed.
@@ -52,7 +54,7 @@ func EventOf(ev *ledgerpb.Event) Event {
 	return Event{
 		ID: strconv.FormatUint(ev.GetId(), 10), Type: ev.GetType(), Action: ev.GetAction(), Path: ev.GetPath(),
 		Wallet: ev.GetWallet(), Organization: ev.GetOrganization(), Timestamp: ev.GetTimestamp(), CasCID: ev.GetCasCid(),
-		ProposalID: ev.GetProposalId(), CommitIndex: ev.GetCommitIndex(), ContentHash: ev.GetContentHash(),
+		BlobID: ev.GetBlobId(), ProposalID: ev.GetProposalId(), CommitIndex: ev.GetCommitIndex(), ContentHash: ev.GetContentHash(),
 		Epoch: ev.GetEpoch(), Reason: ev.GetReason(),
 	}
 }
