@@ -836,6 +836,7 @@ type Entry struct {
 	//	*Entry_GcCompact
 	//	*Entry_GcCompactStep
 	//	*Entry_GcCompactAbandon
+	//	*Entry_ClientRegister
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -968,6 +969,15 @@ func (x *Entry) GetGcCompactAbandon() *GcCompactAbandon {
 	return nil
 }
 
+func (x *Entry) GetClientRegister() *ClientRegister {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_ClientRegister); ok {
+			return x.ClientRegister
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -1012,6 +1022,11 @@ type Entry_GcCompactAbandon struct {
 	GcCompactAbandon *GcCompactAbandon `protobuf:"bytes,10,opt,name=gc_compact_abandon,json=gcCompactAbandon,proto3,oneof"`
 }
 
+type Entry_ClientRegister struct {
+	// 11-13: the binary upload intents.
+	ClientRegister *ClientRegister `protobuf:"bytes,14,opt,name=client_register,json=clientRegister,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -1032,6 +1047,159 @@ func (*Entry_GcCompactStep) isEntry_Op() {}
 
 func (*Entry_GcCompactAbandon) isEntry_Op() {}
 
+func (*Entry_ClientRegister) isEntry_Op() {}
+
+// ClientRegister binds a client id to a wallet (POST /v1/register-client,
+// docs/adr/0038): the wallet signed the binding (pkg/signing,
+// ClientRegistration) and the leader verified it before proposing. Apply
+// stores it when the client id is unbound and the wallet holds fewer than
+// the cap of clients (state.MaxClientsPerWallet); a client id bound already,
+// to this wallet or another, and a wallet at the cap change nothing.
+type ClientRegister struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Wallet        []byte                 `protobuf:"bytes,2,opt,name=wallet,proto3" json:"wallet,omitempty"`          // 20 bytes
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`    // r||s||v, the wallet's, kept as provenance
+	AtMs          int64                  `protobuf:"varint,4,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientRegister) Reset() {
+	*x = ClientRegister{}
+	mi := &file_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientRegister) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientRegister) ProtoMessage() {}
+
+func (x *ClientRegister) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientRegister.ProtoReflect.Descriptor instead.
+func (*ClientRegister) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ClientRegister) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientRegister) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *ClientRegister) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *ClientRegister) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// ClientBinding is a client id's binding, stored at s/r/c/<client id>.
+type ClientBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Wallet        []byte                 `protobuf:"bytes,2,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"` // raft index of the ClientRegister that bound it
+	AtMs          int64                  `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientBinding) Reset() {
+	*x = ClientBinding{}
+	mi := &file_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientBinding) ProtoMessage() {}
+
+func (x *ClientBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientBinding.ProtoReflect.Descriptor instead.
+func (*ClientBinding) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ClientBinding) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientBinding) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *ClientBinding) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *ClientBinding) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ClientBinding) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // LeaderElected is a leader announcing itself: proposed once per term by the
 // node that leads it. Apply emits a consensus "leader" event for the first
 // announcement of a term above the last one announced, when term is the
@@ -1049,7 +1217,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1229,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[6]
+	mi := &file_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1242,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{6}
+	return file_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaderElected) GetNodeId() uint64 {
@@ -1123,7 +1291,7 @@ type PaymentReorg struct {
 
 func (x *PaymentReorg) Reset() {
 	*x = PaymentReorg{}
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1303,7 @@ func (x *PaymentReorg) String() string {
 func (*PaymentReorg) ProtoMessage() {}
 
 func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[7]
+	mi := &file_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1316,7 @@ func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentReorg.ProtoReflect.Descriptor instead.
 func (*PaymentReorg) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{7}
+	return file_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PaymentReorg) GetProposalId() []byte {
@@ -1194,7 +1362,7 @@ type PaymentOrphan struct {
 
 func (x *PaymentOrphan) Reset() {
 	*x = PaymentOrphan{}
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1374,7 @@ func (x *PaymentOrphan) String() string {
 func (*PaymentOrphan) ProtoMessage() {}
 
 func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[8]
+	mi := &file_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1387,7 @@ func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentOrphan.ProtoReflect.Descriptor instead.
 func (*PaymentOrphan) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{8}
+	return file_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PaymentOrphan) GetBlockNumber() uint64 {
@@ -1282,7 +1450,7 @@ type GcAccount struct {
 
 func (x *GcAccount) Reset() {
 	*x = GcAccount{}
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1462,7 @@ func (x *GcAccount) String() string {
 func (*GcAccount) ProtoMessage() {}
 
 func (x *GcAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[9]
+	mi := &file_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1475,7 @@ func (x *GcAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
 func (*GcAccount) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{9}
+	return file_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GcAccount) GetWallet() []byte {
@@ -1375,7 +1543,7 @@ type WalletStats struct {
 
 func (x *WalletStats) Reset() {
 	*x = WalletStats{}
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1555,7 @@ func (x *WalletStats) String() string {
 func (*WalletStats) ProtoMessage() {}
 
 func (x *WalletStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[10]
+	mi := &file_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1568,7 @@ func (x *WalletStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
 func (*WalletStats) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{10}
+	return file_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WalletStats) GetWallet() []byte {
@@ -1463,7 +1631,7 @@ type ProposalCounts struct {
 
 func (x *ProposalCounts) Reset() {
 	*x = ProposalCounts{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1643,7 @@ func (x *ProposalCounts) String() string {
 func (*ProposalCounts) ProtoMessage() {}
 
 func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1656,7 @@ func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
 func (*ProposalCounts) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProposalCounts) GetCommitted() uint64 {
@@ -1560,7 +1728,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1740,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1753,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -1628,7 +1796,7 @@ type GcCompact struct {
 
 func (x *GcCompact) Reset() {
 	*x = GcCompact{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1808,7 @@ func (x *GcCompact) String() string {
 func (*GcCompact) ProtoMessage() {}
 
 func (x *GcCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1821,7 @@ func (x *GcCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompact.ProtoReflect.Descriptor instead.
 func (*GcCompact) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GcCompact) GetEpoch() uint64 {
@@ -1696,7 +1864,7 @@ type GcCompactStep struct {
 
 func (x *GcCompactStep) Reset() {
 	*x = GcCompactStep{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1876,7 @@ func (x *GcCompactStep) String() string {
 func (*GcCompactStep) ProtoMessage() {}
 
 func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1889,7 @@ func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompactStep.ProtoReflect.Descriptor instead.
 func (*GcCompactStep) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GcCompactStep) GetRun() uint64 {
@@ -1766,7 +1934,7 @@ type GcCompactAbandon struct {
 
 func (x *GcCompactAbandon) Reset() {
 	*x = GcCompactAbandon{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1946,7 @@ func (x *GcCompactAbandon) String() string {
 func (*GcCompactAbandon) ProtoMessage() {}
 
 func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1959,7 @@ func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompactAbandon.ProtoReflect.Descriptor instead.
 func (*GcCompactAbandon) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GcCompactAbandon) GetRun() uint64 {
@@ -1847,7 +2015,7 @@ type GcRun struct {
 
 func (x *GcRun) Reset() {
 	*x = GcRun{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2027,7 @@ func (x *GcRun) String() string {
 func (*GcRun) ProtoMessage() {}
 
 func (x *GcRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2040,7 @@ func (x *GcRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRun.ProtoReflect.Descriptor instead.
 func (*GcRun) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GcRun) GetRun() uint64 {
@@ -2041,7 +2209,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2221,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2234,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -2107,7 +2275,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2287,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2300,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -2184,7 +2352,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2364,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2377,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -2246,7 +2414,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2426,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2439,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -2342,7 +2510,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2522,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2535,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{21}
+	return file_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Property) GetName() string {
@@ -2403,7 +2571,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2583,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2596,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{22}
+	return file_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Node) GetPath() string {
@@ -2515,7 +2683,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2695,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2708,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{23}
+	return file_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -2604,7 +2772,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2784,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2797,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{24}
+	return file_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -2718,7 +2886,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2898,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2911,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{25}
+	return file_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2852,7 +3020,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[26]
+	mi := &file_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +3032,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[26]
+	mi := &file_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3045,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{26}
+	return file_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -2937,7 +3105,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[27]
+	mi := &file_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3117,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[27]
+	mi := &file_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3130,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{27}
+	return file_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3051,7 +3219,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
 	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
 	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
-	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xa6\x05\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xf3\x05\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -3066,8 +3234,20 @@ const file_ledger_proto_rawDesc = "" +
 	"gc_compact\x18\b \x01(\v2\x1b.contentledger.v1.GcCompactH\x00R\tgcCompact\x12I\n" +
 	"\x0fgc_compact_step\x18\t \x01(\v2\x1f.contentledger.v1.GcCompactStepH\x00R\rgcCompactStep\x12R\n" +
 	"\x12gc_compact_abandon\x18\n" +
-	" \x01(\v2\".contentledger.v1.GcCompactAbandonH\x00R\x10gcCompactAbandonB\x04\n" +
-	"\x02op\"Q\n" +
+	" \x01(\v2\".contentledger.v1.GcCompactAbandonH\x00R\x10gcCompactAbandon\x12K\n" +
+	"\x0fclient_register\x18\x0e \x01(\v2 .contentledger.v1.ClientRegisterH\x00R\x0eclientRegisterB\x04\n" +
+	"\x02op\"x\n" +
+	"\x0eClientRegister\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06wallet\x18\x02 \x01(\fR\x06wallet\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12\x13\n" +
+	"\x05at_ms\x18\x04 \x01(\x03R\x04atMs\"\x8d\x01\n" +
+	"\rClientBinding\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06wallet\x18\x02 \x01(\fR\x06wallet\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x13\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\"Q\n" +
 	"\rLeaderElected\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x13\n" +
@@ -3284,7 +3464,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),                // 0: contentledger.v1.Tier
 	(PaymentToken)(0),        // 1: contentledger.v1.PaymentToken
@@ -3296,29 +3476,31 @@ var file_ledger_proto_goTypes = []any{
 	(*BatchItem)(nil),        // 7: contentledger.v1.BatchItem
 	(*ProposalBatch)(nil),    // 8: contentledger.v1.ProposalBatch
 	(*Entry)(nil),            // 9: contentledger.v1.Entry
-	(*LeaderElected)(nil),    // 10: contentledger.v1.LeaderElected
-	(*PaymentReorg)(nil),     // 11: contentledger.v1.PaymentReorg
-	(*PaymentOrphan)(nil),    // 12: contentledger.v1.PaymentOrphan
-	(*GcAccount)(nil),        // 13: contentledger.v1.GcAccount
-	(*WalletStats)(nil),      // 14: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil),   // 15: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),        // 16: contentledger.v1.GcExecute
-	(*GcCompact)(nil),        // 17: contentledger.v1.GcCompact
-	(*GcCompactStep)(nil),    // 18: contentledger.v1.GcCompactStep
-	(*GcCompactAbandon)(nil), // 19: contentledger.v1.GcCompactAbandon
-	(*GcRun)(nil),            // 20: contentledger.v1.GcRun
-	(*GcSetLimit)(nil),       // 21: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),            // 22: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil),   // 23: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil),   // 24: contentledger.v1.ProposalRecord
-	(*Property)(nil),         // 25: contentledger.v1.Property
-	(*Node)(nil),             // 26: contentledger.v1.Node
-	(*SegmentOp)(nil),        // 27: contentledger.v1.SegmentOp
-	(*Segment)(nil),          // 28: contentledger.v1.Segment
-	(*Event)(nil),            // 29: contentledger.v1.Event
-	(*EpochUpdate)(nil),      // 30: contentledger.v1.EpochUpdate
-	(*Member)(nil),           // 31: contentledger.v1.Member
-	nil,                      // 32: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(*ClientRegister)(nil),   // 10: contentledger.v1.ClientRegister
+	(*ClientBinding)(nil),    // 11: contentledger.v1.ClientBinding
+	(*LeaderElected)(nil),    // 12: contentledger.v1.LeaderElected
+	(*PaymentReorg)(nil),     // 13: contentledger.v1.PaymentReorg
+	(*PaymentOrphan)(nil),    // 14: contentledger.v1.PaymentOrphan
+	(*GcAccount)(nil),        // 15: contentledger.v1.GcAccount
+	(*WalletStats)(nil),      // 16: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil),   // 17: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),        // 18: contentledger.v1.GcExecute
+	(*GcCompact)(nil),        // 19: contentledger.v1.GcCompact
+	(*GcCompactStep)(nil),    // 20: contentledger.v1.GcCompactStep
+	(*GcCompactAbandon)(nil), // 21: contentledger.v1.GcCompactAbandon
+	(*GcRun)(nil),            // 22: contentledger.v1.GcRun
+	(*GcSetLimit)(nil),       // 23: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),            // 24: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil),   // 25: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil),   // 26: contentledger.v1.ProposalRecord
+	(*Property)(nil),         // 27: contentledger.v1.Property
+	(*Node)(nil),             // 28: contentledger.v1.Node
+	(*SegmentOp)(nil),        // 29: contentledger.v1.SegmentOp
+	(*Segment)(nil),          // 30: contentledger.v1.Segment
+	(*Event)(nil),            // 31: contentledger.v1.Event
+	(*EpochUpdate)(nil),      // 32: contentledger.v1.EpochUpdate
+	(*Member)(nil),           // 33: contentledger.v1.Member
+	nil,                      // 34: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -3329,31 +3511,32 @@ var file_ledger_proto_depIdxs = []int32{
 	4,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	7,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	8,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	23, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	16, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	21, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	22, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	11, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
-	10, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
-	17, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
-	18, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
-	19, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
-	4,  // 17: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
-	4,  // 18: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
-	4,  // 19: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
-	32, // 20: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	6,  // 21: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	4,  // 22: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 23: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	12, // 24: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
-	25, // 25: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	26, // 26: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	27, // 27: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	25, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	18, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	23, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	24, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	13, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
+	12, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
+	19, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
+	20, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
+	21, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
+	10, // 17: contentledger.v1.Entry.client_register:type_name -> contentledger.v1.ClientRegister
+	4,  // 18: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	4,  // 19: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	4,  // 20: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	34, // 21: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	6,  // 22: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	4,  // 23: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 24: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	14, // 25: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	27, // 26: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	28, // 27: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	29, // 28: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -3372,8 +3555,9 @@ func file_ledger_proto_init() {
 		(*Entry_GcCompact)(nil),
 		(*Entry_GcCompactStep)(nil),
 		(*Entry_GcCompactAbandon)(nil),
+		(*Entry_ClientRegister)(nil),
 	}
-	file_ledger_proto_msgTypes[23].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[25].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -3383,7 +3567,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

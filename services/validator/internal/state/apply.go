@@ -150,6 +150,8 @@ func (a *applier) applyEntry(e *Entry) error {
 		return a.compactStep(e.Index, e.Term, op.GcCompactStep)
 	case *ledgerpb.Entry_GcCompactAbandon:
 		return a.compactAbandon(e.Index, op.GcCompactAbandon)
+	case *ledgerpb.Entry_ClientRegister:
+		return a.clientRegister(e.Index, op.ClientRegister)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.Index))
