@@ -103,6 +103,9 @@ type Config struct {
 	// (bodyLimit); 0: httpserver.DefaultMaxBodyBytes.
 	Clients      *httpserver.Clients
 	MaxBodyBytes int64
+	// PublicURL is the public URL this validator advertises unless the
+	// operator set another (SVC_VALIDATOR_PUBLIC_URL; "" none).
+	PublicURL string
 }
 
 // Deps are the parts of the validator the routes read and drive, each
@@ -150,6 +153,13 @@ type Deps struct {
 	// Settings and Tunables are what the configuration views show.
 	Settings []settings.Setting
 	Tunables []api.Tunable
+	// ClientRegistrations binds client ids to wallets; Heads is the applied
+	// state's head; HeadReports, the followers' reports the leader keeps;
+	// PublicURL, where the operator's public URL is kept (docs/adr/0038).
+	ClientRegistrations Clients
+	Heads               Heads
+	HeadReports         HeadBook
+	PublicURL           LocalValue
 }
 
 // Access decides what a bearer token is worth on a lane (access.Gate).
