@@ -6,6 +6,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
@@ -32,7 +33,7 @@ func describeSettings(cfg Config) []settings.Setting {
 		Classify: settingClass,
 		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
 			"NATS_PASSWORD", "NATS_TOKEN"},
-		URLs:  []string{"IPFS_GATEWAY", "NATS_URL"},
+		URLs:  []string{"IPFS_GATEWAY", "NATS_URL", "PUBLIC_URL"},
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
@@ -42,7 +43,8 @@ func describeSettings(cfg Config) []settings.Setting {
 			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10), "GC_STEP_BYTES": strconv.FormatUint(pipe.GcStepBytes, 10),
 			"GC_RETRY_COUNT": strconv.Itoa(pipe.GcRetryCount), "GC_FORCE_TIMEOUT": pipe.GcForceTimeout.String(),
 			"GC_MEMORY_THRESHOLD": strconv.FormatFloat(100*pipe.GcMemoryThreshold, 'g', -1, 64),
-			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize)}),
+			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize),
+			"HEAD_REPORT_INTERVAL": headreport.DefaultInterval.String()}),
 	})
 }
 
@@ -80,6 +82,10 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "api", "high", true
 	case "OPERATOR_RATE":
 		return "api", "medium", true
+	// What this validator advertises and reports (docs/adr/0038): neither
+	// changes what the cluster stores.
+	case "PUBLIC_URL", "HEAD_REPORT_INTERVAL":
+		return "api", "low", true
 	case "RATE_PER_IP", "RATE_PER_WALLET":
 		return "api", "medium", true
 	// The HTTP servers (pkg/httpserver): trusting a proxy hands it the

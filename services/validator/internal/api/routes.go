@@ -174,7 +174,6 @@ func (s *Server) routes() []Route {
 	}
 }
 
-
 // routeKey names a route by method and echo path.
 func routeKey(method, path string) string { return method + " " + path }
 
