@@ -28,6 +28,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/access"
+	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 )
 
@@ -279,10 +280,13 @@ func bearerToken(r *http.Request) string {
 // in its query instead of its body, or that goes past the operator rate.
 func (s *Server) operatorRequest(c echo.Context) error {
 	// Counted by client key (IPv6: its /64), once: on the member a client
-	// reached, not again on the leader it forwards to (as limitIP).
+	// reached, not again on the leader it forwards to (as limitIP). A
+	// member's own head reports are not counted: they would use up the
+	// operators' budget at the leader of a cluster on one host.
 	ip := c.RealIP()
 	by := c.Request().Header.Get(forwardedHeader)
-	if s.cfg.OperatorLimiter != nil && (by == "" || !s.isMemberAddress(by, ip)) {
+	exempt := by != "" && s.isMemberAddress(by, ip) || c.Path() == headreport.Path && s.fromMember(ip)
+	if s.cfg.OperatorLimiter != nil && !exempt {
 		if ok, err := s.cfg.OperatorLimiter.Allow(httpserver.KeyOfAddr(ip)); err != nil || !ok {
 			c.Response().Header().Set("Retry-After", "1")
 			return apierror.New(apierror.RateLimited, "too many operator requests from this address; retry shortly")

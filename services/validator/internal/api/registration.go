@@ -229,6 +229,20 @@ func (s *Server) followerHeadUpdate(c echo.Context) error {
 	return c.JSON(http.StatusOK, view)
 }
 
+// fromMember reports whether ip is the address of a member of the
+// cluster.
+func (s *Server) fromMember(ip string) bool {
+	if s.deps.Cluster == nil {
+		return false
+	}
+	for _, m := range s.deps.Cluster.Members() {
+		if s.isMemberAddress(strconv.FormatUint(m.ID, 10), ip) {
+			return true
+		}
+	}
+	return false
+}
+
 // followerHead renders a report with its agreement with this validator's
 // segment chain.
 func (s *Server) followerHead(r headreport.Report) (*api.FollowerHead, error) {
