@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/signing"
+	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
 
 // runAt runs a validator of cfg until stop is called, and returns its URL
@@ -79,7 +81,8 @@ func callJSON(t *testing.T, method, u, token, body string, out any) int {
 
 // TestRegistrationRoutes: a client id binds to the wallet that signed it,
 // once: the same wallet again answers the binding, another wallet 409, a
-// signature by anyone but the wallet 401 with nothing bound. The public
+// signature by anyone but the wallet 401 with nothing bound, a wallet past
+// the cap of clients 409. The public
 // URL is the setting's until the operator sets one, which only the
 // operator's token may. A restart keeps the bindings and the operator's
 // URL; /v1/head names the segment-chain head.
@@ -116,6 +119,21 @@ func TestRegistrationRoutes(t *testing.T) {
 	}
 	if code := getJSON(t, base+"/v1/register-client/app-2", &refused); code != http.StatusNotFound {
 		t.Fatalf("app-2 after a forged registration: %d %+v", code, refused.Error)
+	}
+
+	// The cap per wallet: app-1 and 63 more, then a refusal naming it.
+	for i := range state.MaxClientsPerWallet - 1 {
+		var reg api.ClientRegistration
+		if code := callJSON(t, http.MethodPost, base+"/v1/register-client", "", registration(t, fmt.Sprintf("alice-%02d", i), alice, alice), &reg); code != http.StatusOK {
+			t.Fatalf("registering client %d of alice: %d", i+2, code)
+		}
+	}
+	if code := callJSON(t, http.MethodPost, base+"/v1/register-client", "", registration(t, "one-too-many", alice, alice), &refused); code != http.StatusConflict ||
+		refused.Error.Code != apierror.ClientLimitReached || refused.Error.Details["limit"] != float64(state.MaxClientsPerWallet) {
+		t.Fatalf("a client past the cap: %d %+v", code, refused.Error)
+	}
+	if code := getJSON(t, base+"/v1/register-client/one-too-many", &refused); code != http.StatusNotFound {
+		t.Fatalf("the client past the cap is bound: %d", code)
 	}
 
 	var head api.Head
