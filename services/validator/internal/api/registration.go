@@ -133,6 +133,11 @@ func (s *Server) registerClient(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Registrations are not paid for: the proposals' per-client rate
+	// (RATE_PER_IP) bounds what one client adds, where it first arrives.
+	if err := s.limitIP(c); err != nil {
+		return err
+	}
 	if handled, err := s.forward(c); handled {
 		return err
 	}

@@ -227,6 +227,14 @@ func TestRegisterClientRoute(t *testing.T) {
 	if rec := send(e, http.MethodPost, "/v1/register-client", "", good); rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "client_bound_elsewhere") {
 		t.Fatalf("bound elsewhere: %d %s", rec.Code, rec.Body)
 	}
+	// Registrations take the proposals' per-client rate.
+	limited := New(Config{IPLimiter: &allowN{n: 1}}, Deps{Cluster: leaderCluster{}, ClientRegistrations: &fakeClients{}}, zap.NewNop())
+	if rec := send(limited, http.MethodPost, "/v1/register-client", "", good); rec.Code != http.StatusOK {
+		t.Fatalf("the first registration of a client: %d %s", rec.Code, rec.Body)
+	}
+	if rec := send(limited, http.MethodPost, "/v1/register-client", "", good); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("past the client's rate: %d %s", rec.Code, rec.Body)
+	}
 	if rec := send(e, http.MethodGet, "/v1/register-client/known", "", ""); rec.Code != http.StatusOK {
 		t.Errorf("a known client: %d %s", rec.Code, rec.Body)
 	}
