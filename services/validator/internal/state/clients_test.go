@@ -79,3 +79,25 @@ func TestSegmentHead(t *testing.T) {
 		}
 	}
 }
+
+// TestClientBindingsInSnapshots: a restored snapshot holds the bindings,
+// and its machine goes on deciding registrations alike.
+func TestClientBindingsInSnapshots(t *testing.T) {
+	alice, bob := common.Address{0xa1}, common.Address{0xb0}
+	l := newLog(t)
+	src := newMachine(t)
+	mustApply(t, src, registerEntry(l, "app-1", alice, 1), registerEntry(l, "app-2", bob, 2))
+	snap := snapshotOf(t, src, 1)
+	dst := newMachine(t)
+	if err := snap.restore(dst); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, dst, src)
+	next := registerEntry(l, "app-1", bob, 3) // bound elsewhere: nothing
+	mustApply(t, src, next)
+	mustApply(t, dst, next)
+	if b, err := dst.ClientBinding("app-1"); err != nil || b == nil || common.Address(b.GetWallet()) != alice {
+		t.Fatalf("app-1 after the restore: %v %v", b, err)
+	}
+	sameState(t, dst, src)
+}
