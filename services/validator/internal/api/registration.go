@@ -59,20 +59,6 @@ type LocalValue interface {
 	Save(data []byte) error
 }
 
-// decodeObject decodes raw, one JSON object with only v's fields, into v.
-// An empty body is an empty object.
-func decodeObject(raw []byte, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil || dec.More() {
-		return apierror.New(apierror.InvalidField, "the body must be one JSON object of the route's fields: %v", err)
-	}
-	return nil
-}
-
 // jsonBody reads a JSON request body, bounded like every other
 // (limitBody), and keeps it for forwarding to the leader.
 func (s *Server) jsonBody(c echo.Context) ([]byte, error) {
