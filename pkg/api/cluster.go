@@ -261,6 +261,9 @@ type ReplicationNode struct {
 	RecentActive    bool   `json:"recentActive"`
 	PendingSnapshot uint64 `json:"pendingSnapshot,omitempty"`
 	Learner         bool   `json:"learner,omitempty"`
+	// Head is the newest head the member reported to this leader
+	// (POST /v1/follower/head-update), absent when none is held.
+	Head *FollowerHead `json:"head,omitempty"`
 }
 
 // DeepHealth is the body of GET /health/deep: each part the validator

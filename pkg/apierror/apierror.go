@@ -49,11 +49,17 @@ const (
 	// asked for (docs/adr/0033); details.reason says why: run_exists (a
 	// run of the finalized epoch is applied: details.run and details.epoch
 	// name it), no_finalized_epoch (retryable) or gc_off.
-	GcRefused          Code = "gc_refused"
-	WriteBlockedGCDebt Code = "write_blocked_gc_debt"
-	PathForbidden      Code = "path_forbidden"
-	ContentTooLarge    Code = "content_too_large"
-	LeaderUnknown      Code = "leader_unknown"
+	GcRefused Code = "gc_refused"
+	// ClientBoundElsewhere: the client id is bound to another wallet
+	// (POST /v1/register-client, docs/adr/0038); details.wallet names it.
+	// ClientLimitReached: the wallet has bound as many client ids as one
+	// wallet may (details.limit).
+	ClientBoundElsewhere Code = "client_bound_elsewhere"
+	ClientLimitReached   Code = "client_limit_reached"
+	WriteBlockedGCDebt   Code = "write_blocked_gc_debt"
+	PathForbidden        Code = "path_forbidden"
+	ContentTooLarge      Code = "content_too_large"
+	LeaderUnknown        Code = "leader_unknown"
 	// PaymentFeedStale: this validator cannot tell whether a payment
 	// exists, because the chain feed is behind (no recent status from the
 	// chain-watcher, or the payment index behind the stream); details.cause
@@ -98,6 +104,8 @@ var status = map[Code]int{
 	ProposalIDConflict:   http.StatusConflict,
 	MembershipRefused:    http.StatusConflict,
 	GcRefused:            http.StatusConflict,
+	ClientBoundElsewhere: http.StatusConflict,
+	ClientLimitReached:   http.StatusConflict,
 	WriteBlockedGCDebt:   http.StatusPaymentRequired,
 	PathForbidden:        http.StatusForbidden,
 	ContentTooLarge:      http.StatusRequestEntityTooLarge,

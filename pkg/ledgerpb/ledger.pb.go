@@ -892,6 +892,7 @@ type Entry struct {
 	//	*Entry_BlobIntentDeclare
 	//	*Entry_BlobIntentComplete
 	//	*Entry_BlobIntentExpire
+	//	*Entry_ClientRegister
 	Op            isEntry_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1051,6 +1052,15 @@ func (x *Entry) GetBlobIntentExpire() *BlobIntentExpire {
 	return nil
 }
 
+func (x *Entry) GetClientRegister() *ClientRegister {
+	if x != nil {
+		if x, ok := x.Op.(*Entry_ClientRegister); ok {
+			return x.ClientRegister
+		}
+	}
+	return nil
+}
+
 type isEntry_Op interface {
 	isEntry_Op()
 }
@@ -1107,6 +1117,10 @@ type Entry_BlobIntentExpire struct {
 	BlobIntentExpire *BlobIntentExpire `protobuf:"bytes,13,opt,name=blob_intent_expire,json=blobIntentExpire,proto3,oneof"`
 }
 
+type Entry_ClientRegister struct {
+	ClientRegister *ClientRegister `protobuf:"bytes,14,opt,name=client_register,json=clientRegister,proto3,oneof"`
+}
+
 func (*Entry_Batch) isEntry_Op() {}
 
 func (*Entry_Finalize) isEntry_Op() {}
@@ -1132,6 +1146,8 @@ func (*Entry_BlobIntentDeclare) isEntry_Op() {}
 func (*Entry_BlobIntentComplete) isEntry_Op() {}
 
 func (*Entry_BlobIntentExpire) isEntry_Op() {}
+
+func (*Entry_ClientRegister) isEntry_Op() {}
 
 // BlobIntentDeclare declares an upload intent. Apply records it READY_FOR_UPLOAD
 // unless the token exists (a repeat: nothing changes) or the wallet has
@@ -1601,6 +1617,157 @@ func (x *BlobMapping) GetAtMs() int64 {
 	return 0
 }
 
+// ClientRegister binds a client id to a wallet (POST /v1/register-client,
+// docs/adr/0038): the wallet signed the binding (pkg/signing,
+// ClientRegistration) and the leader verified it before proposing. Apply
+// stores it when the client id is unbound and the wallet holds fewer than
+// the cap of clients (state.MaxClientsPerWallet); a client id bound already,
+// to this wallet or another, and a wallet at the cap change nothing.
+type ClientRegister struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Wallet        []byte                 `protobuf:"bytes,2,opt,name=wallet,proto3" json:"wallet,omitempty"`          // 20 bytes
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`    // r||s||v, the wallet's, kept as provenance
+	AtMs          int64                  `protobuf:"varint,4,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // proposer's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientRegister) Reset() {
+	*x = ClientRegister{}
+	mi := &file_ledger_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientRegister) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientRegister) ProtoMessage() {}
+
+func (x *ClientRegister) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientRegister.ProtoReflect.Descriptor instead.
+func (*ClientRegister) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClientRegister) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientRegister) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *ClientRegister) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *ClientRegister) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+// ClientBinding is a client id's binding, stored at s/r/c/<client id>.
+type ClientBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Wallet        []byte                 `protobuf:"bytes,2,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"` // raft index of the ClientRegister that bound it
+	AtMs          int64                  `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientBinding) Reset() {
+	*x = ClientBinding{}
+	mi := &file_ledger_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientBinding) ProtoMessage() {}
+
+func (x *ClientBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_ledger_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientBinding.ProtoReflect.Descriptor instead.
+func (*ClientBinding) Descriptor() ([]byte, []int) {
+	return file_ledger_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ClientBinding) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientBinding) GetWallet() []byte {
+	if x != nil {
+		return x.Wallet
+	}
+	return nil
+}
+
+func (x *ClientBinding) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *ClientBinding) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ClientBinding) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 // LeaderElected is a leader announcing itself: proposed once per term by the
 // node that leads it. Apply emits a consensus "leader" event for the first
 // announcement of a term above the last one announced, when term is the
@@ -1618,7 +1785,7 @@ type LeaderElected struct {
 
 func (x *LeaderElected) Reset() {
 	*x = LeaderElected{}
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1797,7 @@ func (x *LeaderElected) String() string {
 func (*LeaderElected) ProtoMessage() {}
 
 func (x *LeaderElected) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[11]
+	mi := &file_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1810,7 @@ func (x *LeaderElected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderElected.ProtoReflect.Descriptor instead.
 func (*LeaderElected) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{11}
+	return file_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaderElected) GetNodeId() uint64 {
@@ -1692,7 +1859,7 @@ type PaymentReorg struct {
 
 func (x *PaymentReorg) Reset() {
 	*x = PaymentReorg{}
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1871,7 @@ func (x *PaymentReorg) String() string {
 func (*PaymentReorg) ProtoMessage() {}
 
 func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[12]
+	mi := &file_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1884,7 @@ func (x *PaymentReorg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentReorg.ProtoReflect.Descriptor instead.
 func (*PaymentReorg) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{12}
+	return file_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PaymentReorg) GetProposalId() []byte {
@@ -1763,7 +1930,7 @@ type PaymentOrphan struct {
 
 func (x *PaymentOrphan) Reset() {
 	*x = PaymentOrphan{}
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1942,7 @@ func (x *PaymentOrphan) String() string {
 func (*PaymentOrphan) ProtoMessage() {}
 
 func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[13]
+	mi := &file_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1955,7 @@ func (x *PaymentOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentOrphan.ProtoReflect.Descriptor instead.
 func (*PaymentOrphan) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{13}
+	return file_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PaymentOrphan) GetBlockNumber() uint64 {
@@ -1851,7 +2018,7 @@ type GcAccount struct {
 
 func (x *GcAccount) Reset() {
 	*x = GcAccount{}
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2030,7 @@ func (x *GcAccount) String() string {
 func (*GcAccount) ProtoMessage() {}
 
 func (x *GcAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[14]
+	mi := &file_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2043,7 @@ func (x *GcAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcAccount.ProtoReflect.Descriptor instead.
 func (*GcAccount) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{14}
+	return file_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GcAccount) GetWallet() []byte {
@@ -1944,7 +2111,7 @@ type WalletStats struct {
 
 func (x *WalletStats) Reset() {
 	*x = WalletStats{}
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2123,7 @@ func (x *WalletStats) String() string {
 func (*WalletStats) ProtoMessage() {}
 
 func (x *WalletStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[15]
+	mi := &file_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2136,7 @@ func (x *WalletStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletStats.ProtoReflect.Descriptor instead.
 func (*WalletStats) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{15}
+	return file_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WalletStats) GetWallet() []byte {
@@ -2032,7 +2199,7 @@ type ProposalCounts struct {
 
 func (x *ProposalCounts) Reset() {
 	*x = ProposalCounts{}
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2211,7 @@ func (x *ProposalCounts) String() string {
 func (*ProposalCounts) ProtoMessage() {}
 
 func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[16]
+	mi := &file_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2224,7 @@ func (x *ProposalCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalCounts.ProtoReflect.Descriptor instead.
 func (*ProposalCounts) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{16}
+	return file_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProposalCounts) GetCommitted() uint64 {
@@ -2129,7 +2296,7 @@ type GcExecute struct {
 
 func (x *GcExecute) Reset() {
 	*x = GcExecute{}
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2308,7 @@ func (x *GcExecute) String() string {
 func (*GcExecute) ProtoMessage() {}
 
 func (x *GcExecute) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[17]
+	mi := &file_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2321,7 @@ func (x *GcExecute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcExecute.ProtoReflect.Descriptor instead.
 func (*GcExecute) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{17}
+	return file_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GcExecute) GetWallet() []byte {
@@ -2197,7 +2364,7 @@ type GcCompact struct {
 
 func (x *GcCompact) Reset() {
 	*x = GcCompact{}
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2376,7 @@ func (x *GcCompact) String() string {
 func (*GcCompact) ProtoMessage() {}
 
 func (x *GcCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[18]
+	mi := &file_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2389,7 @@ func (x *GcCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompact.ProtoReflect.Descriptor instead.
 func (*GcCompact) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{18}
+	return file_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GcCompact) GetEpoch() uint64 {
@@ -2265,7 +2432,7 @@ type GcCompactStep struct {
 
 func (x *GcCompactStep) Reset() {
 	*x = GcCompactStep{}
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2444,7 @@ func (x *GcCompactStep) String() string {
 func (*GcCompactStep) ProtoMessage() {}
 
 func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[19]
+	mi := &file_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2457,7 @@ func (x *GcCompactStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompactStep.ProtoReflect.Descriptor instead.
 func (*GcCompactStep) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{19}
+	return file_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GcCompactStep) GetRun() uint64 {
@@ -2335,7 +2502,7 @@ type GcCompactAbandon struct {
 
 func (x *GcCompactAbandon) Reset() {
 	*x = GcCompactAbandon{}
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2514,7 @@ func (x *GcCompactAbandon) String() string {
 func (*GcCompactAbandon) ProtoMessage() {}
 
 func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[20]
+	mi := &file_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2527,7 @@ func (x *GcCompactAbandon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcCompactAbandon.ProtoReflect.Descriptor instead.
 func (*GcCompactAbandon) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{20}
+	return file_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GcCompactAbandon) GetRun() uint64 {
@@ -2416,7 +2583,7 @@ type GcRun struct {
 
 func (x *GcRun) Reset() {
 	*x = GcRun{}
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2595,7 @@ func (x *GcRun) String() string {
 func (*GcRun) ProtoMessage() {}
 
 func (x *GcRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[21]
+	mi := &file_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2608,7 @@ func (x *GcRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRun.ProtoReflect.Descriptor instead.
 func (*GcRun) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{21}
+	return file_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GcRun) GetRun() uint64 {
@@ -2610,7 +2777,7 @@ type GcSetLimit struct {
 
 func (x *GcSetLimit) Reset() {
 	*x = GcSetLimit{}
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2789,7 @@ func (x *GcSetLimit) String() string {
 func (*GcSetLimit) ProtoMessage() {}
 
 func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[22]
+	mi := &file_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2802,7 @@ func (x *GcSetLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcSetLimit.ProtoReflect.Descriptor instead.
 func (*GcSetLimit) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{22}
+	return file_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GcSetLimit) GetWallet() []byte {
@@ -2676,7 +2843,7 @@ type GcPay struct {
 
 func (x *GcPay) Reset() {
 	*x = GcPay{}
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2855,7 @@ func (x *GcPay) String() string {
 func (*GcPay) ProtoMessage() {}
 
 func (x *GcPay) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[23]
+	mi := &file_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2868,7 @@ func (x *GcPay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcPay.ProtoReflect.Descriptor instead.
 func (*GcPay) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{23}
+	return file_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GcPay) GetWallet() []byte {
@@ -2753,7 +2920,7 @@ type FinalizeEpochs struct {
 
 func (x *FinalizeEpochs) Reset() {
 	*x = FinalizeEpochs{}
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2932,7 @@ func (x *FinalizeEpochs) String() string {
 func (*FinalizeEpochs) ProtoMessage() {}
 
 func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[24]
+	mi := &file_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2945,7 @@ func (x *FinalizeEpochs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeEpochs.ProtoReflect.Descriptor instead.
 func (*FinalizeEpochs) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{24}
+	return file_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FinalizeEpochs) GetEpoch() uint64 {
@@ -2815,7 +2982,7 @@ type ProposalRecord struct {
 
 func (x *ProposalRecord) Reset() {
 	*x = ProposalRecord{}
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2994,7 @@ func (x *ProposalRecord) String() string {
 func (*ProposalRecord) ProtoMessage() {}
 
 func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[25]
+	mi := &file_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3007,7 @@ func (x *ProposalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRecord.ProtoReflect.Descriptor instead.
 func (*ProposalRecord) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{25}
+	return file_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProposalRecord) GetProposal() *Proposal {
@@ -2911,7 +3078,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_ledger_proto_msgTypes[26]
+	mi := &file_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3090,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[26]
+	mi := &file_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3103,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{26}
+	return file_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Property) GetName() string {
@@ -2972,7 +3139,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_ledger_proto_msgTypes[27]
+	mi := &file_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3151,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[27]
+	mi := &file_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3164,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{27}
+	return file_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Node) GetPath() string {
@@ -3084,7 +3251,7 @@ type SegmentOp struct {
 
 func (x *SegmentOp) Reset() {
 	*x = SegmentOp{}
-	mi := &file_ledger_proto_msgTypes[28]
+	mi := &file_ledger_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3263,7 @@ func (x *SegmentOp) String() string {
 func (*SegmentOp) ProtoMessage() {}
 
 func (x *SegmentOp) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[28]
+	mi := &file_ledger_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3276,7 @@ func (x *SegmentOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentOp.ProtoReflect.Descriptor instead.
 func (*SegmentOp) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{28}
+	return file_ledger_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SegmentOp) GetOp() isSegmentOp_Op {
@@ -3173,7 +3340,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_ledger_proto_msgTypes[29]
+	mi := &file_ledger_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3352,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[29]
+	mi := &file_ledger_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3365,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{29}
+	return file_ledger_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Segment) GetIndex() uint64 {
@@ -3288,7 +3455,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ledger_proto_msgTypes[30]
+	mi := &file_ledger_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3467,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[30]
+	mi := &file_ledger_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3480,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{30}
+	return file_ledger_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Event) GetId() uint64 {
@@ -3429,7 +3596,7 @@ type EpochUpdate struct {
 
 func (x *EpochUpdate) Reset() {
 	*x = EpochUpdate{}
-	mi := &file_ledger_proto_msgTypes[31]
+	mi := &file_ledger_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3608,7 @@ func (x *EpochUpdate) String() string {
 func (*EpochUpdate) ProtoMessage() {}
 
 func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[31]
+	mi := &file_ledger_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3621,7 @@ func (x *EpochUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochUpdate.ProtoReflect.Descriptor instead.
 func (*EpochUpdate) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{31}
+	return file_ledger_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EpochUpdate) GetChainId() uint64 {
@@ -3514,7 +3681,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_ledger_proto_msgTypes[32]
+	mi := &file_ledger_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3693,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_ledger_proto_msgTypes[32]
+	mi := &file_ledger_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3706,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_ledger_proto_rawDescGZIP(), []int{32}
+	return file_ledger_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3628,7 +3795,7 @@ const file_ledger_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
 	"\x05items\x18\x03 \x03(\v2\x1b.contentledger.v1.BatchItemR\x05items\x12&\n" +
 	"\x0fevent_window_ms\x18\x04 \x01(\x03R\reventWindowMs\x12\x1b\n" +
-	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xab\a\n" +
+	"\tevent_max\x18\x05 \x01(\x04R\beventMax\"\xf8\a\n" +
 	"\x05Entry\x127\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1f.contentledger.v1.ProposalBatchH\x00R\x05batch\x12>\n" +
 	"\bfinalize\x18\x02 \x01(\v2 .contentledger.v1.FinalizeEpochsH\x00R\bfinalize\x12<\n" +
@@ -3646,7 +3813,8 @@ const file_ledger_proto_rawDesc = "" +
 	" \x01(\v2\".contentledger.v1.GcCompactAbandonH\x00R\x10gcCompactAbandon\x12U\n" +
 	"\x13blob_intent_declare\x18\v \x01(\v2#.contentledger.v1.BlobIntentDeclareH\x00R\x11blobIntentDeclare\x12X\n" +
 	"\x14blob_intent_complete\x18\f \x01(\v2$.contentledger.v1.BlobIntentCompleteH\x00R\x12blobIntentComplete\x12R\n" +
-	"\x12blob_intent_expire\x18\r \x01(\v2\".contentledger.v1.BlobIntentExpireH\x00R\x10blobIntentExpireB\x04\n" +
+	"\x12blob_intent_expire\x18\r \x01(\v2\".contentledger.v1.BlobIntentExpireH\x00R\x10blobIntentExpire\x12K\n" +
+	"\x0fclient_register\x18\x0e \x01(\v2 .contentledger.v1.ClientRegisterH\x00R\x0eclientRegisterB\x04\n" +
 	"\x02op\"\x99\x02\n" +
 	"\x11BlobIntentDeclare\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12\x16\n" +
@@ -3690,7 +3858,18 @@ const file_ledger_proto_rawDesc = "" +
 	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x16\n" +
 	"\x06wallet\x18\x05 \x01(\fR\x06wallet\x12\x14\n" +
 	"\x05index\x18\x06 \x01(\x04R\x05index\x12\x13\n" +
-	"\x05at_ms\x18\a \x01(\x03R\x04atMs\"Q\n" +
+	"\x05at_ms\x18\a \x01(\x03R\x04atMs\"x\n" +
+	"\x0eClientRegister\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06wallet\x18\x02 \x01(\fR\x06wallet\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12\x13\n" +
+	"\x05at_ms\x18\x04 \x01(\x03R\x04atMs\"\x8d\x01\n" +
+	"\rClientBinding\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06wallet\x18\x02 \x01(\fR\x06wallet\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x13\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\"Q\n" +
 	"\rLeaderElected\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x13\n" +
@@ -3913,7 +4092,7 @@ func file_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_ledger_proto_goTypes = []any{
 	(Tier)(0),                  // 0: contentledger.v1.Tier
 	(PaymentToken)(0),          // 1: contentledger.v1.PaymentToken
@@ -3931,29 +4110,31 @@ var file_ledger_proto_goTypes = []any{
 	(*BlobIntentExpire)(nil),   // 13: contentledger.v1.BlobIntentExpire
 	(*BlobIntent)(nil),         // 14: contentledger.v1.BlobIntent
 	(*BlobMapping)(nil),        // 15: contentledger.v1.BlobMapping
-	(*LeaderElected)(nil),      // 16: contentledger.v1.LeaderElected
-	(*PaymentReorg)(nil),       // 17: contentledger.v1.PaymentReorg
-	(*PaymentOrphan)(nil),      // 18: contentledger.v1.PaymentOrphan
-	(*GcAccount)(nil),          // 19: contentledger.v1.GcAccount
-	(*WalletStats)(nil),        // 20: contentledger.v1.WalletStats
-	(*ProposalCounts)(nil),     // 21: contentledger.v1.ProposalCounts
-	(*GcExecute)(nil),          // 22: contentledger.v1.GcExecute
-	(*GcCompact)(nil),          // 23: contentledger.v1.GcCompact
-	(*GcCompactStep)(nil),      // 24: contentledger.v1.GcCompactStep
-	(*GcCompactAbandon)(nil),   // 25: contentledger.v1.GcCompactAbandon
-	(*GcRun)(nil),              // 26: contentledger.v1.GcRun
-	(*GcSetLimit)(nil),         // 27: contentledger.v1.GcSetLimit
-	(*GcPay)(nil),              // 28: contentledger.v1.GcPay
-	(*FinalizeEpochs)(nil),     // 29: contentledger.v1.FinalizeEpochs
-	(*ProposalRecord)(nil),     // 30: contentledger.v1.ProposalRecord
-	(*Property)(nil),           // 31: contentledger.v1.Property
-	(*Node)(nil),               // 32: contentledger.v1.Node
-	(*SegmentOp)(nil),          // 33: contentledger.v1.SegmentOp
-	(*Segment)(nil),            // 34: contentledger.v1.Segment
-	(*Event)(nil),              // 35: contentledger.v1.Event
-	(*EpochUpdate)(nil),        // 36: contentledger.v1.EpochUpdate
-	(*Member)(nil),             // 37: contentledger.v1.Member
-	nil,                        // 38: contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	(*ClientRegister)(nil),     // 16: contentledger.v1.ClientRegister
+	(*ClientBinding)(nil),      // 17: contentledger.v1.ClientBinding
+	(*LeaderElected)(nil),      // 18: contentledger.v1.LeaderElected
+	(*PaymentReorg)(nil),       // 19: contentledger.v1.PaymentReorg
+	(*PaymentOrphan)(nil),      // 20: contentledger.v1.PaymentOrphan
+	(*GcAccount)(nil),          // 21: contentledger.v1.GcAccount
+	(*WalletStats)(nil),        // 22: contentledger.v1.WalletStats
+	(*ProposalCounts)(nil),     // 23: contentledger.v1.ProposalCounts
+	(*GcExecute)(nil),          // 24: contentledger.v1.GcExecute
+	(*GcCompact)(nil),          // 25: contentledger.v1.GcCompact
+	(*GcCompactStep)(nil),      // 26: contentledger.v1.GcCompactStep
+	(*GcCompactAbandon)(nil),   // 27: contentledger.v1.GcCompactAbandon
+	(*GcRun)(nil),              // 28: contentledger.v1.GcRun
+	(*GcSetLimit)(nil),         // 29: contentledger.v1.GcSetLimit
+	(*GcPay)(nil),              // 30: contentledger.v1.GcPay
+	(*FinalizeEpochs)(nil),     // 31: contentledger.v1.FinalizeEpochs
+	(*ProposalRecord)(nil),     // 32: contentledger.v1.ProposalRecord
+	(*Property)(nil),           // 33: contentledger.v1.Property
+	(*Node)(nil),               // 34: contentledger.v1.Node
+	(*SegmentOp)(nil),          // 35: contentledger.v1.SegmentOp
+	(*Segment)(nil),            // 36: contentledger.v1.Segment
+	(*Event)(nil),              // 37: contentledger.v1.Event
+	(*EpochUpdate)(nil),        // 38: contentledger.v1.EpochUpdate
+	(*Member)(nil),             // 39: contentledger.v1.Member
+	nil,                        // 40: contentledger.v1.ProposalCounts.RejectedByReasonEntry
 }
 var file_ledger_proto_depIdxs = []int32{
 	0,  // 0: contentledger.v1.Payment.tier:type_name -> contentledger.v1.Tier
@@ -3964,35 +4145,36 @@ var file_ledger_proto_depIdxs = []int32{
 	5,  // 5: contentledger.v1.BatchItem.payment:type_name -> contentledger.v1.Payment
 	8,  // 6: contentledger.v1.ProposalBatch.items:type_name -> contentledger.v1.BatchItem
 	9,  // 7: contentledger.v1.Entry.batch:type_name -> contentledger.v1.ProposalBatch
-	29, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
-	22, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
-	27, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
-	28, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
-	17, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
-	16, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
-	23, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
-	24, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
-	25, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
+	31, // 8: contentledger.v1.Entry.finalize:type_name -> contentledger.v1.FinalizeEpochs
+	24, // 9: contentledger.v1.Entry.gc_execute:type_name -> contentledger.v1.GcExecute
+	29, // 10: contentledger.v1.Entry.gc_set_limit:type_name -> contentledger.v1.GcSetLimit
+	30, // 11: contentledger.v1.Entry.gc_pay:type_name -> contentledger.v1.GcPay
+	19, // 12: contentledger.v1.Entry.payment_reorg:type_name -> contentledger.v1.PaymentReorg
+	18, // 13: contentledger.v1.Entry.leader_elected:type_name -> contentledger.v1.LeaderElected
+	25, // 14: contentledger.v1.Entry.gc_compact:type_name -> contentledger.v1.GcCompact
+	26, // 15: contentledger.v1.Entry.gc_compact_step:type_name -> contentledger.v1.GcCompactStep
+	27, // 16: contentledger.v1.Entry.gc_compact_abandon:type_name -> contentledger.v1.GcCompactAbandon
 	11, // 17: contentledger.v1.Entry.blob_intent_declare:type_name -> contentledger.v1.BlobIntentDeclare
 	12, // 18: contentledger.v1.Entry.blob_intent_complete:type_name -> contentledger.v1.BlobIntentComplete
 	13, // 19: contentledger.v1.Entry.blob_intent_expire:type_name -> contentledger.v1.BlobIntentExpire
-	4,  // 20: contentledger.v1.BlobIntent.status:type_name -> contentledger.v1.IntentStatus
-	5,  // 21: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
-	5,  // 22: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
-	5,  // 23: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
-	38, // 24: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
-	7,  // 25: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
-	5,  // 26: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
-	3,  // 27: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
-	18, // 28: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
-	31, // 29: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
-	32, // 30: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
-	33, // 31: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 20: contentledger.v1.Entry.client_register:type_name -> contentledger.v1.ClientRegister
+	4,  // 21: contentledger.v1.BlobIntent.status:type_name -> contentledger.v1.IntentStatus
+	5,  // 22: contentledger.v1.PaymentReorg.retracted:type_name -> contentledger.v1.Payment
+	5,  // 23: contentledger.v1.PaymentReorg.replacement:type_name -> contentledger.v1.Payment
+	5,  // 24: contentledger.v1.PaymentOrphan.replacement:type_name -> contentledger.v1.Payment
+	40, // 25: contentledger.v1.ProposalCounts.rejected_by_reason:type_name -> contentledger.v1.ProposalCounts.RejectedByReasonEntry
+	7,  // 26: contentledger.v1.ProposalRecord.proposal:type_name -> contentledger.v1.Proposal
+	5,  // 27: contentledger.v1.ProposalRecord.payment:type_name -> contentledger.v1.Payment
+	3,  // 28: contentledger.v1.ProposalRecord.status:type_name -> contentledger.v1.Status
+	20, // 29: contentledger.v1.ProposalRecord.payment_orphaned:type_name -> contentledger.v1.PaymentOrphan
+	33, // 30: contentledger.v1.Node.properties:type_name -> contentledger.v1.Property
+	34, // 31: contentledger.v1.SegmentOp.put:type_name -> contentledger.v1.Node
+	35, // 32: contentledger.v1.Segment.ops:type_name -> contentledger.v1.SegmentOp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_ledger_proto_init() }
@@ -4014,8 +4196,9 @@ func file_ledger_proto_init() {
 		(*Entry_BlobIntentDeclare)(nil),
 		(*Entry_BlobIntentComplete)(nil),
 		(*Entry_BlobIntentExpire)(nil),
+		(*Entry_ClientRegister)(nil),
 	}
-	file_ledger_proto_msgTypes[28].OneofWrappers = []any{
+	file_ledger_proto_msgTypes[30].OneofWrappers = []any{
 		(*SegmentOp_Put)(nil),
 		(*SegmentOp_DeletePath)(nil),
 	}
@@ -4025,7 +4208,7 @@ func file_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ledger_proto_rawDesc), len(file_ledger_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

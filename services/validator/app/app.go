@@ -30,6 +30,7 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/consensus/cluster"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/events"
+	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/opsevents"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -335,6 +336,14 @@ func (v *validator) trackCluster(g *lifecycle.Group) error {
 		g.Loop("chain feed watch", func(ctx context.Context) {
 			opsevents.NewFeedWatch(v.opsEvents, feed.Staleness, grace).Run(ctx, time.Second)
 		})
+	}
+	if cfg.HeadReportInterval >= 0 {
+		// A follower reports its head to the leader with an operator
+		// token: the lane every validator holds a token of, which the
+		// leader's route requires (docs/adr/0038).
+		reporter := headreport.NewReporter(headreport.Config{NodeID: cfg.NodeID, Interval: cfg.HeadReportInterval,
+			Token: func() string { return v.access.First(access.Operator) }, Logger: v.log.Named("head reports")}, v.machine, v.clusterView)
+		g.Loop("head reports", reporter.Run)
 	}
 	return nil
 }

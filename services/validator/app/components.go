@@ -16,6 +16,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/signing"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/metrics"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -77,7 +78,7 @@ func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, Access: v.access, Form: form,
 		Blockchain: blockchainConfig(cfg), Version: v.version, Clients: v.clients, MaxBodyBytes: cfg.HTTPMaxBodyBytes,
-		PublicGateway: cfg.PublicGateway()}
+		PublicGateway: cfg.PublicGateway(), PublicURL: cfg.PublicURL}
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}
@@ -110,6 +111,8 @@ func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway
 	}
 	deps.GC = pipeline.NewGC(v.pipe, debts)
 	deps.Compactions = pipeline.NewCompactions(v.pipe)
+	deps.ClientRegistrations, deps.Heads, deps.HeadReports = pipeline.NewClients(v.pipe, v.machine), v.machine, headreport.NewBook()
+	deps.PublicURL = v.db.PublicURL()
 	deps.Collectors = []prometheus.Collector{metrics.NewCollector(collect)}
 	if cfg.Mode == Mock {
 		deps.MockEpochs = v.clock

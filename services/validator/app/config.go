@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
@@ -102,6 +103,11 @@ type Config struct {
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
+	// Registration and compatibility (docs/adr/0038): the public URL
+	// GET /v1/ngrok-url advertises until the operator sets one, and how
+	// often a follower reports its head to the leader.
+	PublicURL          string        `envconfig:"PUBLIC_URL" desc:"public URL this validator advertises on GET /v1/ngrok-url until the operator sets one (POST /v1/ngrok-url, kept across restarts): absolute http or https, no user information; unset: none"`
+	HeadReportInterval time.Duration `envconfig:"HEAD_REPORT_INTERVAL" desc:"how often a follower reports its applied index and segment-chain head to the leader (POST /v1/follower/head-update, with an operator token), shown in the leader's replication views; 0: the default; negative: never"`
 
 	ChainID         uint64 `envconfig:"CHAIN_ID" default:"1337" desc:"chain id of the payment contract (EIP-712 domain)"`
 	ContractAddress string `envconfig:"CONTRACT_ADDRESS" desc:"payment contract address; required unless MOCK"`
@@ -318,6 +324,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.HTTPServer().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_HTTP_* or TRUSTED_PROXIES: %w", err))
+	}
+	if c.PublicURL != "" {
+		if err := api.CheckPublicURL(c.PublicURL); err != nil {
+			errs = append(errs, fmt.Errorf("SVC_VALIDATOR_PUBLIC_URL %w", err))
+		}
 	}
 	if c.IPFSGateway != "" {
 		if _, err := blobgateway.ParseBase(c.IPFSGateway); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/segments"
@@ -34,7 +35,7 @@ func describeSettings(cfg Config) []settings.Setting {
 		Classify: settingClass,
 		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
 			"NATS_PASSWORD", "NATS_TOKEN"},
-		URLs:  []string{"IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "NATS_URL"},
+		URLs:  []string{"IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "NATS_URL", "PUBLIC_URL"},
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
@@ -47,7 +48,8 @@ func describeSettings(cfg Config) []settings.Setting {
 			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize),
 			"BLOB_MAX_BYTES": strconv.FormatInt(bin.MaxBlobBytes, 10), "BLOB_TIMEOUT": blobgateway.DefaultReadTimeout.String(),
 			"INTENT_TTL": bin.IntentTTL.String(), "INTENT_RETENTION": bin.IntentRetention.String(),
-			"INTENTS_PER_WALLET": strconv.Itoa(bin.MaxOpenPerWallet)}),
+			"INTENTS_PER_WALLET":   strconv.Itoa(bin.MaxOpenPerWallet),
+			"HEAD_REPORT_INTERVAL": headreport.DefaultInterval.String()}),
 	})
 }
 
@@ -85,6 +87,10 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "api", "high", true
 	case "OPERATOR_RATE":
 		return "api", "medium", true
+	// What this validator advertises and reports (docs/adr/0038): neither
+	// changes what the cluster stores.
+	case "PUBLIC_URL", "HEAD_REPORT_INTERVAL":
+		return "api", "low", true
 	case "RATE_PER_IP", "RATE_PER_WALLET":
 		return "api", "medium", true
 	// The HTTP servers (pkg/httpserver): trusting a proxy hands it the

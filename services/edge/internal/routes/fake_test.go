@@ -215,7 +215,8 @@ func (f *fake) body(r *http.Request) (int, any) {
 			lag.MaxLagEntries = 3
 			for _, m := range members[1:] {
 				lag.Nodes = append(lag.Nodes, api.ReplicationNode{NodeID: m.ID, Name: m.Name, MatchIndex: 9, NextIndex: 10, LagEntries: 3,
-					LagMs: 600, State: "replicate", RecentActive: true})
+					LagMs: 600, State: "replicate", RecentActive: true,
+					Head: &api.FollowerHead{AppliedIndex: 9, SegmentIndex: 8, SegmentHash: "0x" + strings.Repeat("ab", 32), Agreement: api.HeadAgrees}})
 			}
 		}
 		return http.StatusOK, lag

@@ -34,10 +34,16 @@ func (s *server) replication(c echo.Context) error {
 	}
 	nodes := make([]map[string]any, 0, len(lag.Nodes))
 	for _, n := range lag.Nodes {
-		nodes = append(nodes, map[string]any{
+		node := map[string]any{
 			"nodeId": n.Name, "matchIndex": n.MatchIndex, "nextIndex": n.NextIndex, "lagEntries": n.LagEntries,
 			"lagMs": n.LagMs, "state": n.State, "recentActive": n.RecentActive, "learner": n.Learner,
-		})
+		}
+		if n.Head != nil {
+			// The member's newest head report and whether it agrees
+			// with the leader's segment chain (docs/adr/0038).
+			node["head"] = n.Head
+		}
+		nodes = append(nodes, node)
 	}
 	return s.envelope(c, map[string]any{
 		"leader": api.NodeName(lag.Leader), "fromLeader": lag.IsLeader, "lastIndex": lag.LastIndex,

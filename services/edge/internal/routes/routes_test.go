@@ -349,6 +349,10 @@ func TestLeaderViews(t *testing.T) {
 	if data["maxLagEntries"] != float64(3) || data["fromLeader"] != true || len(data["nodes"].([]any)) != 2 {
 		t.Fatalf("replication %v", data)
 	}
+	// Each follower's head report and its agreement (docs/adr/0038).
+	if head, _ := data["nodes"].([]any)[0].(map[string]any)["head"].(map[string]any); head["agreement"] != api.HeadAgrees || head["segmentIndex"] != float64(8) {
+		t.Fatalf("replication node without its head: %v", data["nodes"])
+	}
 	data = getData(t, srv.URL+"/ops/v1/queue")
 	if data["pending"] != float64(8) || data["inFlight"] != float64(2) || data["oldestPendingAgeMs"] != float64(1500) ||
 		data["commitPerSec"] != float64(11) || data["contractVersion"] != api.QueueStatsVersion {

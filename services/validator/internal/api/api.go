@@ -29,6 +29,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/access"
+	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/settings"
 )
 
@@ -109,6 +110,9 @@ type Config struct {
 	// PublicGateway is the IPFS gateway clients are sent to for a blob
 	// (/api/cid/*); nil: none.
 	PublicGateway *url.URL
+	// PublicURL is the public URL this validator advertises unless the
+	// operator set another (SVC_VALIDATOR_PUBLIC_URL; "" none).
+	PublicURL string
 }
 
 // Deps are the parts of the validator the routes read and drive, each
@@ -165,6 +169,13 @@ type Deps struct {
 	// Settings and Tunables are what the configuration views show.
 	Settings []settings.Setting
 	Tunables []api.Tunable
+	// ClientRegistrations binds client ids to wallets; Heads is the applied
+	// state's head; HeadReports, the followers' reports the leader keeps;
+	// PublicURL, where the operator's public URL is kept (docs/adr/0038).
+	ClientRegistrations Clients
+	Heads               Heads
+	HeadReports         HeadBook
+	PublicURL           LocalValue
 }
 
 // Access decides what a bearer token is worth on a lane (access.Gate).
@@ -288,10 +299,13 @@ func bearerToken(r *http.Request) string {
 // in its query instead of its body, or that goes past the operator rate.
 func (s *Server) operatorRequest(c echo.Context) error {
 	// Counted by client key (IPv6: its /64), once: on the member a client
-	// reached, not again on the leader it forwards to (as limitIP).
+	// reached, not again on the leader it forwards to (as limitIP). A
+	// member's own head reports are not counted: they would use up the
+	// operators' budget at the leader of a cluster on one host.
 	ip := c.RealIP()
 	by := c.Request().Header.Get(forwardedHeader)
-	if s.cfg.OperatorLimiter != nil && (by == "" || !s.isMemberAddress(by, ip)) {
+	exempt := by != "" && s.isMemberAddress(by, ip) || c.Path() == headreport.Path && s.fromMember(ip)
+	if s.cfg.OperatorLimiter != nil && !exempt {
 		if ok, err := s.cfg.OperatorLimiter.Allow(httpserver.KeyOfAddr(ip)); err != nil || !ok {
 			c.Response().Header().Set("Retry-After", "1")
 			return apierror.New(apierror.RateLimited, "too many operator requests from this address; retry shortly")

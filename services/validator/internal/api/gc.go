@@ -93,6 +93,12 @@ func (s *Server) operatorBody(c echo.Context, v any) error {
 		return apierror.New(apierror.InvalidField, "the request body could not be read: %v", err)
 	}
 	c.Request().Body = io.NopCloser(bytes.NewReader(raw))
+	return decodeObject(raw, v)
+}
+
+// decodeObject decodes raw, one JSON object with only v's fields, into v.
+// An empty body is an empty object.
+func decodeObject(raw []byte, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil
 	}

@@ -51,5 +51,9 @@ func (s *Server) raftMetrics(c echo.Context) error {
 }
 
 func (s *Server) replicationLag(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.deps.Cluster.Replication())
+	lag, err := s.withHeads(s.deps.Cluster.Replication())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, lag)
 }

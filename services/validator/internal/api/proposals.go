@@ -125,7 +125,7 @@ func (s *Server) limitIP(c echo.Context) error {
 	}
 	// Counted by client key: an IPv6 client has one budget for its /64.
 	if ok, err := s.cfg.IPLimiter.Allow(httpserver.KeyOfAddr(ip)); err != nil || !ok {
-		return apierror.New(apierror.RateLimited, "too many proposals from %s; retry shortly", ip)
+		return apierror.New(apierror.RateLimited, "too many proposals and registrations from %s; retry shortly", ip)
 	}
 	return nil
 }

@@ -172,6 +172,13 @@ func (s *Server) routes() []Route {
 		{post, "/v1/cluster/members", internal, false, Operator, s.addMember},
 		{del, "/v1/cluster/members/:id", internal, false, Operator, s.removeMember},
 		{post, "/v1/cluster/members/:id/promote", internal, false, Operator, s.promoteMember},
+		// Registration and compatibility (docs/adr/0038).
+		{post, "/v1/register-client", internal, true, Submit, s.registerClient},
+		{get, "/v1/register-client/:clientId", internal, false, Submit, s.clientRegistration},
+		{get, "/v1/head", internal, true, OpsRead, s.head},
+		{post, "/v1/follower/head-update", internal, true, Operator, s.followerHeadUpdate},
+		{get, "/v1/ngrok-url", internal, true, OpsRead, s.getPublicURL},
+		{post, "/v1/ngrok-url", internal, true, Operator, s.setPublicURL},
 	}
 }
 

@@ -62,7 +62,6 @@ func TestRouteTable(t *testing.T) {
 func TestContractRoutes(t *testing.T) {
 	wantMissing := []string{
 		"/chat",
-		"/v1/register-client", "/v1/ngrok-url", "/v1/head", "/v1/follower/head-update",
 		"/v1/chat",
 	}
 

@@ -39,8 +39,12 @@ func (s *Server) clusterSnapshot(c echo.Context) error {
 }
 
 func (s *Server) replicationSnapshot(c echo.Context) error {
+	lag, err := s.withHeads(s.deps.Cluster.Replication())
+	if err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, api.ReplicationSnapshot{SnapshotHeader: s.snapshotHeader(api.ReplicationSnapshotVersion),
-		Replication: s.deps.Cluster.Replication()})
+		Replication: lag})
 }
 
 func (s *Server) queueSnapshot(c echo.Context) error {

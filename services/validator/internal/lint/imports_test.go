@@ -48,6 +48,7 @@ var levels = map[string]int{
 	"internal/payments":    1,
 	"internal/epoch":       1,
 	"internal/blobgateway": 1,
+	"internal/headreport":  1, // followers' head reports: pkg/api only
 	"internal/sysinfo":     1,
 	"internal/ui":          1,
 

@@ -156,6 +156,8 @@ func (a *applier) applyEntry(e *Entry) error {
 		return a.completeIntent(e.Index, op.BlobIntentComplete)
 	case *ledgerpb.Entry_BlobIntentExpire:
 		return a.expireIntents(e.Index, op.BlobIntentExpire)
+	case *ledgerpb.Entry_ClientRegister:
+		return a.clientRegister(e.Index, op.ClientRegister)
 	default:
 		// An op this version does not know (or none): skipped alike everywhere.
 		a.log.Warn("skipping an entry without a known op", zap.Uint64("index", e.Index))

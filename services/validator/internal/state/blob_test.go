@@ -182,3 +182,25 @@ func TestIntentsReplicateAlike(t *testing.T) {
 		t.Fatal("two machines differ after the same intent entries")
 	}
 }
+
+// TestStateHashGoldenUploads pins the state hash of a log of the v10 ops:
+// an upload declared, refused over the bound, completed, written, expired
+// and deleted; and a client registration. A change here is a change of
+// the stored encoding: bump the state hash version (hash.go).
+func TestStateHashGoldenUploads(t *testing.T) {
+	const want = "8c1e22b75fb70542e62aed032c2c048c951d515dee69619de992637b811d637a"
+	m, l := newMachine(t), newLog(t)
+	img := cid.MustParse("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG")
+	mustApply(t, m,
+		l.op(declareOp(1, alice[:], 12, blob.IDOf([]byte("hello world")), 15, 100)),
+		l.op(declareOp(2, alice[:], 5, blob.IDOf([]byte("other")), 15, 100)),
+		l.op(declareOp(3, alice[:], 5, blob.IDOf([]byte("third")), 15, 100)), // over the bound: nothing
+		l.op(completeOp(1, img, 16)),
+		l.batch(17, writeItem(1, alice, "img", `{"ledger:cid":"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"}`)),
+		l.op(expireOp(1016, 1, 2)),
+		registerEntry(l, "app-1", alice, 18),
+	)
+	if got := m.StateHash(); bytesHex(got[:]) != want {
+		t.Fatalf("state hash of the upload log = %x, pinned %s", got, want)
+	}
+}

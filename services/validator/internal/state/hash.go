@@ -17,7 +17,7 @@ package state
 // and conf changes included):
 //
 //	stateHash_0 = 32 zero bytes
-//	stateHash_i = SHA-256("contentledger/state/v9" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
+//	stateHash_i = SHA-256("contentledger/state/v10" ‖ stateHash_{i-1} ‖ BE64(index_i) ‖ BE64(term_i) ‖ changeDigest_i)
 //
 // changeDigest_i is SHA-256 over the mutations applying entry i made to
 // replicated state, in the order apply made them, each encoded as
@@ -28,7 +28,9 @@ package state
 //
 // or 32 zero bytes when entry i changed nothing. (v9: segment keys carry a
 // part, a GcCompact writes segments, deletes old generations with a range
-// deletion and records a run, compact.go.) The mutations cover nodes,
+// deletion and records a run, compact.go. v10: upload intents and blob
+// mappings, blob.go, and client bindings, clients.go: new ops and keys; the
+// entries of v9 hash as before but for this domain.) The mutations cover nodes,
 // proposal records, events (written, and deleted by retention, retention.go)
 // and the segment (whose own bytes chain the segment hashes); the metadata keys (applied index, state hash, segment
 // hash, event sequence) are excluded because they are derived from it. So
@@ -47,7 +49,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const stateHashDomain = "contentledger/state/v9"
+const stateHashDomain = "contentledger/state/v10"
 
 // nextStateHash computes stateHash_i from stateHash_{i-1}.
 func nextStateHash(prev [32]byte, index, term uint64, digest [32]byte) [32]byte {

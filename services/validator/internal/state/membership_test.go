@@ -16,7 +16,7 @@ import (
 // change without one and an update record nothing. The state hash of the
 // log is pinned like TestStateHashGolden's.
 func TestMembershipAddressBook(t *testing.T) {
-	const want = "24dc7b234865d3247e48a01770dfd55d782ce450f6f9234177e3e1a1457b3ed0"
+	const want = "bd67f9ef7a8872d5f680ffb08465c673deecaf04607d1de1d019de0010188a21"
 	member := func(id uint64, peer, api string) []byte {
 		b, err := proto.Marshal(&ledgerpb.Member{Id: id, PeerAddr: peer, ApiUrl: api})
 		if err != nil {

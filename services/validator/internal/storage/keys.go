@@ -45,6 +45,8 @@ import (
 //	    s/b/<sha256:32>         ledgerpb.BlobMapping: a blob id's CID, size and MIME type
 //	    s/h/<cid>               32-byte blob id: a CID (binary form) a completed intent checked
 //	    s/m/blobs               mappings and their total size (two 8-byte counts)
+//	    s/r/c/<client id>       ledgerpb.ClientBinding: the wallet a client id is bound to (docs/adr/0038)
+//	    s/r/w/<wallet:20><client id>  empty: the wallet's clients, counted against the cap per wallet
 //	    s/m/finalized           newest epoch final on chain, as the last FinalizeEpochs entry said (8 bytes)
 //	    s/m/gcepoch             epoch of the last per-epoch GC debt job (8 bytes)
 //	    s/m/unfinal             number of unfinalized marks (8 bytes)
@@ -59,6 +61,8 @@ import (
 //	    both read StatePrefix only)
 //	    l/pi                    the payment index's checkpoint (internal/payments, checkpoint.go)
 //	    l/format                the store format of the whole directory (8 bytes; format.go)
+//	    l/url                   the public URL this validator advertises, set by the operator
+//	                            (POST /v1/ngrok-url, docs/adr/0038)
 const (
 	// RaftPrefix is the namespace of the raft log and raft metadata.
 	RaftPrefix = "r/"
@@ -85,6 +89,8 @@ const (
 	openIntentPrefix = StatePrefix + "o/"
 	blobPrefix       = StatePrefix + "b/"
 	blobCIDPrefix    = StatePrefix + "h/"
+	clientPrefix     = StatePrefix + "r/c/"
+	walletClientPfx  = StatePrefix + "r/w/"
 )
 
 // KeySpace is a named part of the key layout: the storage view reports
@@ -154,6 +160,9 @@ const (
 	PaymentCheckpointKey = LocalPrefix + "pi"
 	// StoreFormatKey holds the store format (StoreFormat), big-endian uint64.
 	StoreFormatKey = LocalPrefix + "format"
+	// PublicURLKey holds the public URL the operator set for this
+	// validator, as text.
+	PublicURLKey = LocalPrefix + "url"
 )
 
 // PathSeparator is the byte that stands for '/' inside node keys. It is the
@@ -454,3 +463,19 @@ func BlobKey(id [32]byte) []byte { return append([]byte(blobPrefix), id[:]...) }
 
 // BlobCIDKey is the key that names the blob a CID (binary form) holds.
 func BlobCIDKey(cid []byte) []byte { return append([]byte(blobCIDPrefix), cid...) }
+
+// ClientKey is the key of a client id's binding.
+func ClientKey(clientID string) []byte { return append([]byte(clientPrefix), clientID...) }
+
+// WalletClientKey marks clientID as one of wallet's clients.
+func WalletClientKey(wallet [20]byte, clientID string) []byte {
+	k := make([]byte, 0, len(walletClientPfx)+20+len(clientID))
+	k = append(append(k, walletClientPfx...), wallet[:]...)
+	return append(k, clientID...)
+}
+
+// WalletClientBounds returns the key range of wallet's client marks.
+func WalletClientBounds(wallet [20]byte) (lower, upper []byte) {
+	lower = append([]byte(walletClientPfx), wallet[:]...)
+	return lower, PrefixEnd(lower)
+}

@@ -17,6 +17,10 @@ type LocalValue struct {
 // PaymentCheckpoint is where the payment index keeps its checkpoint.
 func (d *DB) PaymentCheckpoint() LocalValue { return LocalValue{db: d, key: PaymentCheckpointKey} }
 
+// PublicURL is where the public URL the operator set is kept
+// (docs/adr/0038).
+func (d *DB) PublicURL() LocalValue { return LocalValue{db: d, key: PublicURLKey} }
+
 // Load returns the value; nil, nil when there is none.
 func (v LocalValue) Load() ([]byte, error) {
 	b, err := v.db.Get([]byte(v.key))
