@@ -5,6 +5,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/services/validator/internal/chat"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
@@ -32,7 +33,7 @@ func describeSettings(cfg Config) []settings.Setting {
 		Classify: settingClass,
 		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
 			"NATS_PASSWORD", "NATS_TOKEN"},
-		URLs:  []string{"IPFS_GATEWAY", "NATS_URL"},
+		URLs:  []string{"IPFS_GATEWAY", "NATS_URL", "CHAT_URL"},
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
@@ -42,7 +43,10 @@ func describeSettings(cfg Config) []settings.Setting {
 			"GC_SIZE_DELTA": strconv.FormatUint(pipe.GcSizeDelta, 10), "GC_STEP_BYTES": strconv.FormatUint(pipe.GcStepBytes, 10),
 			"GC_RETRY_COUNT": strconv.Itoa(pipe.GcRetryCount), "GC_FORCE_TIMEOUT": pipe.GcForceTimeout.String(),
 			"GC_MEMORY_THRESHOLD": strconv.FormatFloat(100*pipe.GcMemoryThreshold, 'g', -1, 64),
-			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize)}),
+			"CACHE_BYTES":         strconv.Itoa(storage.DefaultCacheSize), "MEMTABLE_BYTES": strconv.Itoa(storage.DefaultMemTableSize),
+			"CHAT_TIMEOUT": chat.DefaultTimeout.String(), "CHAT_MAX_ROUNDS": strconv.Itoa(chat.DefaultMaxRounds),
+			"CHAT_MAX_TOOL_RESULT_BYTES":  strconv.Itoa(chat.DefaultMaxToolResultBytes),
+			"CHAT_MAX_CONVERSATION_BYTES": strconv.Itoa(chat.DefaultMaxConversationBytes)}),
 	})
 }
 
@@ -133,6 +137,14 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "events", "medium", true
 	case "IPFS_GATEWAY", "IPFS_GATEWAY_CHECK": // only checked and reported: nothing else depends on them
 		return "blobstore", "low", true
+	// The operator assistant: its endpoint receives what the ops-read
+	// lane shows, and its key; the rest bounds what it spends.
+	case "CHAT_URL", "CHAT_KEY_FILE":
+		return "chat", "high", true
+	case "CHAT_RATE", "CHAT_TIMEOUT", "CHAT_MAX_ROUNDS", "CHAT_MAX_TOOL_RESULT_BYTES", "CHAT_MAX_CONVERSATION_BYTES":
+		return "chat", "medium", true
+	case "CHAT_MODEL":
+		return "chat", "low", true
 	}
 	return "", "", false
 }

@@ -106,6 +106,7 @@ func (s *Server) routes() []Route {
 		{get, "/dashboard", ui, true, OpsRead, s.page("/dashboard")},
 		{get, "/explorer", ui, true, OpsRead, s.page("/explorer")},
 		{get, "/api-browser", ui, true, OpsRead, s.page("/api-browser")},
+		{get, "/chat", ui, true, OpsRead, s.page("/chat")},
 
 		// local-diagnostic
 		{get, "/v1/index", diag, true, OpsRead, s.routeIndex},
@@ -157,6 +158,9 @@ func (s *Server) routes() []Route {
 		{post, "/v1/gc/trigger", internal, true, Operator, s.gcTrigger},
 		{get, "/v1/gc/vote", internal, true, OpsRead, s.gcVote},
 		{get, "/v1/explorer/epochs", internal, true, OpsRead, s.explorerEpochs},
+		// The operator assistant (ADR 0040): the operator's, as it spends
+		// the operator's model budget; it reads as the ops-read lane.
+		{post, "/v1/chat", internal, true, Operator, s.chat},
 		{post, "/api/mock/advance-epoch", internal, true, Mock, s.mock(s.mockAdvanceEpoch)},
 		{post, "/api/mock/set-epoch-offset", internal, true, Mock, s.mock(s.mockSetEpochOffset)},
 		{get, "/api/mock/epoch-status", internal, true, Mock, s.mock(s.mockEpochStatus)},
