@@ -170,6 +170,9 @@ type cappedRecorder struct {
 
 func (w *cappedRecorder) Header() http.Header { return w.header }
 
+// Flush does nothing: the answer is kept, not sent.
+func (w *cappedRecorder) Flush() {}
+
 func (w *cappedRecorder) WriteHeader(status int) {
 	if w.status == 0 {
 		w.status = status
