@@ -116,13 +116,16 @@ func (a *Assistant) Answer(ctx context.Context, body []byte, routes Routes) (api
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	reply, err := a.converse(ctx, req, routes)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return api.ChatReply{}, apierror.New(apierror.Timeout, "no answer within %s", a.cfg.Timeout)
+	switch {
+	case err == nil:
+		return reply, nil
+	case errors.Is(err, context.DeadlineExceeded):
+		err = apierror.New(apierror.Timeout, "no answer within %s", a.cfg.Timeout)
+	case errors.Is(err, context.Canceled): // the client went away
+		return api.ChatReply{}, apierror.New(apierror.Timeout, "the question was withdrawn")
 	}
-	if err != nil {
-		a.log.Info("chat answer failed", zap.Int("rounds", reply.Rounds), zap.Error(err))
-	}
-	return reply, err
+	a.log.Info("chat answer failed", zap.Int("rounds", reply.Rounds), zap.Error(err))
+	return api.ChatReply{}, err
 }
 
 // converse runs the rounds: each completion either answers or asks for
@@ -137,7 +140,7 @@ func (a *Assistant) converse(ctx context.Context, req api.ChatRequest, routes Ro
 	tools := []tool{{Type: "function", Function: toolFunction{Name: toolName, Parameters: toolParameters,
 		Description: "GET one of this validator's read-only routes and return its status and body (JSON, truncated at " +
 			strconv.Itoa(a.cfg.MaxToolResultBytes) + " bytes)"}}}
-	for round := 0; round <= a.cfg.MaxRounds; round++ {
+	for round := 0; ; round++ {
 		creq := completionRequest{Model: a.cfg.Model, Messages: messages, Tools: tools, ToolChoice: "auto"}
 		if round == a.cfg.MaxRounds {
 			creq.ToolChoice = "none" // the reads are spent: answer with what was read
@@ -161,7 +164,6 @@ func (a *Assistant) converse(ctx context.Context, req api.ChatRequest, routes Ro
 			messages = append(messages, message{Role: "tool", ToolCallID: call.ID, Content: &result})
 		}
 	}
-	panic("unreachable: the last round returns")
 }
 
 // toolResult is what the model gets for one read.
