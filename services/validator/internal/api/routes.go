@@ -158,8 +158,6 @@ func (s *Server) routes() []Route {
 		{post, "/v1/gc/trigger", internal, true, Operator, s.gcTrigger},
 		{get, "/v1/gc/vote", internal, true, OpsRead, s.gcVote},
 		{get, "/v1/explorer/epochs", internal, true, OpsRead, s.explorerEpochs},
-		// The operator assistant (ADR 0040): the operator's, as it spends
-		// the operator's model budget; it reads as the ops-read lane.
 		{post, "/v1/chat", internal, true, Operator, s.chat},
 		{post, "/api/mock/advance-epoch", internal, true, Mock, s.mock(s.mockAdvanceEpoch)},
 		{post, "/api/mock/set-epoch-offset", internal, true, Mock, s.mock(s.mockSetEpochOffset)},
