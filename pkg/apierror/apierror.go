@@ -87,6 +87,14 @@ const (
 	MethodNotAllowed     Code = "method_not_allowed"
 	Timeout              Code = "timeout"
 	Internal             Code = "internal"
+	// ChatNotConfigured: POST /v1/chat on a validator with no chat
+	// endpoint configured (ADR 0040); GET /chat says how to set one up.
+	ChatNotConfigured Code = "chat_not_configured"
+	// ChatEndpointFailed: the configured chat endpoint could not be
+	// reached, answered an error status or an answer that is not a chat
+	// completion; retryable. Its own error text is not relayed: an
+	// endpoint may quote the key it was given.
+	ChatEndpointFailed Code = "chat_endpoint_failed"
 )
 
 // status maps each code to its HTTP status. Payment codes answer 402 when a
@@ -125,6 +133,8 @@ var status = map[Code]int{
 	MethodNotAllowed:     http.StatusMethodNotAllowed,
 	Timeout:              http.StatusGatewayTimeout,
 	Internal:             http.StatusInternalServerError,
+	ChatNotConfigured:    http.StatusServiceUnavailable,
+	ChatEndpointFailed:   http.StatusBadGateway,
 }
 
 // retryable lists the codes whose request can succeed when sent again as is.
@@ -137,6 +147,8 @@ var retryable = map[Code]bool{
 	RateLimited:      true,
 	Timeout:          true,
 	Internal:         true,
+	// The endpoint may answer the next time: it is somebody's service.
+	ChatEndpointFailed: true,
 }
 
 // Status is the HTTP status of the code; unknown codes are 500.

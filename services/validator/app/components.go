@@ -16,6 +16,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/signing"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/chat"
 	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/metrics"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
@@ -85,6 +86,9 @@ func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway
 	if cfg.OperatorRate > 0 {
 		apiCfg.OperatorLimiter = rate.NewLimiter(cfg.OperatorRate)
 	}
+	if cfg.ChatRate > 0 {
+		apiCfg.ChatLimiter = rate.NewLimiter(cfg.ChatRate)
+	}
 	// A nil pointer in an interface would not be nil: the parts absent in
 	// MOCK mode are set only when present.
 	var debts pipeline.DebtIndex
@@ -124,7 +128,16 @@ func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway
 	if deps.Segments, err = segments.New(segments.Config{NodeID: cfg.NodeID, Now: v.now}, v.machine); err != nil {
 		return nil, err
 	}
-	if deps.UI, err = ui.Render(); err != nil {
+	assistant, err := chat.New(cfg.Chat(), v.log.Named("chat"))
+	if err != nil {
+		return nil, fmt.Errorf("validator: SVC_VALIDATOR_CHAT_*: %w", err)
+	}
+	pages := ui.Options{ChatSettings: ui.ChatSettings{URL: configPrefix + "CHAT_URL", Model: configPrefix + "CHAT_MODEL",
+		KeyFile: configPrefix + "CHAT_KEY_FILE"}}
+	if assistant != nil { // a nil *Assistant in the interface would not be nil
+		deps.Chat, pages.ChatModel = assistant, assistant.Model()
+	}
+	if deps.UI, err = ui.Render(pages); err != nil {
 		return nil, err
 	}
 	return httpapi.New(apiCfg, deps, v.log.Named("api")), nil

@@ -19,6 +19,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/chat"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -200,6 +201,18 @@ type Config struct {
 	IntentTTL         time.Duration `envconfig:"INTENT_TTL" desc:"how long a declared upload intent waits for its upload before the leader expires it; at least 1s; 0: 1h"`
 	IntentRetention   time.Duration `envconfig:"INTENT_RETENTION" desc:"how long a completed or expired upload intent stays readable before it is deleted; 0: 24h"`
 	IntentsPerWallet  int           `envconfig:"INTENTS_PER_WALLET" desc:"upload intents one wallet may have open at once; 0: 16"`
+
+	// The operator assistant (internal/chat, ADR 0040): POST /v1/chat and
+	// the /chat page. Without CHAT_URL there is none, and /v1/chat answers
+	// 503 chat_not_configured. Zero limits take the package's defaults.
+	ChatURL                  string        `envconfig:"CHAT_URL" desc:"base URL of an OpenAI-compatible chat-completions API for the operator assistant, http or https, no credentials (e.g. http://127.0.0.1:11434/v1 for Ollama; /chat/completions is appended); the model reads this validator's ops-read routes through it; unset: no assistant, POST /v1/chat answers 503 chat_not_configured"`
+	ChatModel                string        `envconfig:"CHAT_MODEL" desc:"model the assistant asks the endpoint for (one that supports tool calls); required with CHAT_URL"`
+	ChatKeyFile              string        `envconfig:"CHAT_KEY_FILE" desc:"file holding the endpoint's API key, one line, sent to CHAT_URL as a bearer token and never to the model (the path is shown, never the key); read at start; outside MOCK refused with a plain-http CHAT_URL that is not loopback; unset: no key"`
+	ChatTimeout              time.Duration `envconfig:"CHAT_TIMEOUT" desc:"time one answer may take, every completion and read included (then 504 timeout); below HTTP_WRITE_TIMEOUT; 0: the default"`
+	ChatMaxRounds            int           `envconfig:"CHAT_MAX_ROUNDS" desc:"completions of one answer in which the model may read routes; one more, without tools, asks for its answer; 0: the default"`
+	ChatMaxToolResultBytes   int           `envconfig:"CHAT_MAX_TOOL_RESULT_BYTES" desc:"bytes of a route's answer handed to the model, the rest cut; 0: the default"`
+	ChatMaxConversationBytes int           `envconfig:"CHAT_MAX_CONVERSATION_BYTES" desc:"largest conversation one POST /v1/chat may carry (413 past it, and past HTTP_MAX_BODY_BYTES); 0: the default"`
+	ChatRate                 float64       `envconfig:"CHAT_RATE" default:"0.2" desc:"questions per second one client address may put to the assistant, in bursts of twice that (at least one); past it 429 rate_limited; 0: no limit"`
 }
 
 // Binaries is the intent flow's configuration.
@@ -353,6 +366,9 @@ func (c Config) Validate() error {
 	if err := c.validateEventPublishing(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.validateChat(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.NATS().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_NATS_*: %w", err))
 	}
@@ -417,6 +433,35 @@ func ParseCluster(s string) ([]Member, error) {
 // minGatewayCheck is the shortest interval of the gateway checks: a gateway
 // is somebody's service, not to be polled in a loop.
 const minGatewayCheck = time.Second
+
+// Chat is the configuration of the operator assistant.
+func (c Config) Chat() chat.Config {
+	return chat.Config{URL: c.ChatURL, Model: c.ChatModel, KeyFile: c.ChatKeyFile, Timeout: c.ChatTimeout,
+		MaxRounds: c.ChatMaxRounds, MaxToolResultBytes: c.ChatMaxToolResultBytes, MaxConversationBytes: c.ChatMaxConversationBytes}
+}
+
+// validateChat refuses an assistant that cannot run, and outside MOCK one
+// whose key would travel in clear text to another host (ADR 0040).
+func (c Config) validateChat() error {
+	cfg := c.Chat()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("SVC_VALIDATOR_CHAT_*: %w", err)
+	}
+	if c.ChatRate < 0 {
+		return errors.New("SVC_VALIDATOR_CHAT_RATE must not be negative (0: no limit)")
+	}
+	if !cfg.Enabled() {
+		return nil
+	}
+	if c.Mode != Mock && cfg.CleartextKey() {
+		return fmt.Errorf("SVC_VALIDATOR_CHAT_KEY_FILE would send the key in clear text: SVC_VALIDATOR_CHAT_URL is plain http to a host "+
+			"that is not loopback; in %s use an https URL, or an endpoint on this host", c.Mode)
+	}
+	if timeout, write := cfg.WithDefaults().Timeout, c.HTTPServer().WithDefaults().WriteTimeout; timeout >= write {
+		return fmt.Errorf("SVC_VALIDATOR_CHAT_TIMEOUT %s must be below HTTP_WRITE_TIMEOUT %s: an answer is given within its request", timeout, write)
+	}
+	return nil
+}
 
 // PeerTLS reports whether the raft peer port runs mutual TLS.
 func (c Config) PeerTLS() bool { return c.PeerTLSCert != "" }

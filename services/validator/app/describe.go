@@ -6,6 +6,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
+	"github.com/contentledger/contentledger/services/validator/internal/chat"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
 	"github.com/contentledger/contentledger/services/validator/internal/headreport"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
@@ -35,7 +36,7 @@ func describeSettings(cfg Config) []settings.Setting {
 		Classify: settingClass,
 		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
 			"NATS_PASSWORD", "NATS_TOKEN"},
-		URLs:  []string{"IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "NATS_URL", "PUBLIC_URL"},
+		URLs:  []string{"IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "NATS_URL", "PUBLIC_URL", "CHAT_URL"},
 		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
@@ -49,7 +50,10 @@ func describeSettings(cfg Config) []settings.Setting {
 			"BLOB_MAX_BYTES": strconv.FormatInt(bin.MaxBlobBytes, 10), "BLOB_TIMEOUT": blobgateway.DefaultReadTimeout.String(),
 			"INTENT_TTL": bin.IntentTTL.String(), "INTENT_RETENTION": bin.IntentRetention.String(),
 			"INTENTS_PER_WALLET":   strconv.Itoa(bin.MaxOpenPerWallet),
-			"HEAD_REPORT_INTERVAL": headreport.DefaultInterval.String()}),
+			"HEAD_REPORT_INTERVAL": headreport.DefaultInterval.String(),
+			"CHAT_TIMEOUT":         chat.DefaultTimeout.String(), "CHAT_MAX_ROUNDS": strconv.Itoa(chat.DefaultMaxRounds),
+			"CHAT_MAX_TOOL_RESULT_BYTES":  strconv.Itoa(chat.DefaultMaxToolResultBytes),
+			"CHAT_MAX_CONVERSATION_BYTES": strconv.Itoa(chat.DefaultMaxConversationBytes)}),
 	})
 }
 
@@ -148,6 +152,14 @@ func settingClass(name string) (component, risk string, ok bool) {
 	// wrong one fails them (never the ledger).
 	case "IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "BLOB_MAX_BYTES", "BLOB_TIMEOUT", "INTENT_TTL", "INTENT_RETENTION", "INTENTS_PER_WALLET":
 		return "blobstore", "medium", true
+	// The operator assistant: its endpoint receives what the ops-read
+	// lane shows, and its key; the rest bounds what it spends.
+	case "CHAT_URL", "CHAT_KEY_FILE":
+		return "chat", "high", true
+	case "CHAT_RATE", "CHAT_TIMEOUT", "CHAT_MAX_ROUNDS", "CHAT_MAX_TOOL_RESULT_BYTES", "CHAT_MAX_CONVERSATION_BYTES":
+		return "chat", "medium", true
+	case "CHAT_MODEL":
+		return "chat", "low", true
 	}
 	return "", "", false
 }

@@ -87,6 +87,10 @@ type Config struct {
 	// OperatorLimiter, when set, limits the operator requests one client
 	// address may make. Identifiers are client addresses.
 	OperatorLimiter Limiter
+	// ChatLimiter, when set, limits the questions one client address may
+	// put to the operator assistant (each spends the operator's model
+	// budget). Identifiers are client addresses.
+	ChatLimiter Limiter
 	// Form is how proposal forms are parsed.
 	Form proposal.Options
 	// Blockchain is the body of /v1/blockchain/config.
@@ -166,6 +170,8 @@ type Deps struct {
 	Collectors []prometheus.Collector
 	// UI is the local UI's pages; nil: not served.
 	UI UI
+	// Chat is the operator assistant; nil when no endpoint is configured.
+	Chat Chat
 	// Settings and Tunables are what the configuration views show.
 	Settings []settings.Setting
 	Tunables []api.Tunable
@@ -217,6 +223,9 @@ type Server struct {
 	// contract is the contract's routes as /v1/index shows them.
 	contract contractIndex
 	now      func() time.Time
+	// handler is the echo instance New returns: the operator assistant
+	// reads the routes through it (chatRoutes).
+	handler *echo.Echo
 }
 
 // New builds the echo instance with every route.
@@ -233,6 +242,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *echo.Echo {
 	s := &Server{cfg: cfg, deps: deps, log: log, now: time.Now, metrics: newHTTPMetrics(deps.Collectors),
 		peerHTTP: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
 	e := echo.New()
+	s.handler = e
 	e.HideBanner, e.HidePort = true, true
 	// The client address is the connection's unless it is a trusted proxy
 	// (httpserver.Clients); forwarding headers from anyone else are ignored.

@@ -106,6 +106,7 @@ func (s *Server) routes() []Route {
 		{get, "/dashboard", ui, true, OpsRead, s.page("/dashboard")},
 		{get, "/explorer", ui, true, OpsRead, s.page("/explorer")},
 		{get, "/api-browser", ui, true, OpsRead, s.page("/api-browser")},
+		{get, "/chat", ui, true, OpsRead, s.page("/chat")},
 
 		// local-diagnostic
 		{get, "/v1/index", diag, true, OpsRead, s.routeIndex},
@@ -165,6 +166,7 @@ func (s *Server) routes() []Route {
 		{post, "/v1/binary/declare-intent", internal, true, Submit, s.needs(s.deps.Binaries, s.declareIntent)},
 		{get, "/v1/binary/check-intent/:token", internal, true, Submit, s.needs(s.deps.Binaries, s.checkIntent)},
 		{post, "/v1/binary/complete-upload", internal, true, Submit, s.needs(s.deps.Binaries, s.completeUpload)},
+		{post, "/v1/chat", internal, true, Operator, s.chat},
 		{post, "/api/mock/advance-epoch", internal, true, Mock, s.mock(s.mockAdvanceEpoch)},
 		{post, "/api/mock/set-epoch-offset", internal, true, Mock, s.mock(s.mockSetEpochOffset)},
 		{get, "/api/mock/epoch-status", internal, true, Mock, s.mock(s.mockEpochStatus)},

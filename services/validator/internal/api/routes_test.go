@@ -60,10 +60,7 @@ func TestRouteTable(t *testing.T) {
 // wantMissing; when none is left the list is empty, as /v1/index's
 // missingRoutes then is.
 func TestContractRoutes(t *testing.T) {
-	wantMissing := []string{
-		"/chat",
-		"/v1/chat",
-	}
+	var wantMissing []string // every route of the contract is served
 
 	contract := contractRoutes()
 	paths := map[string]bool{}

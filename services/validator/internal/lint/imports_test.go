@@ -51,6 +51,7 @@ var levels = map[string]int{
 	"internal/headreport":  1, // followers' head reports: pkg/api only
 	"internal/sysinfo":     1,
 	"internal/ui":          1,
+	"internal/chat":        1, // the operator assistant: reads routes through an interface internal/api implements
 
 	"internal/rate":   0, // a leaf: measures and bounds rates for any package
 	"internal/access": 0, // a leaf: which token opens which lane
