@@ -218,10 +218,11 @@ func (n *Node) addPart(r *http.Request, part *multipart.Part, o AddOptions) (add
 	case strings.HasPrefix(ct, "application/symlink"):
 		return addEvent{}, clientError("symlinks are not supported by this node")
 	}
-	// kubo's clients send the file's path escaped (url.QueryEscape).
-	name, err := url.QueryUnescape(part.FileName())
-	if err != nil {
-		return addEvent{}, clientError("the file name is not escaped properly: %v", err)
+	// kubo's clients send the file's path escaped (url.QueryEscape); a
+	// name that is not escaped is taken as it is.
+	name := part.FileName()
+	if unescaped, err := url.QueryUnescape(name); err == nil {
+		name = unescaped
 	}
 	if strings.Contains(name, "/") {
 		return addEvent{}, clientError("the file name %q has a directory; directories are not supported by this node", name)
