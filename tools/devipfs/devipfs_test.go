@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ipfs/boxo/blockservice"
 	"github.com/ipfs/boxo/blockstore"
+	"github.com/ipfs/boxo/gateway"
 	"github.com/ipfs/boxo/ipld/merkledag"
 	uio "github.com/ipfs/boxo/ipld/unixfs/io"
 	blocks "github.com/ipfs/go-block-format"
@@ -26,6 +28,7 @@ import (
 	"github.com/ipld/go-car/v2"
 	"github.com/multiformats/go-multicodec"
 	"github.com/multiformats/go-multihash"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // start starts a node on free loopback ports in dir and closes it when the
@@ -536,5 +539,35 @@ func TestConfigValidate(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestVerifyingReaderThroughTheGateway: boxo's remote CAR backend, the
+// verifying reader validators put in front of their gateway (it asks for
+// CARs with dag-scope and entity-bytes, and checks every block), reads
+// whole files and ranges through this node's gateway.
+func TestVerifyingReaderThroughTheGateway(t *testing.T) {
+	n := start(t, t.TempDir())
+	content := randomBytes(t, 5<<20+777)
+	c, err := n.Add(context.Background(), bytes.NewReader(content), AddOptions{CIDVersion: 1, RawLeaves: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := gateway.NewRemoteCarBackend([]string{n.GatewayURL()}, nil, gateway.WithPrometheusRegistry(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := httptest.NewServer(gateway.NewHandler(gateway.Config{DeserializedResponses: true, NoDNSLink: true,
+		DisableHTMLErrors: true, MetricsRegistry: prometheus.NewRegistry()}, backend))
+	t.Cleanup(reader.Close)
+
+	object := reader.URL + "/ipfs/" + c.String()
+	if code, _, body := get(t, object, nil); code != http.StatusOK || !bytes.Equal(body, content) {
+		t.Fatalf("the whole file through the verifying reader: %d, %d bytes of %d", code, len(body), len(content))
+	}
+	from, to := 3*ChunkSize-10, 9*ChunkSize+10
+	code, _, body := get(t, object, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", from, to)})
+	if code != http.StatusPartialContent || !bytes.Equal(body, content[from:to+1]) {
+		t.Fatalf("a range through the verifying reader: %d, %d bytes", code, len(body))
 	}
 }
