@@ -127,17 +127,16 @@ func (c Config) Validate() error {
 
 // Node is a running node. Its methods may be called concurrently.
 type Node struct {
-	store    *pebbleds.Datastore
-	blocks   blockservice.BlockService
-	dag      ipld.DAGService
-	gateway  string // base URLs
-	api      string
-	maxAdd   int64
-	cancel   context.CancelFunc
-	served   sync.WaitGroup
-	closeMu  sync.Mutex
-	closed   bool
-	closeErr error
+	store     *guardedStore
+	blocks    blockservice.BlockService
+	dag       ipld.DAGService
+	gateway   string // base URLs
+	api       string
+	maxAdd    int64
+	cancel    context.CancelFunc
+	served    sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start opens the node's store, adds the empty UnixFS directory (the object
@@ -153,11 +152,12 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("devipfs: %w", err)
 	}
-	store, err := pebbleds.NewDatastore(dir, pebbleds.WithCacheSize(storeCacheBytes),
+	pebbleStore, err := pebbleds.NewDatastore(dir, pebbleds.WithCacheSize(storeCacheBytes),
 		pebbleds.WithPebbleOpts(&pebble.Options{Logger: pebbleLogger{cfg.Log.Named("pebble").Sugar()}}))
 	if err != nil {
 		return nil, fmt.Errorf("devipfs: %w", err)
 	}
+	store := &guardedStore{ds: pebbleStore}
 	// Blocks are keyed by multihash, so a block added under CIDv0 is
 	// served under the CIDv1 of the same hash and codec too. The identity
 	// store answers inline (identity-hash) CIDs without storing them.
@@ -226,19 +226,16 @@ func (n *Node) GatewayURL() string { return n.gateway }
 func (n *Node) APIURL() string { return n.api }
 
 // Close stops both servers, waiting up to lifecycle.ShutdownTimeout for
-// the requests under way, and closes the store. Calling it again returns
-// the first call's outcome.
+// the requests under way, and closes the store; an Add under way ends
+// first, and one called later fails with ErrClosed. Calling Close again
+// returns the first call's outcome.
 func (n *Node) Close() error {
-	n.closeMu.Lock()
-	defer n.closeMu.Unlock()
-	if n.closed {
-		return n.closeErr
-	}
-	n.closed = true
-	n.cancel()
-	n.served.Wait()
-	if err := n.store.Close(); err != nil {
-		n.closeErr = fmt.Errorf("devipfs: closing the store: %w", err)
-	}
+	n.closeOnce.Do(func() {
+		n.cancel()
+		n.served.Wait()
+		if err := n.store.Close(); err != nil {
+			n.closeErr = fmt.Errorf("devipfs: closing the store: %w", err)
+		}
+	})
 	return n.closeErr
 }

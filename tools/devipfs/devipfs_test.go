@@ -371,6 +371,9 @@ func TestRestartKeepsContent(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatalf("a second Close: %v", err)
 	}
+	if _, err := first.Add(context.Background(), bytes.NewReader(content), AddOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Add on a closed node: %v", err)
+	}
 	if _, err := http.Get(first.GatewayURL() + "/ipfs/" + c.String()); err == nil {
 		t.Fatal("the closed node's gateway still answers")
 	}

@@ -99,11 +99,11 @@ func (n *Node) rpcHandler() http.Handler {
 	})
 }
 
-// refusedAddOptions are kubo's add options that would change the CIDs this
+// fixedAddOptions are kubo's add options that would change the CIDs this
 // node makes, with the values they may take here (kubo's defaults): other
 // values are refused rather than ignored. Options that change only the
 // answer's form (progress, quiet, pin, ...) are ignored.
-var refusedAddOptions = map[string]func(string) bool{
+var fixedAddOptions = map[string]func(string) bool{
 	"chunker":             func(v string) bool { return v == "size-262144" || v == "default" },
 	"hash":                func(v string) bool { return v == "sha2-256" },
 	"cid-base":            func(string) bool { return false },
@@ -125,7 +125,7 @@ func parseAddOptions(q url.Values) (AddOptions, *rpcError) {
 		if len(values) > 1 {
 			return o, clientError("option %q is given %d times", name, len(values))
 		}
-		if allowed, known := refusedAddOptions[name]; known && !allowed(values[0]) {
+		if allowed, known := fixedAddOptions[name]; known && !allowed(values[0]) {
 			return o, clientError("option %s=%q is not supported by this node (it imports with kubo's defaults: 256 KiB chunks, balanced layout, sha2-256, one file a CID)",
 				name, values[0])
 		}
@@ -148,8 +148,8 @@ func parseAddOptions(q url.Values) (AddOptions, *rpcError) {
 	return o, nil
 }
 
-// parseFlag reads a boolean option; present without a value means true, as
-// in kubo.
+// parseFlag reads a boolean option; present without a value, it is a bare
+// flag: true.
 func parseFlag(v string) (bool, error) {
 	if v == "" {
 		return true, nil
