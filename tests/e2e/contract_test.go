@@ -256,6 +256,72 @@ func TestContract(t *testing.T) {
 		}
 	})
 
+	// The contract's internal and local routes that are no source route
+	// (methods and bodies "not shown"): each answers as ADR 0037, 0038,
+	// 0039 and 0040 say, errors in the validator's error body.
+	t.Run("internal", func(t *testing.T) {
+		unknown := "0x" + strings.Repeat("77", 32)
+		blobID := strings.Repeat("ab", 32)
+		for _, c := range []struct {
+			method, path, body string
+			status             int
+			want               string // the error code, or the answer's media type
+		}{
+			{http.MethodGet, "/v1/head", "", http.StatusOK, "application/json"},
+			{http.MethodGet, "/v1/ngrok-url", "", http.StatusOK, "application/json"},
+			{http.MethodPost, "/v1/register-client", "{}", http.StatusBadRequest, string(apierror.InvalidField)},
+			{http.MethodGet, "/v1/register-client/unknown-client", "", http.StatusNotFound, string(apierror.NotFound)},
+			{http.MethodPost, "/v1/follower/head-update", "{}", http.StatusBadRequest, string(apierror.InvalidField)},
+			{http.MethodPost, "/v1/binary/declare-intent", "{}", http.StatusBadRequest, string(apierror.InvalidField)},
+			{http.MethodGet, "/v1/binary/check-intent/" + unknown, "", http.StatusNotFound, string(apierror.NotFound)},
+			{http.MethodPost, "/v1/binary/complete-upload", `{"token":"` + unknown + `","cid":"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"}`,
+				http.StatusNotFound, string(apierror.NotFound)},
+			{http.MethodGet, "/api/cid/" + blobID, "", http.StatusNotFound, string(apierror.NotFound)},
+			{http.MethodGet, "/api/cid/gateway/" + blobID, "", http.StatusNotFound, string(apierror.NotFound)},
+			{http.MethodGet, "/api/blob/" + blobID, "", http.StatusNotFound, string(apierror.NotFound)},
+			{http.MethodGet, "/api/cid/stats", "", http.StatusOK, "application/json"},
+			{http.MethodPost, "/v1/chat", `{"messages":[{"role":"user","content":"who leads?"}]}`, http.StatusServiceUnavailable, "chat_not_configured"},
+			{http.MethodGet, "/chat", "", http.StatusOK, "text/html"},
+		} {
+			req, err := http.NewRequest(c.method, n.ValidatorURL+c.path, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if c.method == http.MethodPost {
+				req.Header.Set("Authorization", "Bearer "+harness.OperatorToken) // the operator routes' lane; the others are open in MOCK
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+			var eb apierror.Body
+			switch {
+			case resp.StatusCode != c.status:
+				t.Errorf("%s %s: %d %s, want %d", c.method, c.path, resp.StatusCode, body, c.status)
+			case c.status < 300 && media != c.want:
+				t.Errorf("%s %s: %s, want %s", c.method, c.path, media, c.want)
+			case c.status >= 300 && (json.Unmarshal(body, &eb) != nil || eb.Error == nil || string(eb.Error.Code) != c.want):
+				t.Errorf("%s %s: %s, want the error body with %s", c.method, c.path, body, c.want)
+			}
+		}
+		// The operational event stream answers with the stream's media type.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.ValidatorURL+"/v1/ops/events/stream", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || media != "text/event-stream" {
+			t.Errorf("/v1/ops/events/stream: %d %s", resp.StatusCode, media)
+		}
+	})
+
 	t.Run("parameters", func(t *testing.T) {
 		var checked []string
 		for _, template := range routesOf(docs.Edge) {

@@ -27,6 +27,16 @@ func TestSourceDocumentIsTheIndex(t *testing.T) {
 	if err := harness.GetJSON(nil, 10*time.Second, n.ValidatorURL+"/v1/index", &ix); err != nil {
 		t.Fatal(err)
 	}
+	// Every route of the contract is served (the MOCK mode test surfaces
+	// too): none missing, none unserved.
+	if len(ix.MissingRoutes) != 0 || len(ix.MissingSourceRoutes) != 0 || len(ix.ContractRoutes) == 0 {
+		t.Fatalf("/v1/index: missing %v, missing source routes %v, %d contract routes", ix.MissingRoutes, ix.MissingSourceRoutes, len(ix.ContractRoutes))
+	}
+	for _, r := range ix.ContractRoutes {
+		if !r.Served {
+			t.Errorf("/v1/index: the contract's %s %s is not served", r.Method, r.Path)
+		}
+	}
 
 	// Two routes of one pattern would hide each other in the maps.
 	served := map[string]api.RouteEntry{} // by pattern

@@ -1,7 +1,8 @@
 // Package harness starts a whole Content Ledger network in one process for
 // tests and benchmarks: go-ethereum's simulated chain running the compiled
 // payment contract, an embedded NATS server with JetStream, the
-// chain-watcher, a validator and the edge, each on loopback ports. Nothing
+// chain-watcher, a validator and the edge, and when asked (Options.IPFS) the
+// devnet's IPFS node as the validator's gateway, each on loopback ports. Nothing
 // is mocked: the services are started through the same Run functions as
 // their binaries. A test may stop the chain-watcher and start it again
 // (Backing.StopWatcher, StartWatcher), as an outage of the watcher would.
@@ -26,6 +27,7 @@ import (
 	edge "github.com/contentledger/contentledger/services/edge/app"
 	validator "github.com/contentledger/contentledger/services/validator/app"
 	"github.com/contentledger/contentledger/tools/devchain"
+	"github.com/contentledger/contentledger/tools/devipfs"
 	"github.com/contentledger/contentledger/tools/devnats"
 	"github.com/contentledger/contentledger/tools/ledgerclient"
 )
@@ -47,6 +49,13 @@ type Options struct {
 	// BlockInterval), so a second or two tells a stopped watcher.
 	ChainStatusStale time.Duration
 	Quiet            bool // discard service logs (benchmarks)
+	// IPFS starts the IPFS node of make run (tools/devipfs) with the
+	// backing, and names its gateway as the validator's
+	// SVC_VALIDATOR_IPFS_GATEWAY. Backing.IPFS adds files to it.
+	IPFS bool
+	// IntentTTL is the validator's INTENT_TTL: how long an upload intent
+	// waits for its upload. Default: the validator's.
+	IntentTTL time.Duration
 }
 
 // Backing is the part of a network validators depend on: the chain with
@@ -57,6 +66,8 @@ type Backing struct {
 	Chain   *devchain.Chain
 	NATSURL string
 	NATS    *devnats.Server
+	// IPFS is the IPFS node when Options.IPFS asked for one; nil otherwise.
+	IPFS *devipfs.Node
 
 	watcher *watcherProcess
 }
@@ -147,6 +158,15 @@ func (b *Backing) ValidatorNATSEnv() []string {
 		"SVC_VALIDATOR_NATS_PASSWORD=" + c.Password, "SVC_VALIDATOR_EPOCH_MAX_AHEAD=" + strconv.Itoa(EpochMaxAhead)}
 }
 
+// ValidatorIPFSEnv is the environment that names the backing's IPFS
+// gateway to a validator process; empty without Options.IPFS.
+func (b *Backing) ValidatorIPFSEnv() []string {
+	if b.IPFS == nil {
+		return nil
+	}
+	return []string{"SVC_VALIDATOR_IPFS_GATEWAY=" + b.IPFS.GatewayURL()}
+}
+
 // EpochMaxAhead is the validators' EPOCH_MAX_AHEAD in test networks: the
 // dev chain seals blocks faster than one a second, each a second after
 // its parent at least, so its timestamps (and the watcher's epochs) run
@@ -201,6 +221,14 @@ func StartBacking(t testing.TB, o Options) *Backing {
 		t.Fatalf("nats: %v", err)
 	}
 	b := &Backing{Chain: chain, NATSURL: nats.ClientURL(), NATS: nats}
+	if o.IPFS {
+		if b.IPFS, err = devipfs.Start(devipfs.Config{DataDir: filepath.Join(t.TempDir(), "ipfs"), GatewayAddr: "127.0.0.1:0",
+			APIAddr: "127.0.0.1:0", Log: log.Named("ipfs")}); err != nil {
+			nats.Stop()
+			_ = chain.Close()
+			t.Fatalf("ipfs: %v", err)
+		}
+	}
 	wcfg := WatcherConfig(chain, b.NATSURL, o.Confirmations)
 	wnats := b.NATSCredentials(devnats.Watcher)
 	wcfg.NATSUser, wcfg.NATSPassword = wnats.User, wnats.Password
@@ -208,6 +236,9 @@ func StartBacking(t testing.TB, o Options) *Backing {
 	_ = b.watcher.start() // a new process: not running yet
 	t.Cleanup(func() {
 		_ = b.watcher.stop() // a test may have left it stopped
+		if b.IPFS != nil {
+			_ = b.IPFS.Close()
+		}
 		nats.Stop()
 		_ = chain.Close()
 	})
@@ -259,6 +290,10 @@ func Start(t testing.TB, o Options) *Network {
 	}
 	vready := make(chan string, 1)
 	vnats := n.NATSCredentials(devnats.Validator)
+	var gateway string
+	if n.IPFS != nil {
+		gateway = n.IPFS.GatewayURL()
+	}
 	run("validator", func() error {
 		return validator.Run(ctx, validator.Config{
 			PeerTLSCert: certs[1].Cert, PeerTLSKey: certs[1].Key, PeerTLSCA: certs[1].CA,
@@ -268,7 +303,7 @@ func Start(t testing.TB, o Options) *Network {
 			ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second, TickInterval: 50 * time.Millisecond,
 			MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
 			OperatorTokens: OperatorToken, NATSUser: vnats.User, NATSPassword: vnats.Password, EpochMaxAhead: EpochMaxAhead,
-			ChainStatusStale: o.ChainStatusStale,
+			ChainStatusStale: o.ChainStatusStale, IntentTTL: o.IntentTTL, IPFSGateway: gateway,
 		}, log.Named("validator"), vready)
 	})
 	n.ValidatorURL = "http://" + receive(t, vready, failed)

@@ -1,5 +1,6 @@
 // Command devnet runs a whole Content Ledger network on this machine: a dev
 // chain with the payment contract, an embedded NATS server with JetStream,
+// an IPFS node (gateway and RPC API) the validators name as their gateway,
 // the chain-watcher, the validator and the edge. `make run` starts it.
 //
 // The dev chain lives in memory, so every start is a fresh network: devnet
@@ -32,6 +33,7 @@ import (
 	edge "github.com/contentledger/contentledger/services/edge/app"
 	validator "github.com/contentledger/contentledger/services/validator/app"
 	"github.com/contentledger/contentledger/tools/devchain"
+	"github.com/contentledger/contentledger/tools/devipfs"
 	"github.com/contentledger/contentledger/tools/devnats"
 )
 
@@ -139,6 +141,15 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 	defer nats.Stop()
 	natsURL := nats.ClientURL()
 	watcherNATS, _ := nats.Credentials(devnats.Watcher)
+
+	// The content-addressed store binaries live in: clients add files
+	// through its RPC API, validators check and read them through its
+	// gateway (SVC_VALIDATOR_IPFS_GATEWAY).
+	ipfs, err := devipfs.Start(devipfs.Config{DataDir: ipfsDir(o), Log: log.Named("ipfs")})
+	if err != nil {
+		return err
+	}
+	defer ipfs.Close()
 	validatorNATS, _ := nats.Credentials(devnats.Validator)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -176,9 +187,10 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 			HTTPAddr: validatorHTTP(i), PeerAddr: validatorPeer(i), InitialCluster: strings.Join(initial, ","),
 			ChainID: chain.ChainID, ContractAddress: chain.PaymentLedger.Hex(),
 			USDCAddress: chain.DevUSDC.Hex(), Confirmations: o.confirmations, NATSURL: natsURL, PaymentStream: "CHAIN_EVENTS",
-			PaymentWait: 2 * time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
+			PaymentWait: time.Minute, ContentRoot: "ledger", MaxMessageBytes: 1 << 20, EpochLength: 384 * time.Second,
 			TickInterval: 100 * time.Millisecond, MaxPending: 10_000, MaxBatch: 512, MaxPendingMessages: 2048, MicroBatch: 64, MicroBatchBytes: 256 << 10, ClassAging: 2 * time.Second,
 			OperatorTokens: o.operatorToken, NATSUser: validatorNATS.User, NATSPassword: validatorNATS.Password,
+			IPFSGateway: ipfs.GatewayURL(),
 		}
 		start(name, func(ctx context.Context) error { return validator.Run(ctx, vcfg, log.Named(name), nil) })
 	}
@@ -208,7 +220,7 @@ func run(ctx context.Context, log *zap.Logger, o options) error {
 		return err
 	}
 	indexer, _ := nats.Credentials(devnats.Indexer)
-	printTour(chain, natsURL, indexer, o)
+	printTour(chain, natsURL, indexer, ipfs, o)
 
 	select {
 	case <-ctx.Done():
@@ -248,7 +260,10 @@ func waitHealthy(ctx context.Context, urls ...string) error {
 // pkiDir holds the validators' throwaway peer certificates.
 func pkiDir(o options) string { return filepath.Join(o.dataDir, "pki") }
 
-func printTour(chain *devchain.Chain, natsURL string, indexer devnats.Credentials, o options) {
+// ipfsDir holds the IPFS node's blocks.
+func ipfsDir(o options) string { return filepath.Join(o.dataDir, "ipfs") }
+
+func printTour(chain *devchain.Chain, natsURL string, indexer devnats.Credentials, ipfs *devipfs.Node, o options) {
 	fmt.Printf(`
 Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each start)
 
@@ -258,6 +273,8 @@ Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each s
   NATS           %s   JetStream, streams CHAIN_EVENTS and LEDGER_EVENTS; users watcher,
                  validator and indexer with their permissions (indexer reads LEDGER_EVENTS:
                  nats --user %s --password %s sub --stream LEDGER_EVENTS 'ledger.events.>')
+  IPFS gateway   %s/ipfs/<cid>   deserialized, ?format=raw and ?format=car; the validators' gateway
+  IPFS RPC API   %s/api/v0/add and /api/v0/cat   offline node, blocks in %s
   chain-watcher  http://%s/health   %d confirmation(s)
   validators     %s   mode %s, raft peers on 7090, 7190, 7290
   peer mTLS      %s   throwaway CA and node certificates (ledgerctl certs makes real ones)
@@ -265,7 +282,7 @@ Content Ledger devnet is running (Ctrl-C stops it; data in %s is wiped at each s
 
 Well-known dev accounts (10,000 ETH each; never use these keys on a real network):
 `, o.dataDir, chain.URL, chain.ChainID, o.block, chain.PaymentLedger.Hex(), chain.DevUSDC.Hex(), natsURL, indexer.User, indexer.Password,
-		watcherAddr, o.confirmations, strings.Join(validatorURLs(), " "), o.mode, pkiDir(o), edgeAddr)
+		ipfs.GatewayURL(), ipfs.APIURL(), ipfsDir(o), watcherAddr, o.confirmations, strings.Join(validatorURLs(), " "), o.mode, pkiDir(o), edgeAddr)
 	for i, a := range devchain.DevAccounts {
 		fmt.Printf("  %-2s %s  %s\n", strconv.Itoa(i), a.Address.Hex(), "0x"+a.PrivateKeyHex)
 	}
@@ -281,5 +298,6 @@ Try it:
   curl -s 'http://%s/api/explore?path=<path printed by write>'
   curl -s http://%s/ops/v1/explorer/proposal/<proposalId>
   curl -s http://%s/health/cluster
-`, o.operatorToken, "0x"+devchain.DevAccounts[1].PrivateKeyHex, validatorHTTP(1), edgeAddr, validatorHTTP(2))
+  curl -s -F file=@README.md '%s/api/v0/add?cid-version=1'   # then %s/ipfs/<Hash>
+`, o.operatorToken, "0x"+devchain.DevAccounts[1].PrivateKeyHex, validatorHTTP(1), edgeAddr, validatorHTTP(2), ipfs.APIURL(), ipfs.GatewayURL())
 }
