@@ -295,8 +295,8 @@ func (b *Binaries) Complete(ctx context.Context, token [32]byte, c cid.Cid) (Int
 	if err != nil {
 		return IntentView{}, err
 	}
-	if done, err := b.completed(rec, token, c); done || err != nil {
-		return view(rec), err
+	if done, err := b.completed(rec, token, c); err != nil || done {
+		return answer(rec, err)
 	}
 	if b.reader == nil {
 		return IntentView{}, apierror.New(apierror.GatewayNotConfigured, "this validator names no IPFS gateway (SVC_VALIDATOR_IPFS_GATEWAY), so it cannot check an upload")
@@ -330,10 +330,18 @@ func (b *Binaries) Complete(ctx context.Context, token [32]byte, c cid.Cid) (Int
 	if err != nil {
 		return IntentView{}, err
 	}
-	if done, err := b.completed(rec, token, c); done || err != nil {
-		return view(rec), err
+	if done, err := b.completed(rec, token, c); err != nil || done {
+		return answer(rec, err)
 	}
 	return IntentView{}, apierror.New(apierror.IntentExpired, "intent %x expired before its upload was recorded", token)
+}
+
+// answer is rec's view, or err.
+func answer(rec *ledgerpb.BlobIntent, err error) (IntentView, error) {
+	if err != nil {
+		return IntentView{}, err
+	}
+	return view(rec), nil
 }
 
 // completed reports whether rec needs no completion with c (it is
