@@ -57,9 +57,9 @@ func NewReader(base *url.URL, client *http.Client, timeout time.Duration, maxByt
 		return nil, err
 	}
 	h := boxogateway.NewHandler(boxogateway.Config{
-		DeserializedResponses: true,
-		NoDNSLink:             true,
-		DisableHTMLErrors:     true,
+		DeserializedResponses:    true,
+		NoDNSLink:                true,
+		DisableHTMLErrors:        true,
 		RetrievalTimeout:         timeout,
 		MaxRequestDuration:       timeout,
 		MaxUnixFSDAGResponseSize: maxBytes,

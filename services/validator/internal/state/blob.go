@@ -25,8 +25,8 @@ import (
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
-// Binary event actions: an upload completed (the mapping is recorded), a
-// write referenced a CID (EventActionWrite).
+// EventActionUpload is the binary event of a completed upload (its mapping
+// recorded); a write that references a CID emits EventActionWrite.
 const EventActionUpload = "upload"
 
 // MaxIntentBatch bounds the tokens one BlobIntentExpire names.
