@@ -125,6 +125,9 @@ func (s *Server) completeUpload(c echo.Context) error {
 	if err != nil {
 		return apierror.Field("cid", "%v", err)
 	}
+	// Reading a large binary through the gateway may take longer than a
+	// request may; the reader bounds it (SVC_VALIDATOR_BLOB_TIMEOUT).
+	httpserver.LiftDeadlines(c.Response())
 	v, err := s.deps.Binaries.Complete(c.Request().Context(), token, id)
 	if err != nil {
 		return err
