@@ -13,6 +13,7 @@ package proposal
 // same messages accepted and the same nodes byte for byte.
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -127,6 +128,8 @@ func (s *objectScanner) object(path string, depth int) error {
 			value, err := s.value()
 			if err == nil && name == CIDProperty {
 				err = checkCIDLiteral(value)
+			} else if err == nil && name == IntentProperty {
+				err = checkIntentLiteral(value)
 			}
 			if err != nil {
 				return fmt.Errorf("%w: property %q at %s: %v", ErrMessage, name, path, err)
@@ -236,6 +239,24 @@ func checkCIDLiteral(value string) error {
 		return errors.New("must be a CID string")
 	}
 	return ValidateCID(unquote(value))
+}
+
+// checkIntentLiteral checks a property value (JSON text) that must name an
+// upload intent: a string of 0x and 64 hex digits.
+func checkIntentLiteral(value string) error {
+	if _, ok := IntentToken(value); !ok {
+		return errors.New("must be an upload intent's token: a string of 0x and 64 hex digits")
+	}
+	return nil
+}
+
+// IntentToken reads the token a ledger:intent value (JSON text) names.
+func IntentToken(valueJSON string) (token [32]byte, ok bool) {
+	if len(valueJSON) != 2+2+64 || valueJSON[0] != '"' || valueJSON[len(valueJSON)-1] != '"' || valueJSON[1:3] != "0x" {
+		return token, false
+	}
+	_, err := hex.Decode(token[:], []byte(valueJSON[3:len(valueJSON)-1]))
+	return token, err == nil
 }
 
 // value reads a property value, a scalar or an array of scalars, and returns

@@ -15,9 +15,14 @@ const (
 	PrimaryTypeProperty = "jcr:primaryType"
 	// TextProperty holds a message that is not a JSON object.
 	TextProperty = "message"
-	// CIDProperty holds the CID of a binary asset, the only ledger: property
-	// a client may write.
+	// CIDProperty holds the CID of a binary asset. With IntentProperty, it
+	// is one of the two ledger: properties a client may write.
 	CIDProperty = "ledger:cid"
+	// IntentProperty names a completed upload intent by its token
+	// (docs/adr/0037): apply replaces it with the CID the upload recorded,
+	// as ledger:cid, and rejects the write when the intent is not the
+	// wallet's or not completed.
+	IntentProperty = "ledger:intent"
 	// systemNamespace is reserved for properties the system writes.
 	systemNamespace = "ledger:"
 	// maxNameBytes bounds property and child node names.
@@ -80,12 +85,13 @@ func checkMessage(path string, message []byte) error {
 func depthOf(path string) int { return strings.Count(path, "/") }
 
 // checkName accepts property and child names: path-segment characters, not
-// "." or "..", and nothing in the system namespace except ledger:cid.
+// "." or "..", and nothing in the system namespace except ledger:cid and
+// ledger:intent.
 func checkName(name string) error {
 	if len(name) > maxNameBytes || !validSegment(name) {
 		return fmt.Errorf("name %q is not 1-%d of [A-Za-z0-9._:-] (and not . or ..)", name, maxNameBytes)
 	}
-	if strings.HasPrefix(name, systemNamespace) && name != CIDProperty {
+	if strings.HasPrefix(name, systemNamespace) && name != CIDProperty && name != IntentProperty {
 		return fmt.Errorf("name %q is in the system namespace %q", name, systemNamespace)
 	}
 	return nil

@@ -65,6 +65,9 @@ func diffSeeds() []string {
 		`{"jcr:primaryType":"` + strings.Repeat("t", 300) + `"}`, `{"jcr:primaryType":"x"` + "\x00" + `}`,
 		`{"ledger:cid":"` + cid + `"}`, `{"ledger:cid":"\u0051m` + cid[2:] + `"}`, `{"ledger:cid":1}`, `{"ledger:cid":null}`,
 		`{"ledger:cid":"Qm"}`, `{"ledger:cid":["` + cid + `"]}`, `{"ledger:cid":{"a":1}}`, `{"ledger:cid":"` + cid + `x"}`,
+		`{"ledger:intent":"0x` + strings.Repeat("aB", 32) + `"}`, `{"ledger:intent":"\u0030x` + strings.Repeat("ab", 32) + `"}`,
+		`{"ledger:intent":"0x` + strings.Repeat("ab", 31) + `"}`, `{"ledger:intent":"` + strings.Repeat("ab", 32) + `"}`,
+		`{"ledger:intent":1}`, `{"ledger:intent":["0x` + strings.Repeat("ab", 32) + `"]}`, `{"ledger:other":"x"}`,
 		// nesting
 		`{"z":{"v":1},"a":{"b":{"c":"d"}},"p":2}`, `{"b":{"y":{},"x":{}},"a":{"d":{"e":{}},"c":1}}`,
 		`{"a":{"b":1},"a":2}`, `{"a":2,"a":{"b":1}}`, `{"x":{"a":1,"a":2}}`, `{"b":{},"a":{},"c":{}}`,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 )
 
@@ -87,6 +88,11 @@ func referenceReadObject(dec *json.Decoder, path string, depth int, out *[]NodeS
 			if name == CIDProperty {
 				if err := referenceCheckCIDValue(value); err != nil {
 					return fmt.Errorf("property %q at %s: %v", name, path, err)
+				}
+			}
+			if name == IntentProperty {
+				if !regexp.MustCompile(`^"0x[0-9a-fA-F]{64}"$`).MatchString(value) {
+					return fmt.Errorf("property %q at %s: must be an upload intent's token", name, path)
 				}
 			}
 			node.Properties = append(node.Properties, Property{Name: name, ValueJSON: value})

@@ -150,6 +150,33 @@ func TestBinaryUploadEndToEnd(t *testing.T) {
 	if st := final(t, n, p.ID); st.Status != api.StatusCommitted && st.Status != api.StatusFinalized {
 		t.Fatalf("the asset write: %+v", st)
 	}
+	// The same binary named by its upload's token: the node stores the
+	// upload's CID; a token that is no completed upload of the wallet is
+	// refused at intake, nothing replicated.
+	byIntent := &ledgerclient.Proposal{Path: "assets/by-intent", ContentType: "asset",
+		Message: []byte(`{"` + proposal.IntentProperty + `":"` + intent.Token + `"}`)}
+	form, intentPath, err := ledgerclient.Form(n.Config, key, byIntent, [32]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.SubmitAndWait(ctx, proposal.Write, form, 30*time.Second); err != nil {
+		t.Fatalf("writing by the intent: %v", err)
+	}
+	if st := final(t, n, byIntent.ID); st.Status != api.StatusCommitted && st.Status != api.StatusFinalized {
+		t.Fatalf("the write by intent: %+v", st)
+	}
+	node, err := n.Client.Node(ctx, intentPath)
+	if err != nil || string(node.Properties[proposal.CIDProperty]) != `"`+cidV1+`"` || node.Properties[proposal.IntentProperty] != nil {
+		t.Fatalf("the node written by intent: %+v, %v", node.Properties, err)
+	}
+	unknown := &ledgerclient.Proposal{Path: "assets/unknown", Message: []byte(`{"` + proposal.IntentProperty + `":"0x` + strings.Repeat("77", 32) + `"}`)}
+	if form, _, err = ledgerclient.Form(n.Config, key, unknown, [32]byte{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.SubmitAndWait(ctx, proposal.Write, form, 30*time.Second); apiCode(err) != apierror.InvalidField {
+		t.Fatalf("a write naming no completed upload: %v", err)
+	}
+
 	upload, write := binaryEvents(t, n, wallet)
 	if upload.CasCID != cidV1 || upload.BlobID != id.String() || upload.Action != "upload" {
 		t.Fatalf("the upload's binary event: %+v", upload)
@@ -167,9 +194,9 @@ func TestBinaryUploadEndToEnd(t *testing.T) {
 	var reverse api.CIDReverse
 	harness.Eventually(t, 10*time.Second, func() bool { // the kept scan of live nodes follows the applied index
 		getJSON(t, n.ValidatorURL+"/api/cid/reverse/"+cidV1, &reverse)
-		return len(reverse.Nodes) == 1
+		return len(reverse.Nodes) == 2
 	})
-	if reverse.Blob == nil || reverse.Blob.BlobID != id.String() || reverse.Nodes[0].Path != path {
+	if reverse.Blob == nil || reverse.Blob.BlobID != id.String() || reverse.Nodes[0].Path != intentPath || reverse.Nodes[1].Path != path { // in path order
 		t.Fatalf("/api/cid/reverse: %+v", reverse)
 	}
 }

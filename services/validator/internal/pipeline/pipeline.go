@@ -97,6 +97,9 @@ type Records interface {
 	// DebtTxPaid reports whether any DebtPaid log of transaction tx has
 	// paid a debt.
 	DebtTxPaid(tx [32]byte) (bool, error)
+	// Intent is the upload intent with token, nil when there is none
+	// (docs/adr/0037).
+	Intent(token [32]byte) (*ledgerpb.BlobIntent, error)
 	// Counts returns the cumulative counts of the decisions applied, and
 	// the applied index they are at: the same on every validator at one
 	// index, kept across restarts. The counts must not be modified.
@@ -429,6 +432,9 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 		if err := p.checkDebt(sub.Wallet); err != nil {
 			return status, false, err
 		}
+		if err := p.checkIntents(sub); err != nil {
+			return status, false, err
+		}
 	}
 	if err := p.signer.Verify(sub.Typed(), sub.Signature, sub.Wallet); err != nil {
 		return status, false, apierror.New(apierror.InvalidSignature, "%v", err)
@@ -477,6 +483,37 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	}
 	p.stats.accepted.Add(1)
 	return api.StatusFromRecord(applied), true, nil
+}
+
+// checkIntents refuses a write naming an upload (ledger:intent) that is
+// not a completed upload of its wallet (docs/adr/0037), before anything is
+// paid for or replicated; apply checks the same (state.resolveIntents).
+// Most messages name none, which one scan of the bytes tells.
+func (p *Pipeline) checkIntents(sub *proposal.Submission) error {
+	if !bytes.Contains(sub.Message, []byte(proposal.IntentProperty)) {
+		return nil
+	}
+	specs, err := proposal.Nodes(sub.Path, sub.Message)
+	if err != nil {
+		return nil // the form's own check answers it
+	}
+	for _, spec := range specs {
+		for _, prop := range spec.Properties {
+			if prop.Name != proposal.IntentProperty {
+				continue
+			}
+			token, _ := proposal.IntentToken(prop.ValueJSON)
+			rec, err := p.records.Intent(token)
+			if err != nil {
+				return fmt.Errorf("reading upload intent %x: %w", token, err)
+			}
+			if rec == nil || rec.GetStatus() != ledgerpb.IntentStatus_INTENT_COMPLETED || common.BytesToAddress(rec.GetWallet()) != sub.Wallet {
+				return apierror.Field(proposal.FieldMessage, "%s 0x%x at %s is not a completed upload of wallet %s: declare, upload and complete it first (/v1/binary/*)",
+					proposal.IntentProperty, token, spec.Path, sub.Wallet.Hex())
+			}
+		}
+	}
+	return nil
 }
 
 // checkDebt refuses a write of a wallet whose writes are blocked by GC

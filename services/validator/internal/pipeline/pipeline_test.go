@@ -66,6 +66,9 @@ type ledger struct {
 	observer  func([]*ledgerpb.ProposalRecord) // as state.Machine's observer
 }
 
+// Intent: the pipeline's tests record no uploads.
+func (l *ledger) Intent([32]byte) (*ledgerpb.BlobIntent, error) { return nil, nil }
+
 func newLedger() *ledger {
 	return &ledger{records: map[common.Hash]*ledgerpb.ProposalRecord{}, changed: make(chan struct{}), ops: map[string]int{},
 		accounts: map[[20]byte]*ledgerpb.GcAccount{}, spent: map[debtLog]bool{}}

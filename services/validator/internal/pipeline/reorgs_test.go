@@ -123,6 +123,9 @@ func (l *machineLedger) GarbageBytes() uint64                            { retur
 func (l *machineLedger) LastCompactStep() state.CompactStepApply         { return l.m.LastCompactStep() }
 func (l *machineLedger) Account(w [20]byte) (*ledgerpb.GcAccount, error) { return l.m.Account(w) }
 func (l *machineLedger) DebtTxPaid(tx [32]byte) (bool, error)            { return l.m.DebtTxPaid(tx) }
+func (l *machineLedger) Intent(token [32]byte) (*ledgerpb.BlobIntent, error) {
+	return l.m.Intent(token)
+}
 func (l *machineLedger) DebtTxSpent(tx [32]byte, i uint32) (bool, error) {
 	return l.m.DebtTxSpent(tx, i)
 }

@@ -449,6 +449,9 @@ func (a *applier) write(ec entryContext, p *ledgerpb.Proposal, seg *ledgerpb.Seg
 			return ReasonInvalidField, false, nil
 		}
 	}
+	if ok, err := a.resolveIntents(specs, p.GetWallet()); err != nil || !ok {
+		return ReasonInvalidField, false, err
+	}
 	newPaths := make(map[string]bool, len(specs))
 	for _, s := range specs {
 		newPaths[s.Path] = true

@@ -13,15 +13,18 @@ package state
 // here reads a clock: every time comes from the entry.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/blob"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
 )
 
@@ -180,6 +183,44 @@ func (a *applier) addBlobTotals(size uint64) error {
 	binary.BigEndian.PutUint64(v[:8], count+1)
 	binary.BigEndian.PutUint64(v[8:], total+size)
 	return a.mut.set([]byte(storage.BlobTotalsKey), v[:])
+}
+
+// resolveIntents replaces each ledger:intent property of the nodes a write
+// makes with the ledger:cid its upload recorded. It reports false, and the
+// write is rejected, when an intent named is not a completed upload of the
+// writing wallet, or the node also names another CID. Properties stay
+// sorted: no name a client may write sorts between ledger:cid and
+// ledger:intent.
+func (a *applier) resolveIntents(specs []proposal.NodeSpec, wallet []byte) (bool, error) {
+	for i := range specs {
+		props := specs[i].Properties
+		at := slices.IndexFunc(props, func(p proposal.Property) bool { return p.Name == proposal.IntentProperty })
+		if at < 0 {
+			continue
+		}
+		token, ok := proposal.IntentToken(props[at].ValueJSON)
+		if !ok {
+			return false, nil
+		}
+		rec, err := getIntent(a.b, token)
+		if err != nil || rec == nil || rec.GetStatus() != ledgerpb.IntentStatus_INTENT_COMPLETED || !bytes.Equal(rec.GetWallet(), wallet) {
+			return false, err
+		}
+		c, err := blob.CIDFromBytes(rec.GetCid())
+		if err != nil {
+			return false, nil
+		}
+		value := `"` + c.String() + `"`
+		if at > 0 && props[at-1].Name == proposal.CIDProperty {
+			if props[at-1].ValueJSON != value {
+				return false, nil
+			}
+			specs[i].Properties = slices.Delete(props, at, at+1)
+			continue
+		}
+		props[at] = proposal.Property{Name: proposal.CIDProperty, ValueJSON: value}
+	}
+	return true, nil
 }
 
 // blobIDOfCID returns the blob id a CID's text names, if a completed

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -202,5 +204,57 @@ func TestStateHashGoldenUploads(t *testing.T) {
 	)
 	if got := m.StateHash(); bytesHex(got[:]) != want {
 		t.Fatalf("state hash of the upload log = %x, pinned %s", got, want)
+	}
+}
+
+// TestWriteByIntent: a write naming a completed upload of its wallet by
+// ledger:intent stores the upload's CID as ledger:cid and emits the binary
+// event with the blob; naming another wallet's upload, an open one, an
+// unknown one, or another CID beside it is rejected.
+func TestWriteByIntent(t *testing.T) {
+	m, l := newMachine(t), newLog(t)
+	data := []byte("an uploaded binary")
+	c, _ := cid.Prefix{Version: 1, Codec: cid.Raw, MhType: multihash.SHA2_256, MhLength: -1}.Sum(data)
+	done, open := token(1), token(2)
+	mustApply(t, m,
+		l.op(declareOp(1, alice[:], uint64(len(data)), blob.IDOf(data), 10, 10_000)),
+		l.op(completeOp(1, c, 20)),
+		l.op(declareOp(2, alice[:], 3, blob.IDOf([]byte("abc")), 10, 10_000)),
+	)
+	ref := func(tok [32]byte) string { return fmt.Sprintf(`"ledger:intent":"0x%x"`, tok) }
+	lastEvent := m.LastEventID()
+	mustApply(t, m, l.batch(30,
+		writeItem(1, alice, "by-intent", `{"name":"x",`+ref(done)+`}`),
+		writeItem(2, bob, "other-wallet", `{`+ref(done)+`}`),
+		writeItem(3, alice, "open", `{`+ref(open)+`}`),
+		writeItem(4, alice, "unknown", `{`+ref(token(9))+`}`),
+		writeItem(5, alice, "both", `{"ledger:cid":"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",`+ref(done)+`}`),
+		writeItem(6, alice, "same", `{"ledger:cid":"`+c.String()+`",`+ref(done)+`}`),
+	))
+	if got := props(mustNode(t, m, path(alice, "by-intent"))); got != `ledger:cid="`+c.String()+`";name="x";` {
+		t.Fatalf("the node written by intent: %s", got)
+	}
+	if got := props(mustNode(t, m, path(alice, "same"))); got != `ledger:cid="`+c.String()+`";` {
+		t.Fatalf("the node naming the CID and its intent: %s", got)
+	}
+	for n := 2; n <= 5; n++ {
+		if rec := mustRecord(t, m, n); rec.GetStatus() != ledgerpb.Status_STATUS_REJECTED || rec.GetReason() != ReasonInvalidField {
+			t.Errorf("proposal %d: %v %s", n, rec.GetStatus(), rec.GetReason())
+		}
+	}
+	evs, err := m.EventsSince(lastEvent, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var binaries []string
+	for _, ev := range evs {
+		if ev.GetType() == EventTypeBinary {
+			binaries = append(binaries, ev.GetPath()+" "+ev.GetCasCid()+" "+ev.GetBlobId())
+		}
+	}
+	want := []string{path(alice, "by-intent") + " " + c.String() + " " + blob.IDOf(data).String(),
+		path(alice, "same") + " " + c.String() + " " + blob.IDOf(data).String()}
+	if !slices.Equal(binaries, want) {
+		t.Fatalf("binary events %v, want %v", binaries, want)
 	}
 }
