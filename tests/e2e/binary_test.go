@@ -5,10 +5,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +272,65 @@ func TestUploadIntentExpires(t *testing.T) {
 	}
 	if _, err := n.Client.BlobCID(ctx, blob.IDOf(data)); apiCode(err) != apierror.NotFound {
 		t.Fatalf("the expired intent's blob is mapped: %v", err)
+	}
+}
+
+// TestLedgerctlPutGet runs the CLI as an author would: ledgerctl put adds a
+// file to make run's IPFS node, records its upload and writes an asset
+// node; ledgerctl get reads the node and the file's bytes back through the
+// validator.
+func TestLedgerctlPutGet(t *testing.T) {
+	n := harness.Start(t, harness.Options{Mode: "MOCK", IPFS: true})
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ledgerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/contentledger/contentledger/tools/ledgerctl").CombinedOutput(); err != nil {
+		t.Fatalf("building ledgerctl: %v\n%s", err, out)
+	}
+	data := randomBytes(t, 700_000)
+	file := filepath.Join(dir, "photo.png")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := hex.EncodeToString(crypto.FromECDSA(devKey(t, 2)))
+	run := func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "LEDGER_VALIDATOR="+n.ValidatorURL, "LEDGER_IPFS_API="+n.IPFS.APIURL(), "LEDGER_KEY="+key)
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("ledgerctl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+		}
+		return out
+	}
+
+	var put struct {
+		Path   string             `json:"path"`
+		Status api.ProposalStatus `json:"status"`
+		Binary *api.BlobIntent    `json:"binary"`
+	}
+	if err := json.Unmarshal(run("put", "--json", file), &put); err != nil {
+		t.Fatal(err)
+	}
+	id := blob.IDOf(data)
+	if put.Status.Status != api.StatusCommitted && put.Status.Status != api.StatusFinalized || put.Binary == nil ||
+		put.Binary.Status != api.IntentCompleted || put.Binary.BlobID != id.String() || put.Binary.MimeType != "image/png" ||
+		!strings.HasSuffix(put.Path, "/assets/photo.png") {
+		t.Fatalf("put: %+v %+v", put, put.Binary)
+	}
+	var node api.Node
+	if err := json.Unmarshal(run("get", "assets/photo.png"), &node); err != nil {
+		t.Fatal(err)
+	}
+	if string(node.Properties[proposal.CIDProperty]) != `"`+put.Binary.CID+`"` || string(node.Properties["blobId"]) != `"`+id.String()+`"` {
+		t.Fatalf("get: %+v", node.Properties)
+	}
+	out := filepath.Join(dir, "back.png")
+	run("get", "--out", out, put.Path)
+	if back, err := os.ReadFile(out); err != nil || !bytes.Equal(back, data) {
+		t.Fatalf("the bytes read back: %d of %d, %v", len(back), len(data), err)
 	}
 }
