@@ -48,7 +48,7 @@ func gatewayOf(t *testing.T, data []byte, corrupt func([]byte) []byte) (*url.URL
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = boxogateway.NewHandler(boxogateway.Config{DeserializedResponses: true, NoDNSLink: true,
+	h := boxogateway.NewHandler(boxogateway.Config{DeserializedResponses: true, NoDNSLink: true,
 		MetricsRegistry: prometheus.NewRegistry()}, backend)
 	if corrupt != nil {
 		honest := h
