@@ -377,8 +377,15 @@ func TestPublishesAfterConfirmationsOnly(t *testing.T) {
 	if got := h.published(); len(got) != 0 {
 		t.Fatalf("%d payments published with 0 confirmations", len(got))
 	}
-	code, body := getHealth(t, w.health)
-	if code != http.StatusOK || body["status"] != "ok" || body["cursorBlock"] != float64(paid-2) || body["chainId"] != float64(devchain.ChainID) {
+	// The health view follows the checkpoint: the relay saves it, then
+	// reports its progress to the status (OnProgress).
+	var code int
+	var body map[string]any
+	testenv.Eventually(t, wait, func() bool {
+		code, body = getHealth(t, w.health)
+		return body["cursorBlock"] == float64(paid-2)
+	}, "health's cursor did not reach block %d", paid-2)
+	if code != http.StatusOK || body["status"] != "ok" || body["chainId"] != float64(devchain.ChainID) {
 		t.Errorf("health %d %v", code, body)
 	}
 
