@@ -79,7 +79,8 @@ func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
 	apiCfg := httpapi.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, Access: v.access, Form: form,
 		Blockchain: blockchainConfig(cfg), Version: v.version, Clients: v.clients, MaxBodyBytes: cfg.HTTPMaxBodyBytes,
-		PublicGateway: cfg.PublicGateway(), PublicURL: cfg.PublicURL}
+		PublicGateway: cfg.PublicGateway(), PublicURL: cfg.PublicURL,
+		MaxBlobBytes: cfg.Binaries().WithDefaults().MaxBlobBytes}
 	if cfg.RatePerIP > 0 {
 		apiCfg.IPLimiter = rate.NewLimiter(cfg.RatePerIP)
 	}

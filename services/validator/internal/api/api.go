@@ -112,8 +112,10 @@ type Config struct {
 	Clients      *httpserver.Clients
 	MaxBodyBytes int64
 	// PublicGateway is the IPFS gateway clients are sent to for a blob
-	// (/api/cid/*); nil: none.
+	// (/api/cid/*); nil: none. MaxBlobBytes is the largest binary
+	// /api/blob serves (SVC_VALIDATOR_BLOB_MAX_BYTES; 0: no cap here).
 	PublicGateway *url.URL
+	MaxBlobBytes  int64
 	// PublicURL is the public URL this validator advertises unless the
 	// operator set another (SVC_VALIDATOR_PUBLIC_URL; "" none).
 	PublicURL string

@@ -218,6 +218,11 @@ func (s *Server) blobBytes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A binary recorded under a larger cap than today's.
+	if s.cfg.MaxBlobBytes > 0 && m.GetSize() > uint64(s.cfg.MaxBlobBytes) {
+		return apierror.New(apierror.ContentTooLarge, "the binary is %d bytes; this validator serves binaries of at most %d (SVC_VALIDATOR_BLOB_MAX_BYTES): read it from the gateway by its CID, %s",
+			m.GetSize(), s.cfg.MaxBlobBytes, ref)
+	}
 	if s.deps.BlobReader == nil {
 		return apierror.New(apierror.GatewayNotConfigured, "this validator names no IPFS gateway (SVC_VALIDATOR_IPFS_GATEWAY) to read binaries from")
 	}

@@ -137,6 +137,11 @@ func TestBlobRoutes(t *testing.T) {
 	if rec := send(e, http.MethodGet, "/api/cid/"+id.String(), "", ""); rec.Code != http.StatusUnauthorized {
 		t.Errorf("/api/cid without a token: %d", rec.Code)
 	}
+	// A binary larger than today's cap is not read through the gateway.
+	capped := New(Config{Access: submitTokens(), MaxBlobBytes: 2}, Deps{Blobs: fakeBlobs{m}, Binaries: &fakeBinaries{}}, zap.NewNop())
+	if rec := send(capped, http.MethodGet, "/api/blob/"+id.String(), submitToken, ""); rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("/api/blob over the cap: %d %s", rec.Code, rec.Body)
+	}
 }
 
 // FuzzIntentRoutesInput: whatever the bodies of declare-intent and
