@@ -48,7 +48,7 @@ type BlobReader interface {
 // declareIntent serves POST /v1/binary/declare-intent.
 func (s *Server) declareIntent(c echo.Context) error {
 	var body api.DeclareIntent
-	if err := s.operatorBody(c, &body); err != nil {
+	if err := s.jsonObject(c, &body); err != nil {
 		return err
 	}
 	d, err := parseDeclaration(body)
@@ -114,7 +114,7 @@ func (s *Server) checkIntent(c echo.Context) error {
 // completeUpload serves POST /v1/binary/complete-upload.
 func (s *Server) completeUpload(c echo.Context) error {
 	var body api.CompleteUpload
-	if err := s.operatorBody(c, &body); err != nil {
+	if err := s.jsonObject(c, &body); err != nil {
 		return err
 	}
 	token, err := hash32("token", body.Token, "the intent's token (its intentId)")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/apierror"
-	"github.com/contentledger/contentledger/pkg/httpserver"
 )
 
 // GC is the GC debt accounts (ADR 0011) as the API sees them. The
@@ -80,19 +78,13 @@ func (s *Server) gcChange(c echo.Context, parse func() error, change func(ctx co
 	return s.answerAccount(c, wallet)
 }
 
-// operatorBody decodes the JSON body of an operator request into v: one
-// object, no unknown field; an empty body is an empty object. The body is
-// bounded like every other (limitBody); it is kept for forwarding to the
-// leader.
-func (s *Server) operatorBody(c echo.Context, v any) error {
-	raw, err := io.ReadAll(c.Request().Body)
-	switch {
-	case httpserver.IsTooLarge(err):
-		return httpserver.TooLarge(s.bodyLimit(c.Request().Method, c.Path()))
-	case err != nil:
-		return apierror.New(apierror.InvalidField, "the request body could not be read: %v", err)
+// jsonObject decodes a JSON request body (jsonBody) into v: one object,
+// no unknown field; an empty body is an empty object.
+func (s *Server) jsonObject(c echo.Context, v any) error {
+	raw, err := s.jsonBody(c)
+	if err != nil {
+		return err
 	}
-	c.Request().Body = io.NopCloser(bytes.NewReader(raw))
 	return decodeObject(raw, v)
 }
 
@@ -122,7 +114,7 @@ func debtField(name, value string, min uint64, what string) (uint64, error) {
 }
 
 func (s *Server) gcExecutePending(c echo.Context) error {
-	return s.gcChange(c, func() error { return s.operatorBody(c, &struct{}{}) }, s.deps.GC.ExecutePending)
+	return s.gcChange(c, func() error { return s.jsonObject(c, &struct{}{}) }, s.deps.GC.ExecutePending)
 }
 
 // gcSetLimit serves POST /v1/gc/account/{wallet}/set-limit with the body
@@ -133,7 +125,7 @@ func (s *Server) gcSetLimit(c echo.Context) error {
 		var body struct {
 			Limit *string `json:"limit"`
 		}
-		if err := s.operatorBody(c, &body); err != nil {
+		if err := s.jsonObject(c, &body); err != nil {
 			return err
 		}
 		if body.Limit == nil {
@@ -168,7 +160,7 @@ func (s *Server) gcPay(c echo.Context) error {
 	if s.cfg.Blockchain.PaymentsVerified {
 		var tx common.Hash
 		return s.gcChange(c, func() error {
-			if err := s.operatorBody(c, &body); err != nil {
+			if err := s.jsonObject(c, &body); err != nil {
 				return err
 			}
 			b, err := hexutil.Decode(body.TxHash)
@@ -181,7 +173,7 @@ func (s *Server) gcPay(c echo.Context) error {
 	}
 	var amount uint64
 	return s.gcChange(c, func() error {
-		if err := s.operatorBody(c, &body); err != nil {
+		if err := s.jsonObject(c, &body); err != nil {
 			return err
 		}
 		var err error

@@ -39,7 +39,7 @@ func (s *Server) proposeGc(c echo.Context) error {
 	var body struct {
 		Wait string `json:"wait"`
 	}
-	if err := s.operatorBody(c, &body); err != nil {
+	if err := s.jsonObject(c, &body); err != nil {
 		return err
 	}
 	var wait time.Duration
@@ -66,7 +66,7 @@ func (s *Server) proposeGc(c echo.Context) error {
 // gcTrigger serves POST /v1/gc/trigger with the body {}: 202 with the
 // leader's arming.
 func (s *Server) gcTrigger(c echo.Context) error {
-	if err := s.operatorBody(c, &struct{}{}); err != nil {
+	if err := s.jsonObject(c, &struct{}{}); err != nil {
 		return err
 	}
 	if handled, err := s.forward(c); handled {

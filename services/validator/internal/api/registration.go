@@ -189,7 +189,7 @@ func parseHeadUpdate(raw []byte) (api.HeadUpdate, error) {
 // leader_unknown, naming the leader it knows.
 func (s *Server) followerHeadUpdate(c echo.Context) error {
 	var raw json.RawMessage
-	if err := s.operatorBody(c, &raw); err != nil {
+	if err := s.jsonObject(c, &raw); err != nil {
 		return err
 	}
 	r, err := parseHeadUpdate(raw)
@@ -329,7 +329,7 @@ func parsePublicURL(raw []byte) (string, error) {
 // answers the URL now advertised.
 func (s *Server) setPublicURL(c echo.Context) error {
 	var raw json.RawMessage
-	if err := s.operatorBody(c, &raw); err != nil {
+	if err := s.jsonObject(c, &raw); err != nil {
 		return err
 	}
 	u, err := parsePublicURL(raw)
