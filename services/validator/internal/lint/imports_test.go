@@ -130,13 +130,15 @@ func TestImportDirection(t *testing.T) {
 }
 
 // appImporters are the only packages that may import app: the command,
-// and the two programs that run validators in-process through app.Run
-// (the local network and the system tests' harness), as etcd's embed
-// package is used.
+// the two programs that run validators in-process through app.Run (the
+// local network and the system tests' harness), as etcd's embed package is
+// used, and the compose file's test, which loads the validator's settings
+// with app.LoadConfig as the command does.
 var appImporters = []string{
 	module + "/cmd/validator",
 	"github.com/contentledger/contentledger/tools/devnet",
 	"github.com/contentledger/contentledger/tests/harness",
+	"github.com/contentledger/contentledger/tests/compose",
 }
 
 // TestNothingImportsApp: app is the wiring; no package of the workspace
