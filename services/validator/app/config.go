@@ -17,6 +17,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/logging"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/chat"
@@ -104,6 +105,8 @@ type Config struct {
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
+	// LogLevel is the least severe level logged (pkg/logging).
+	LogLevel string `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: debug, info, warn or error"`
 	// Registration and compatibility (docs/adr/0038): the public URL
 	// GET /v1/ngrok-url advertises until the operator sets one, and how
 	// often a follower reports its head to the leader.
@@ -288,6 +291,9 @@ func modeDefaults(m Mode) (confirmations uint64, paymentWait time.Duration) {
 // Validate reports a configuration that cannot run.
 func (c Config) Validate() error {
 	var errs []error
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_LOG_LEVEL: %w", err))
+	}
 	switch c.Mode {
 	case Mock, Testnet, Mainnet:
 	default:

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/logging"
+
 	"github.com/contentledger/contentledger/services/validator/app"
 )
 
@@ -19,7 +21,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
 		os.Exit(2)
 	}
-	log, err := zap.NewProduction()
+	log, err := logging.New(cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "validator: logger:", err)
 		os.Exit(1)
