@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
 
@@ -286,6 +288,12 @@ func modeDefaults(m Mode) (confirmations uint64, paymentWait time.Duration) {
 		return 12, time.Minute
 	}
 	return 2, 15 * time.Second
+}
+
+// Logger is the validator's logger, at LOG_LEVEL: the command builds it
+// before Run, which logs to it.
+func (c Config) Logger() (*zap.Logger, error) {
+	return logging.New(c.LogLevel)
 }
 
 // Validate reports a configuration that cannot run.

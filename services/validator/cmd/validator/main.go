@@ -10,8 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/contentledger/contentledger/pkg/logging"
-
 	"github.com/contentledger/contentledger/services/validator/app"
 )
 
@@ -21,7 +19,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
 		os.Exit(2)
 	}
-	log, err := logging.New(cfg.LogLevel)
+	log, err := cfg.Logger()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "validator: logger:", err)
 		os.Exit(1)
