@@ -327,10 +327,14 @@ type Pipeline struct {
 	// (compaction.go), a leader's state.
 	trigger compactTrigger
 
-	stats    counters
-	held     holds
-	sender   senderState
-	verifier verifyState
+	stats counters
+	// commitLatency is the time from a proposal's acceptance at intake
+	// (admit) to its commit being applied, as its intake learns it
+	// (awaitAccepted); measured on the request's goroutine, never in apply.
+	commitLatency *latencyHistogram
+	held          holds
+	sender        senderState
+	verifier      verifyState
 	// ingress and commits are the rates of proposals accepted and applied,
 	// sampled every second by Run, for the queue statistics.
 	ingress, commits *rate.Meter
@@ -408,14 +412,15 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 	}
 	return &Pipeline{
 		cfg: cfg, signer: signer, log: log, raft: raft, records: records, payments: payments, epochs: epochs,
-		pending:  map[common.Hash]*pendingProposal{},
-		outcomes: newOutcomes(recentOutcomes),
-		decided:  make(chan *ledgerpb.BatchItem, cfg.MaxPending),
-		changes:  make(chan *change),
-		keys:     map[any]struct{}{},
-		verifier: verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
-		ingress:  rate.NewMeter(rateWindow),
-		commits:  rate.NewMeter(rateWindow),
+		pending:       map[common.Hash]*pendingProposal{},
+		commitLatency: newLatencyHistogram(commitLatencyBounds()),
+		outcomes:      newOutcomes(recentOutcomes),
+		decided:       make(chan *ledgerpb.BatchItem, cfg.MaxPending),
+		changes:       make(chan *change),
+		keys:          map[any]struct{}{},
+		verifier:      verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
+		ingress:       rate.NewMeter(rateWindow),
+		commits:       rate.NewMeter(rateWindow),
 	}, nil
 }
 
@@ -461,6 +466,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 	if done || err != nil {
 		return status, false, err
 	}
+	accepted := time.Now()
 	// Replicate the decision before promising anything: one entry, and a
 	// 202 then means the proposal is in the log.
 	item, refused := p.decideNow(rec.GetProposal())
@@ -482,6 +488,9 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 			"the proposal was not replicated in time and may still be accepted; resubmit the same proposal to learn its status")
 	}
 	p.stats.accepted.Add(1)
+	if applied.GetStatus() == ledgerpb.Status_STATUS_COMMITTED {
+		p.commitLatency.observe(time.Since(accepted))
+	}
 	return api.StatusFromRecord(applied), true, nil
 }
 
@@ -979,6 +988,14 @@ func (p *Pipeline) Stats() Stats {
 		MaxPendingMessages: p.cfg.MaxPendingMessages,
 		MaxBatch:           p.cfg.MaxBatch,
 	}
+}
+
+// CommitLatency is the time from acceptance at this node's intake to the
+// commit being applied, of the proposals this node's intake accepted and
+// saw committed: not the wait of those held for their payment before
+// acceptance, nor rejected or adopted proposals. /metrics reports it.
+func (p *Pipeline) CommitLatency() LatencyStats {
+	return p.commitLatency.stats()
 }
 
 // QueueStats returns the contract's queue statistics (see api.QueueStats).
