@@ -658,7 +658,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		Replicas: 1, HTTPAddr: "127.0.0.1:8091", ReorgDepth: 128,
 		RangeGrowAfter: 4, RPCTimeout: 30 * time.Second, RPCAttempts: 3, RPCBackoff: 250 * time.Millisecond,
 		RPCBackoffMax: 5 * time.Second, RPCCooldown: 5 * time.Second, RPCCooldownMax: 2 * time.Minute,
-		EpochLength: 384 * time.Second, EpochInterval: 12 * time.Second,
+		EpochLength: 384 * time.Second, EpochInterval: 12 * time.Second, LogLevel: "info",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got  %+v\n want %+v", cfg, want)
