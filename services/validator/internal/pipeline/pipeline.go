@@ -327,17 +327,17 @@ type Pipeline struct {
 	// (compaction.go), a leader's state.
 	trigger compactTrigger
 
-	stats counters
+	stats    counters
+	held     holds
+	sender   senderState
+	verifier verifyState
+	// ingress and commits are the rates of proposals accepted and applied,
+	// sampled every second by Run, for the queue statistics.
+	ingress, commits *rate.Meter
 	// commitLatency is the time from a proposal's acceptance at intake
 	// (admit) to its commit being applied, as its intake learns it
 	// (awaitAccepted); measured on the request's goroutine, never in apply.
 	commitLatency *latencyHistogram
-	held          holds
-	sender        senderState
-	verifier      verifyState
-	// ingress and commits are the rates of proposals accepted and applied,
-	// sampled every second by Run, for the queue statistics.
-	ingress, commits *rate.Meter
 }
 
 // rateWindow is how many one-second samples the intake and commit rates
@@ -412,15 +412,16 @@ func New(cfg Config, log *zap.Logger, raft Proposer, records Records, payments P
 	}
 	return &Pipeline{
 		cfg: cfg, signer: signer, log: log, raft: raft, records: records, payments: payments, epochs: epochs,
-		pending:       map[common.Hash]*pendingProposal{},
+		pending:  map[common.Hash]*pendingProposal{},
+		outcomes: newOutcomes(recentOutcomes),
+		decided:  make(chan *ledgerpb.BatchItem, cfg.MaxPending),
+		changes:  make(chan *change),
+		keys:     map[any]struct{}{},
+		verifier: verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
+		ingress:  rate.NewMeter(rateWindow),
+		commits:  rate.NewMeter(rateWindow),
+		// Fixed buckets: nothing grows with the proposals.
 		commitLatency: newLatencyHistogram(commitLatencyBounds()),
-		outcomes:      newOutcomes(recentOutcomes),
-		decided:       make(chan *ledgerpb.BatchItem, cfg.MaxPending),
-		changes:       make(chan *change),
-		keys:          map[any]struct{}{},
-		verifier:      verifyState{queue: make(chan *ledgerpb.ProposalRecord, cfg.MaxPending), park: make(chan parked)},
-		ingress:       rate.NewMeter(rateWindow),
-		commits:       rate.NewMeter(rateWindow),
 	}, nil
 }
 
@@ -488,7 +489,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub *proposal.Submission) (status
 			"the proposal was not replicated in time and may still be accepted; resubmit the same proposal to learn its status")
 	}
 	p.stats.accepted.Add(1)
-	if applied.GetStatus() == ledgerpb.Status_STATUS_COMMITTED {
+	if st := applied.GetStatus(); st == ledgerpb.Status_STATUS_COMMITTED || st == ledgerpb.Status_STATUS_FINALIZED {
 		p.commitLatency.observe(time.Since(accepted))
 	}
 	return api.StatusFromRecord(applied), true, nil
