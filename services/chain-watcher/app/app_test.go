@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/pkg/paycontract"
 	"github.com/contentledger/contentledger/pkg/payment"
@@ -409,10 +410,11 @@ func TestPublishesAfterConfirmationsOnly(t *testing.T) {
 	// The same progress on /metrics.
 	for series, want := range map[string]float64{
 		`chainwatcher_logs_published_total{event="proposal_paid",result="stored"}`: 4,
-		"chainwatcher_cursor_block":     float64(paid),
-		"chainwatcher_head_block":       float64(paid + 2),
-		"chainwatcher_lag_blocks":       2,
-		"chainwatcher_block_range_size": 2000,
+		"chainwatcher_cursor_block":                                      float64(paid),
+		"chainwatcher_head_block":                                        float64(paid + 2),
+		"chainwatcher_lag_blocks":                                        2,
+		"chainwatcher_block_range_size":                                  2000,
+		`chainwatcher_build_info{version="` + buildinfo.Version() + `"}`: 1,
 	} {
 		if got := w.metric(t, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
@@ -656,7 +658,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		Replicas: 1, HTTPAddr: "127.0.0.1:8091", ReorgDepth: 128,
 		RangeGrowAfter: 4, RPCTimeout: 30 * time.Second, RPCAttempts: 3, RPCBackoff: 250 * time.Millisecond,
 		RPCBackoffMax: 5 * time.Second, RPCCooldown: 5 * time.Second, RPCCooldownMax: 2 * time.Minute,
-		EpochLength: 384 * time.Second, EpochInterval: 12 * time.Second,
+		EpochLength: 384 * time.Second, EpochInterval: 12 * time.Second, LogLevel: "info",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got  %+v\n want %+v", cfg, want)

@@ -13,6 +13,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/logging"
 	"github.com/contentledger/contentledger/pkg/natsconn"
 
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/epochs"
@@ -120,6 +121,7 @@ type Config struct {
 	EpochInterval   time.Duration `envconfig:"EPOCH_INTERVAL" default:"12s" desc:"how often the epoch source is read; an update is published on chain.<chainId>.epochs when the current or finalized epoch changed (0: 12s)"`
 	BeaconURL       string        `envconfig:"BEACON_URL" default:"" desc:"beacon node API base URL; when set, epochs come from its head slot and finalized checkpoint (converted to the same unix-time numbering) instead of block timestamps"`
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:8091" desc:"address of the /health and /metrics endpoints; empty disables them"`
+	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: debug, info, warn or error"`
 	// The HTTP server's limits (pkg/httpserver, ADR 0026), as the
 	// validator's. Zero takes the package's default; negative connection
 	// caps: no cap.
@@ -202,6 +204,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.HTTPServer().Validate(); err != nil {
 		bad("HTTP_* or TRUSTED_PROXIES: %v", err)
+	}
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		bad("LOG_LEVEL: %v", err)
 	}
 	if _, ok := PresetOf(c.Mode); !ok {
 		bad("MODE %q must be MOCK, TESTNET or MAINNET", c.Mode)

@@ -121,6 +121,26 @@ func TestBadModeRejected(t *testing.T) {
 	}
 }
 
+// TestLogLevel: LOG_LEVEL is info unless set, one of the four levels
+// when set, and anything else refuses the configuration, naming it.
+func TestLogLevel(t *testing.T) {
+	cfg, err := loadWithContract(t)
+	if err != nil || cfg.LogLevel != "info" {
+		t.Fatalf("unset: %q %v", cfg.LogLevel, err)
+	}
+	t.Setenv("WATCHER_LOG_LEVEL", "debug")
+	if cfg, err = loadWithContract(t); err != nil || cfg.LogLevel != "debug" {
+		t.Fatalf("debug: %q %v", cfg.LogLevel, err)
+	}
+	for _, bad := range []string{"verbose", "DEBUG", "fatal"} {
+		t.Setenv("WATCHER_LOG_LEVEL", bad)
+		if _, err := loadWithContract(t); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "LOG_LEVEL") ||
+			!strings.Contains(err.Error(), "want one of debug, info, warn, error") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
 // TestPresetFieldsAreTheUndefaulted: the preset fills exactly the
 // variables that have no default of their own (MODE and the required
 // CONTRACT_ADDRESS apart), under their real names, and every mode has a

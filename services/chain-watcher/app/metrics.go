@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/publish"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/relay"
@@ -125,7 +126,13 @@ func newMetrics() *metrics {
 			Help: "Chain status steps that failed to read the chain or write the status (retried every poll interval).",
 		}),
 	}
-	m.reg.MustRegister(m.blocksRead, m.heads, m.published, m.retractions, m.delay, m.rangeSize, m.head, m.cursor, m.lag,
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "chainwatcher_build_info",
+		Help:        "Always 1; the label names the software version.",
+		ConstLabels: prometheus.Labels{"version": buildinfo.Version()},
+	})
+	buildInfo.Set(1)
+	m.reg.MustRegister(buildInfo, m.blocksRead, m.heads, m.published, m.retractions, m.delay, m.rangeSize, m.head, m.cursor, m.lag,
 		m.epochCurrent, m.epochFinalized, m.epochUpdates, m.epochErrors, m.epochBehind,
 		m.safe, m.finalized, m.pending, m.statusWrites, m.statusErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -15,6 +15,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/lifecycle"
+	"github.com/contentledger/contentledger/pkg/logging"
 	"github.com/contentledger/contentledger/pkg/profiling"
 	"github.com/contentledger/contentledger/services/edge/internal/auth"
 	"github.com/contentledger/contentledger/services/edge/internal/metrics"
@@ -41,6 +42,7 @@ type Config struct {
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: debug, info, warn or error"`
 	// The HTTP servers' limits (pkg/httpserver, ADR 0026), as the
 	// validator's. Zero takes the package's default; negative connection
 	// caps: no cap.
@@ -66,11 +68,23 @@ func (c Config) HTTPServer() httpserver.Config {
 		TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey, TrustedProxies: c.TrustedProxies, ForwardedHeader: c.ForwardedHeader}
 }
 
+// Validate reports a configuration the edge cannot run with, naming the
+// setting as the environment spells it.
+func (c Config) Validate() error {
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("OPS_LOG_LEVEL: %w", err)
+	}
+	return nil
+}
+
 // Run serves until ctx ends. ready, when not nil, receives the bound address
 // once the listener is open.
 func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) error {
-	m := metrics.New()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	version := buildinfo.Version()
+	m := metrics.New(version)
 	pool, err := upstream.NewPool(upstream.Config{
 		URLs: cfg.Validators, Timeout: cfg.UpstreamTimeout, Token: cfg.ValidatorToken,
 		PerValidator: cfg.PerValidator, Observer: m,

@@ -72,8 +72,15 @@ func (v *validator) pipelineConfig() pipeline.Config {
 	return p
 }
 
+// eventHub is the hub of an SSE stream route (events.Hub): the route for
+// the API, its figures for /metrics.
+type eventHub interface {
+	httpapi.EventStreams
+	metrics.EventStream
+}
+
 // apiHandler builds the HTTP API over the parts built so far.
-func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway *blobgateway.Checker) (http.Handler, error) {
+func (v *validator) apiHandler(streams, opsStreams eventHub, gateway *blobgateway.Checker) (http.Handler, error) {
 	cfg := v.cfg
 	form := proposal.DefaultOptions()
 	form.ContentRoot, form.MaxMessageBytes, form.RequireTxHash = cfg.ContentRoot, cfg.MaxMessageBytes, cfg.VerifiesPayments()
@@ -99,7 +106,11 @@ func (v *validator) apiHandler(streams, opsStreams httpapi.EventStreams, gateway
 		Transactions: payments.NewTransactions(payments.TransactionsConfig{NodeID: cfg.NodeID, Records: v.machine,
 			Index: v.index, Chain: v.chainStatus, Now: v.now})}
 	collect := metrics.Sources{NodeID: cfg.NodeID, Mode: string(cfg.Mode), Version: v.version, Raft: v.node, Leadership: v.leadership,
-		State: v.machine, Pipeline: v.pipe, Peers: v.peers, DB: v.db}
+		State: v.machine, Pipeline: v.pipe, Peers: v.peers, DB: v.db,
+		EventStreams: map[string]metrics.EventStream{"/v1/events/stream": streams, "/v1/ops/events/stream": opsStreams}}
+	if v.publishing.pub != nil {
+		collect.Publisher = v.publishing.pub
+	}
 	deps.Probes = map[string]httpapi.Probe{"wal": v.db.ProbeWAL, "state": v.machine.Probe, "raft": v.node.Probe, "peers": v.peers.ProbeQuorum}
 	if v.index != nil {
 		debts, deps.PaymentIndex, collect.Payments = v.index, v.index, v.index

@@ -12,11 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/logging"
 	"github.com/contentledger/contentledger/pkg/proposal"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/chat"
@@ -104,6 +107,8 @@ type Config struct {
 	// DebugAddr serves Go's /debug/pprof profiles on a listener of its own,
 	// kept off the API port so that it can be bound to loopback only.
 	DebugAddr string `envconfig:"DEBUG_ADDR" desc:"address of the /debug/pprof listener; unset: off"`
+	// LogLevel is the least severe level logged (pkg/logging).
+	LogLevel string `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: debug, info, warn or error"`
 	// Registration and compatibility (docs/adr/0038): the public URL
 	// GET /v1/ngrok-url advertises until the operator sets one, and how
 	// often a follower reports its head to the leader.
@@ -285,9 +290,18 @@ func modeDefaults(m Mode) (confirmations uint64, paymentWait time.Duration) {
 	return 2, 15 * time.Second
 }
 
+// Logger is the validator's logger, at LOG_LEVEL: the command builds it
+// before Run, which logs to it.
+func (c Config) Logger() (*zap.Logger, error) {
+	return logging.New(c.LogLevel)
+}
+
 // Validate reports a configuration that cannot run.
 func (c Config) Validate() error {
 	var errs []error
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_VALIDATOR_LOG_LEVEL: %w", err))
+	}
 	switch c.Mode {
 	case Mock, Testnet, Mainnet:
 	default:

@@ -131,6 +131,27 @@ func TestModeDefaults(t *testing.T) {
 	}
 }
 
+// TestLogLevel: SVC_VALIDATOR_LOG_LEVEL is info unless set, and a value
+// that is not one of the four levels refuses to start, naming the setting.
+func TestLogLevel(t *testing.T) {
+	t.Setenv("SVC_VALIDATOR_MODE", string(Mock))
+	cfg, err := LoadConfig()
+	if err != nil || cfg.LogLevel != "info" {
+		t.Fatalf("unset: %q %v", cfg.LogLevel, err)
+	}
+	t.Setenv("SVC_VALIDATOR_LOG_LEVEL", "error")
+	if cfg, err = LoadConfig(); err != nil || cfg.LogLevel != "error" {
+		t.Fatalf("error: %q %v", cfg.LogLevel, err)
+	}
+	for _, bad := range []string{"trace", "Info", "panic"} {
+		t.Setenv("SVC_VALIDATOR_LOG_LEVEL", bad)
+		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "SVC_VALIDATOR_LOG_LEVEL") ||
+			!strings.Contains(err.Error(), "want one of debug, info, warn, error") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
 // TestValidateIPFSGateway: the gateway must be an http(s) URL with a host
 // that /ipfs/<cid> can be appended to, and the check interval 1s or more
 // (0 takes the default); the errors name the variable and never repeat a

@@ -5,6 +5,7 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/api"
 	"github.com/contentledger/contentledger/pkg/httpserver"
+	"github.com/contentledger/contentledger/pkg/logging"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
 	"github.com/contentledger/contentledger/services/validator/internal/chat"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
@@ -37,7 +38,7 @@ func describeSettings(cfg Config) []settings.Setting {
 		Secrets: []string{"AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS",
 			"NATS_PASSWORD", "NATS_TOKEN"},
 		URLs:  []string{"IPFS_GATEWAY", "IPFS_PUBLIC_GATEWAY", "NATS_URL", "PUBLIC_URL", "CHAT_URL"},
-		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}},
+		Enums: map[string][]string{"MODE": {string(Mock), string(Testnet), string(Mainnet)}, "LOG_LEVEL": logging.Levels()},
 		Defaults: withHTTPDefaults(map[string]string{"CONFIRMATIONS": strconv.FormatUint(confirmations, 10), "PAYMENT_WAIT": wait.String(),
 			"EPOCH_MAX_AHEAD": strconv.Itoa(epoch.DefaultMaxAhead), "HOLD_PER_WALLET": strconv.Itoa(pipe.HoldPerWallet),
 			"HOLD_PER_CLIENT": strconv.Itoa(pipe.HoldPerClient), "HOLD_BYTES": strconv.Itoa(pipe.HoldBytes),
@@ -87,6 +88,8 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "storage", "medium", true
 	case "HTTP_ADDR", "DEBUG_ADDR":
 		return "api", "medium", true
+	case "LOG_LEVEL":
+		return "node", "low", true
 	case "AUTH_TOKEN", "SUBMIT_TOKENS", "OPS_READ_TOKENS", "OPERATOR_TOKENS", "MOCK_TOKENS", "TOKENS_FILE", "OPEN_OPS_READ":
 		return "api", "high", true
 	case "OPERATOR_RATE":

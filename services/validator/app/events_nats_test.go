@@ -172,3 +172,59 @@ func TestEventPublishingSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestEventPublisherLagMetric: /metrics reports the publication of the
+// event log: caught up, no lag and every event published; with NATS gone,
+// a committed write's event is applied and not published, and the lag
+// counts it.
+func TestEventPublisherLagMetric(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		SyncAlways: true, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	const token = "s3cret"
+	base := startMockWith(t, func(c *Config) { c.NATSEvents, c.NATSURL, c.AuthToken = "on", ns.ClientURL(), token })
+	metric := func(name string) float64 {
+		t.Helper()
+		v, ok := value(t, scrape(t, base, token), name, nil)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		return v
+	}
+	var st httpapi.PublisherStatus
+	waitFor(t, func() bool {
+		st = httpapi.PublisherStatus{}
+		return getJSONWith(t, base+"/v1/events/publisher", token, &st) == http.StatusOK && st.Status != nil &&
+			st.Publishing && st.LastEventID >= 1 && st.LastPublishedID == st.LastEventID
+	})
+	if metric("validator_event_publisher_publishing") != 1 || metric("validator_event_publisher_lag_events") != 0 ||
+		metric("validator_event_publisher_published_total") < float64(st.LastEventID) {
+		t.Fatalf("caught up: publishing %v, lag %v, published %v; status %+v", metric("validator_event_publisher_publishing"),
+			metric("validator_event_publisher_lag_events"), metric("validator_event_publisher_published_total"), *st.Status)
+	}
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	a := newAuthor(t)
+	id := common.HexToHash("0x1a9")
+	form := a.form(t, id, `{"n":1}`, a.key)
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/propose-write", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	waitFor(t, func() bool { return metric("validator_event_publisher_lag_events") >= 1 })
+	if metric("validator_event_publisher_publishing") != 1 {
+		t.Fatal("not publishing while leading")
+	}
+}

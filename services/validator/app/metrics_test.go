@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -110,6 +111,8 @@ func TestMetrics(t *testing.T) {
 		{"validator_pipeline_batches_total", nil, 1},
 		// The leader's announcement of its term is a change.
 		{"validator_pipeline_changes_total", nil, 1},
+		// The submission's 202 came once its commit was applied.
+		{"validator_proposal_commit_latency_seconds", nil, 1},
 		{"validator_pebble_wal_bytes_written_total", nil, 1},
 		{"validator_pebble_disk_usage_bytes", nil, 1},
 		{"validator_wal_fsync_duration_seconds", nil, 1},
@@ -133,6 +136,13 @@ func TestMetrics(t *testing.T) {
 				t.Fatalf("a raw path as a route label: %v", m)
 			}
 		}
+	}
+	lat := families["validator_proposal_commit_latency_seconds"].GetMetric()[0].GetHistogram()
+	if lat.GetSampleCount() != 1 || lat.GetSampleSum() <= 0 || lat.GetSampleSum() > 10 || len(lat.GetBucket()) == 0 {
+		t.Fatalf("commit latency histogram %v", lat)
+	}
+	if _, ok := families["validator_event_publisher_lag_events"]; ok {
+		t.Fatal("event publisher series on a validator that does not publish")
 	}
 	// Pebble keeps fsync latencies in nanoseconds; the series is in seconds.
 	h := families["validator_wal_fsync_duration_seconds"].GetMetric()[0].GetHistogram()
@@ -171,4 +181,49 @@ func TestMetrics(t *testing.T) {
 	if b := f.Series[0].Buckets; b[len(b)-1].Count > *f.Series[0].Count {
 		t.Fatalf("a bucket holds more than the count: %+v", f.Series[0])
 	}
+}
+
+// TestEventStreamSubscribersMetric: the SSE subscriber gauge of a stream
+// route rises while a stream is open on it, only on that route, and falls
+// when the client leaves.
+func TestEventStreamSubscribersMetric(t *testing.T) {
+	const token = "s3cret"
+	base := startMockWith(t, func(c *Config) { c.AuthToken = token })
+	open := func(families map[string]*dto.MetricFamily, route string) float64 {
+		t.Helper()
+		v, ok := value(t, families, "validator_event_stream_subscribers", map[string]string{"route": route})
+		if !ok {
+			t.Fatalf("no validator_event_stream_subscribers{route=%q}", route)
+		}
+		return v
+	}
+	families := scrape(t, base, token)
+	if open(families, "/v1/events/stream") != 0 || open(families, "/v1/ops/events/stream") != 0 {
+		t.Fatal("streams counted before any opened")
+	}
+	if _, ok := value(t, families, "validator_event_stream_dropped_events_total", map[string]string{"route": "/v1/events/stream"}); !ok {
+		t.Fatal("no validator_event_stream_dropped_events_total")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %v %v", resp, err)
+	}
+	waitFor(t, func() bool {
+		families = scrape(t, base, token)
+		return open(families, "/v1/events/stream") == 1
+	})
+	if n := open(families, "/v1/ops/events/stream"); n != 0 {
+		t.Fatalf("%v streams counted on the operational route", n)
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, func() bool { return open(scrape(t, base, token), "/v1/events/stream") == 0 })
 }

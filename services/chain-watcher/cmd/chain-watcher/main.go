@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/logging"
+
 	"github.com/contentledger/contentledger/services/chain-watcher/app"
 )
 
@@ -37,7 +39,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "chain-watcher:", err)
 		return 2
 	}
-	log, err := zap.NewProduction()
+	log, err := logging.New(cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chain-watcher: logger:", err)
 		return 1

@@ -11,6 +11,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/logging"
+
 	"github.com/contentledger/contentledger/services/edge/app"
 )
 
@@ -20,7 +22,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "edge: configuration:", err)
 		os.Exit(2)
 	}
-	log, err := zap.NewProduction()
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "edge: configuration:", err)
+		os.Exit(2)
+	}
+	log, err := logging.New(cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "edge: logger:", err)
 		os.Exit(1)

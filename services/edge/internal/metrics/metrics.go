@@ -21,8 +21,10 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	upstream *prometheus.CounterVec
-	cache    *prometheus.CounterVec
-	views    *prometheus.CounterVec
+	// upstreamLatency is the time of the calls sent to validators.
+	upstreamLatency *prometheus.HistogramVec
+	cache           *prometheus.CounterVec
+	views           *prometheus.CounterVec
 
 	// byRoute holds each route's series (*routeSeries), found once:
 	// WithLabelValues hashes and copies its labels on every call, and
@@ -39,8 +41,8 @@ type routeSeries struct {
 }
 
 // New returns the metrics in a new registry, with the Go runtime's and
-// the process's.
-func New() *Metrics {
+// the process's, and edge_build_info naming version (pkg/buildinfo).
+func New(version string) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -58,6 +60,13 @@ func New() *Metrics {
 			Name: "edge_upstream_requests_total",
 			Help: "Calls to validators, by source route template and outcome (ok, unavailable, rejected, busy: no slot in time, not sent).",
 		}, []string{"route", "outcome"}),
+		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_upstream_request_duration_seconds",
+			Help: "Time of a call sent to a validator, from the request to the end of its answer or its failure, by source route template.",
+			// From a validator on the same host (well under a millisecond)
+			// to UPSTREAM_TIMEOUT (2s by default) and beyond.
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_cache_lookups_total",
 			Help: "Reads of source routes, by source route template and result (hit: a kept answer; shared: joined a call in flight; miss: made the call).",
@@ -67,7 +76,13 @@ func New() *Metrics {
 			Help: "Ops views answered, by route and how (kept: the view composed earlier, every source answer it read still kept; composed: composed for this request).",
 		}, []string{"route", "result"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.upstream, m.cache, m.views,
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "edge_build_info",
+		Help:        "Always 1; the label names the software version.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	buildInfo.Set(1)
+	m.reg.MustRegister(buildInfo, m.requests, m.latency, m.upstream, m.upstreamLatency, m.cache, m.views,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -99,6 +114,11 @@ func (m *Metrics) route(route string) *routeSeries {
 // Call counts one call to a validator.
 func (m *Metrics) Call(template, outcome string) {
 	m.upstream.WithLabelValues(template, outcome).Inc()
+}
+
+// CallLatency times one call sent to a validator.
+func (m *Metrics) CallLatency(template string, took time.Duration) {
+	m.upstreamLatency.WithLabelValues(template).Observe(took.Seconds())
 }
 
 // Lookup counts one read through the cache.

@@ -179,7 +179,7 @@ func New(cfg Config, up Upstream, contract Contract, log *zap.Logger) *echo.Echo
 		cfg.Now = time.Now
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.New()
+		cfg.Metrics = metrics.New(cfg.Version)
 	}
 	if cfg.Views <= 0 {
 		cfg.Views = 4096

@@ -25,7 +25,7 @@ import (
 // the leader kept, its own metrics.
 func cachedEdge(t *testing.T, ttl, leaderRefresh time.Duration, urls ...string) *httptest.Server {
 	t.Helper()
-	m := metrics.New()
+	m := metrics.New("test")
 	pool, err := upstream.NewPool(upstream.Config{URLs: urls, Timeout: time.Second, PerValidator: 4, Observer: m})
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +227,10 @@ func TestMetrics(t *testing.T) {
 		`edge_request_duration_seconds_count{route="/ops/v1/overview"} 2`,
 		`edge_upstream_requests_total{outcome="ok",route="/v1/proposals/queue/stats"} 1`,
 		`edge_upstream_requests_total{outcome="ok",route="/v1/consensus/leader"} 1`,
+		`edge_upstream_request_duration_seconds_count{route="/v1/proposals/queue/stats"} 1`,
+		`edge_upstream_request_duration_seconds_count{route="/v1/consensus/leader"} 1`,
+		`edge_upstream_request_duration_seconds_bucket{route="/v1/consensus/leader",le="+Inf"} 1`,
+		`edge_build_info{version="test"} 1`,
 		`edge_cache_lookups_total{result="hit",route="/health/cluster"} 1`,
 		`edge_cache_lookups_total{result="miss",route="/health/cluster"} 1`,
 		"go_goroutines ",

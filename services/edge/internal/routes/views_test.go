@@ -55,7 +55,7 @@ func numberAt(data map[string]any, k string) float64 {
 // for the test's length.
 func keptEdge(t testing.TB, ttl time.Duration, clk *clock, urls ...string) *httptest.Server {
 	t.Helper()
-	m := metrics.New()
+	m := metrics.New("test")
 	pool, err := upstream.NewPool(upstream.Config{URLs: urls, Timeout: time.Second, Observer: m})
 	if err != nil {
 		t.Fatal(err)

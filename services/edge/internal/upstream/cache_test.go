@@ -52,8 +52,9 @@ type counts struct {
 	n  map[string]int
 }
 
-func (c *counts) Call(template, outcome string)  { c.add("call " + template + " " + outcome) }
-func (c *counts) Lookup(template, result string) { c.add("lookup " + template + " " + result) }
+func (c *counts) Call(template, outcome string)     { c.add("call " + template + " " + outcome) }
+func (c *counts) CallLatency(string, time.Duration) {}
+func (c *counts) Lookup(template, result string)    { c.add("lookup " + template + " " + result) }
 
 func (c *counts) add(k string) {
 	c.mu.Lock()

@@ -51,6 +51,10 @@ type Route struct {
 type Observer interface {
 	// Call is one call to a validator and its outcome (Outcome*).
 	Call(template, outcome string)
+	// CallLatency is how long one call sent to a validator took, from the
+	// request to the end of its answer or its failure (a call that got no
+	// slot is not sent and not timed).
+	CallLatency(template string, took time.Duration)
 	// Lookup is one read through the cache and how it was answered
 	// (Lookup*).
 	Lookup(template, result string)
@@ -70,8 +74,9 @@ const (
 
 type nopObserver struct{}
 
-func (nopObserver) Call(string, string)   {}
-func (nopObserver) Lookup(string, string) {}
+func (nopObserver) Call(string, string)               {}
+func (nopObserver) CallLatency(string, time.Duration) {}
+func (nopObserver) Lookup(string, string)             {}
 
 // Response is a validator's answer.
 type Response struct {
@@ -214,8 +219,10 @@ func (p *Pool) GetFrom(ctx context.Context, base string, route Route, accept Acc
 	outcome := OutcomeBusy
 	release, err := p.acquire(ctx, base)
 	if err == nil {
+		sent := time.Now()
 		resp, err = p.get(ctx, base+route.Path)
 		release()
+		p.obs.CallLatency(route.Template, time.Since(sent))
 		outcome = OutcomeUnavailable
 		if err != nil {
 			err = &attemptError{kind: ErrUnavailable, reason: err.Error()}

@@ -19,7 +19,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
 		os.Exit(2)
 	}
-	log, err := zap.NewProduction()
+	log, err := cfg.Logger()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "validator: logger:", err)
 		os.Exit(1)

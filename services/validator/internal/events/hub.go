@@ -27,6 +27,7 @@ type Hub[E any] struct {
 	subs map[*subscriber[E]]struct{}
 
 	dropped atomic.Uint64 // events dropped from queues, all streams
+	open    atomic.Int64  // streams open on the route, reading history or attached
 }
 
 // NewHub returns a hub over the replicated event log; Run makes it follow
@@ -191,6 +192,11 @@ func (h *Hub[E]) Position() uint64 {
 	defer h.mu.Unlock()
 	return h.last
 }
+
+// Open is the number of streams open on the hub's route: from the moment a
+// stream holds its place in the budget until it ends, whether it is still
+// reading history or attached (Subscribers counts only those).
+func (h *Hub[E]) Open() int { return int(h.open.Load()) }
 
 // Dropped is the number of events dropped from stream queues so far.
 func (h *Hub[E]) Dropped() uint64 { return h.dropped.Load() }

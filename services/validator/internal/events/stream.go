@@ -43,6 +43,8 @@ func (h *streamHandler[E]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer budget.release(client)
+	hub.open.Add(1)
+	defer hub.open.Add(-1)
 	// The server's read and write timeouts are for requests; a stream keeps
 	// its own write deadline per flush (armDeadline).
 	httpserver.LiftDeadlines(w)

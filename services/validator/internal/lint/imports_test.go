@@ -30,7 +30,7 @@ var levels = map[string]int{
 	"app":           8,
 
 	"internal/api":      7,
-	"internal/metrics":  6, // reads the pipeline's, raft's and the database's figures
+	"internal/metrics":  6, // reads the pipeline's, raft's, the database's and the event streams' figures
 	"internal/pipeline": 5,
 
 	"internal/consensus/cluster": 4, // membership and leadership, over raft, state and the transport

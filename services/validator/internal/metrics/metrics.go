@@ -18,6 +18,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/epoch"
+	"github.com/contentledger/contentledger/services/validator/internal/eventpub"
 	"github.com/contentledger/contentledger/services/validator/internal/payments"
 	"github.com/contentledger/contentledger/services/validator/internal/pipeline"
 	"github.com/contentledger/contentledger/services/validator/internal/storage"
@@ -39,6 +40,23 @@ type Sources struct {
 	Payments   Payments
 	// Epochs is the chain-backed epoch clock; nil in MOCK.
 	Epochs Epochs
+	// EventStreams are the hubs of the SSE stream routes, by route.
+	EventStreams map[string]EventStream
+	// Publisher is the leader's publication of the event log to NATS; nil
+	// when this validator does not publish.
+	Publisher Publisher
+}
+
+// EventStream is the hub of one SSE stream route (events.Hub).
+type EventStream interface {
+	Open() int
+	Dropped() uint64
+}
+
+// Publisher is the publication of the event log to LEDGER_EVENTS
+// (eventpub.Publisher).
+type Publisher interface {
+	Status() eventpub.Status
 }
 
 // Epochs is what the epoch clock adopted from the chain's updates.
@@ -65,6 +83,7 @@ type State interface {
 // Pipeline is the proposal pipeline's counters.
 type Pipeline interface {
 	Stats() pipeline.Stats
+	CommitLatency() pipeline.LatencyStats
 }
 
 // Peers is the raft transport's per-peer counters.
@@ -105,6 +124,9 @@ type Collector struct {
 	payIndexed, payMessages, payRetracted, debtsIndexed *prometheus.Desc
 	holdWaiting, holdBytes, holdRefused, holdImpatient  *prometheus.Desc
 	epochUpdates, epochBehind, epochAhead               *prometheus.Desc
+	commitLatency                                       *prometheus.Desc
+	streamsOpen, streamDropped                          *prometheus.Desc
+	pubLag, pubPublishing, pubPublished, pubSkipped     *prometheus.Desc
 }
 
 // NewCollector returns the collector of src.
@@ -132,6 +154,9 @@ func NewCollector(src Sources) *Collector {
 		writes:     d("validator_content_writes_total", "Committed writes (replicated)."),
 		deletes:    d("validator_content_deletes_total", "Committed deletes (replicated)."),
 		lastCommit: d("validator_last_commit_timestamp_seconds", "When the batch of the last committed proposal was sealed, unix seconds; 0 before the first."),
+
+		commitLatency: d("validator_proposal_commit_latency_seconds",
+			"Time from a proposal's acceptance at this node's intake to its commit being applied, of the proposals this node accepted (the wait of a submission held for its payment comes before acceptance; rejected and adopted proposals are not counted)."),
 
 		pending:            d("validator_pipeline_pending", "Proposals accepted by this node and not yet decided."),
 		queued:             d("validator_pipeline_queued", "Decided proposals waiting for the sender."),
@@ -179,6 +204,14 @@ func NewCollector(src Sources) *Collector {
 		holdRefused: d("validator_payment_hold_refused_total", "Submissions refused at once because a hold bound (HOLD_PER_WALLET, HOLD_PER_CLIENT, HOLD_BYTES) was reached."),
 		holdImpatient: d("validator_payment_hold_refused_impatient_total",
 			"Submissions refused unread (429) because their client, refused at a hold bound, came back before its Retry-After while the bound was still reached."),
+
+		streamsOpen:   d("validator_event_stream_subscribers", "SSE streams open on the route, now (reading history or following new events).", "route"),
+		streamDropped: d("validator_event_stream_dropped_events_total", "Events dropped from the queues of the route's streams that read too slowly.", "route"),
+
+		pubLag:        d("validator_event_publisher_lag_events", "Events applied here and not yet acknowledged by LEDGER_EVENTS, while this validator publishes (leads); 0 otherwise."),
+		pubPublishing: d("validator_event_publisher_publishing", "1 while this validator leads and publishes the event log to LEDGER_EVENTS."),
+		pubPublished:  d("validator_event_publisher_published_total", "Events this validator had stored in LEDGER_EVENTS."),
+		pubSkipped:    d("validator_event_publisher_skipped_total", "Events the log no longer held when they were due for publication (event retention ran past them)."),
 
 		epochUpdates: d("validator_epoch_updates_total", "Epoch updates read from the chain-watcher's feed."),
 		epochBehind:  d("validator_epoch_updates_behind_total", "Epoch updates with a figure below the adopted one (that figure was kept)."),
@@ -244,6 +277,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.batches, float64(ps.Batches))
 	counter(c.reproposed, float64(ps.Reproposed))
 	counter(c.changes, float64(ps.Changes))
+	lat := s.Pipeline.CommitLatency()
+	if m, err := prometheus.NewConstHistogram(c.commitLatency, lat.Count, lat.SumSeconds, lat.Buckets); err == nil {
+		ch <- m
+	}
 	gauge(c.changesQueued, float64(ps.QueuedChanges))
 	gauge(c.changesInFlight, float64(ps.ChangesInFlight))
 
@@ -294,6 +331,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.holdBytes, float64(ps.Holds.Bytes))
 		counter(c.holdRefused, float64(ps.Holds.Refused))
 		counter(c.holdImpatient, float64(ps.Holds.Impatient))
+	}
+	for route, hub := range s.EventStreams {
+		gauge(c.streamsOpen, float64(hub.Open()), route)
+		counter(c.streamDropped, float64(hub.Dropped()), route)
+	}
+	if s.Publisher != nil {
+		st := s.Publisher.Status()
+		gauge(c.pubLag, float64(st.Lag))
+		gauge(c.pubPublishing, bit(st.Publishing))
+		counter(c.pubPublished, float64(st.Published))
+		counter(c.pubSkipped, float64(st.Skipped))
 	}
 	if s.Epochs != nil {
 		es := s.Epochs.Chain()

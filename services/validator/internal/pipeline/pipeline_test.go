@@ -510,6 +510,12 @@ func TestPaymentOutcomes(t *testing.T) {
 	if st := p.Stats(); st.Pending != 0 || st.Accepted != 4 || st.Verified != 4 || st.Rejected != 0 || st.Applied != 4 || st.Holds.Waiting != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	// The four commits, and only they, are in the submit-to-commit
+	// histogram; each took more than nothing and less than CommitTimeout.
+	lat := p.CommitLatency()
+	if lat.Count != 4 || lat.SumSeconds <= 0 || lat.Buckets[10] != 4 {
+		t.Fatalf("commit latency %+v", lat)
+	}
 }
 
 // TestHeldSubmissionRefusedOnMismatch: a thief's proposal submitted under
