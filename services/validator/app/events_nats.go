@@ -36,7 +36,7 @@ func (c Config) PublishesEvents() bool {
 // eventStream is the stream the events go to, from the settings.
 func (c Config) eventStream() eventpub.StreamConfig {
 	return eventpub.StreamConfig{Name: c.NATSEventsStream, MaxMsgs: c.NATSEventsMaxMsgs, MaxBytes: c.NATSEventsMaxBytes,
-		Duplicates: c.NATSEventsDuplicates}.WithDefaults()
+		Duplicates: c.NATSEventsDuplicates, Replicas: c.NATSEventsReplicas}.WithDefaults()
 }
 
 // validateEventPublishing reports NATS_EVENTS* settings that cannot run.
@@ -45,6 +45,10 @@ func (c Config) validateEventPublishing() error {
 	case natsEventsAuto, natsEventsOn, natsEventsOff, "":
 	default:
 		return fmt.Errorf("SVC_VALIDATOR_NATS_EVENTS is %q; set auto, on or off", c.NATSEvents)
+	}
+	if c.NATSEventsReplicas < 0 || c.NATSEventsReplicas > eventpub.MaxReplicas {
+		return fmt.Errorf("SVC_VALIDATOR_NATS_EVENTS_REPLICAS is %d; set 1 to %d (at most the NATS cluster's JetStream servers)",
+			c.NATSEventsReplicas, eventpub.MaxReplicas)
 	}
 	if err := c.eventStream().Validate(); err != nil {
 		return fmt.Errorf("SVC_VALIDATOR_NATS_EVENTS_*: %w", err)
