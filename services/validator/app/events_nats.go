@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/natsconn"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/eventpub"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -71,14 +72,15 @@ type eventPublishing struct {
 // newEventPublishing prepares the publisher on nc, the validator's NATS
 // connection, or on one of its own when the mode uses none (MOCK with
 // NATS_EVENTS=on).
-func newEventPublishing(cfg Config, nc *nats.Conn, machine *state.Machine, node *consensus.Node, log *zap.Logger) (*eventPublishing, error) {
+func newEventPublishing(cfg Config, nc *nats.Conn, guard *natsconn.VersionGuard, machine *state.Machine, node *consensus.Node,
+	log *zap.Logger) (*eventPublishing, error) {
 	ep := &eventPublishing{}
 	if !cfg.PublishesEvents() {
 		return ep, nil
 	}
 	if nc == nil {
 		var err error
-		nc, err = connectNATS(cfg, fmt.Sprintf("validator-%d-events", cfg.NodeID), log)
+		nc, err = connectNATS(cfg, fmt.Sprintf("validator-%d-events", cfg.NodeID), guard, log)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,8 +18,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/natsconn"
+	"github.com/contentledger/contentledger/pkg/natsconn/natsconntest"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 )
 
@@ -266,4 +270,19 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestValidatorRefusesOldNATSServer: a validator whose NATS server
+// announces 2.11.9 refuses to start, naming the version found and the one
+// required.
+func TestValidatorRefusesOldNATSServer(t *testing.T) {
+	cfg := mockConfig(t.TempDir())
+	cfg.NATSEvents, cfg.NATSURL = "on", natsconntest.Server(t, "2.11.9")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg, zaptest.NewLogger(t), nil)
+	if !errors.Is(err, natsconn.ErrServerVersion) || !strings.Contains(err.Error(), "2.11.9") ||
+		!strings.Contains(err.Error(), natsconn.MinServerVersion) {
+		t.Fatalf("Run: %v, want a refusal naming 2.11.9 and %s", err, natsconn.MinServerVersion)
+	}
 }
