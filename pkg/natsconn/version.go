@@ -18,8 +18,8 @@ import (
 // by one (ADR 0045).
 const MinServerVersion = "2.12.0"
 
-// ErrServerVersion: the NATS server is older than MinServerVersion, or its
-// version cannot be read.
+// ErrServerVersion is returned for a NATS server older than
+// MinServerVersion, or one whose version cannot be read.
 var ErrServerVersion = errors.New("natsconn: nats-server version")
 
 // CheckServerVersion reports a server version (as the server announces it
