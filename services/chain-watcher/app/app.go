@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/contentledger/contentledger/pkg/lifecycle"
+	"github.com/contentledger/contentledger/pkg/natsconn"
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/backoff"
 	"github.com/contentledger/contentledger/services/chain-watcher/internal/chainstatus"
@@ -63,18 +64,35 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return err
 	}
+	// A NATS server older than natsconn.MinServerVersion, reached at start
+	// or later (the first connection retried, a reconnect), stops the
+	// watcher: its refusal cancels ctx, whether assemble still waits for
+	// NATS or the parts run, and Run returns it.
+	guard := natsconn.NewVersionGuard()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-guard.Done():
+			cancel(guard.Err())
+		case <-ctx.Done():
+		}
+	}()
 	var g lifecycle.Group
-	if err := assemble(ctx, &g, cfg, log); err != nil {
+	if err := assemble(ctx, &g, cfg, guard, log); err != nil {
+		if refused := guard.Err(); refused != nil {
+			return errors.Join(refused, g.Stop())
+		}
 		return errors.Join(ignoreCancel(ctx, err), g.Stop())
 	}
 	err := g.Run(ctx)
 	log.Info("chain watcher stopped")
-	return err
+	return errors.Join(guard.Err(), err)
 }
 
 // assemble builds the watcher's parts into g, waiting at start for the
 // chain and NATS (until ctx ends).
-func assemble(ctx context.Context, g *lifecycle.Group, cfg Config, log *zap.Logger) error {
+func assemble(ctx context.Context, g *lifecycle.Group, cfg Config, guard *natsconn.VersionGuard, log *zap.Logger) error {
 	st := newStatus(cfg.mode())
 	m := newMetrics()
 	stopHTTP, err := serveHTTP(cfg, st, m, log)
@@ -88,7 +106,7 @@ func assemble(ctx context.Context, g *lifecycle.Group, cfg Config, log *zap.Logg
 	}
 	st.setEndpoints(eth.Health)
 	m.reg.MustRegister(newEndpointCollector(eth.Health))
-	js, err := connectNATS(g, cfg, log)
+	js, err := connectNATS(g, cfg, guard, log)
 	if err != nil {
 		return err
 	}
@@ -166,8 +184,9 @@ func rpcEndpoints(g *lifecycle.Group, cfg Config, log *zap.Logger) (*rpcpool.Poo
 
 // connectNATS connects to NATS, retrying for ever: payments wait in the
 // chain, not in memory, so an outage of NATS delays publication and loses
-// nothing.
-func connectNATS(g *lifecycle.Group, cfg Config, log *zap.Logger) (jetstream.JetStream, error) {
+// nothing. A server older than natsconn.MinServerVersion is refused: at
+// once when it is reached now, through guard when it is reached later.
+func connectNATS(g *lifecycle.Group, cfg Config, guard *natsconn.VersionGuard, log *zap.Logger) (jetstream.JetStream, error) {
 	auth := cfg.NATS()
 	opts, err := auth.Options()
 	if err != nil {
@@ -181,12 +200,17 @@ func connectNATS(g *lifecycle.Group, cfg Config, log *zap.Logger) (jetstream.Jet
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("nats disconnected", zap.Error(err))
 		}),
+		nats.ConnectHandler(guard.Handler),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", zap.String("url", c.ConnectedUrlRedacted()))
+			guard.Handler(c)
 		}),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", cfg.NATSURL, err)
+	}
+	if err := guard.Check(nc); err != nil {
+		return nil, err
 	}
 	// Close, not Drain: every publish was acknowledged before its
 	// checkpoint, there are no subscriptions, and a flush would wait out

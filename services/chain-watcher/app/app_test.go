@@ -22,6 +22,8 @@ import (
 
 	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
+	"github.com/contentledger/contentledger/pkg/natsconn"
+	"github.com/contentledger/contentledger/pkg/natsconn/natsconntest"
 	"github.com/contentledger/contentledger/pkg/paycontract"
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/chain-watcher/app"
@@ -711,5 +713,48 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 				t.Errorf("%s=%s: %v", env, bad, err)
 			}
 		})
+	}
+}
+
+// TestRunRefusesOldNATSServer: a watcher whose NATS server announces
+// 2.11.9 refuses to start, naming the version found and the one required;
+// so does one that reaches such a server only after it started waiting.
+func TestRunRefusesOldNATSServer(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(2)
+	cfg.NATSURL = natsconntest.Server(t, "2.11.9")
+	err := app.Run(h.ctx, cfg, zaptest.NewLogger(t))
+	if !errors.Is(err, natsconn.ErrServerVersion) || !strings.Contains(err.Error(), "2.11.9") ||
+		!strings.Contains(err.Error(), natsconn.MinServerVersion) {
+		t.Fatalf("Run: %v, want a refusal naming 2.11.9 and %s", err, natsconn.MinServerVersion)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	late := h.config(2)
+	late.NATSURL = "nats://" + addr
+	w := h.start(late)
+	testenv.Eventually(t, wait, func() bool {
+		code, body := getHealth(t, w.health)
+		return code == http.StatusServiceUnavailable && body["status"] == "starting"
+	}, "health does not report starting")
+	if l, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	natsconntest.Serve(t, l, "2.10.3")
+	select {
+	case err := <-w.done:
+		close(w.done) // for the cleanup's stop
+		if !errors.Is(err, natsconn.ErrServerVersion) || !strings.Contains(err.Error(), "2.10.3") {
+			t.Fatalf("Run: %v, want a refusal naming 2.10.3", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the watcher did not stop when it reached a 2.10.3 server")
 	}
 }

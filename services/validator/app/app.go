@@ -23,6 +23,7 @@ import (
 	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/httpserver"
 	"github.com/contentledger/contentledger/pkg/lifecycle"
+	"github.com/contentledger/contentledger/pkg/natsconn"
 	"github.com/contentledger/contentledger/pkg/profiling"
 	"github.com/contentledger/contentledger/services/validator/internal/access"
 	"github.com/contentledger/contentledger/services/validator/internal/blobgateway"
@@ -47,7 +48,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	v := &validator{cfg: cfg, log: log.With(zap.Uint64("node", cfg.NodeID)), now: time.Now, version: buildinfo.Version()}
+	v := &validator{cfg: cfg, log: log.With(zap.Uint64("node", cfg.NodeID)), now: time.Now, version: buildinfo.Version(),
+		natsGuard: natsconn.NewVersionGuard()}
 	var g lifecycle.Group
 	for _, build := range []func(*lifecycle.Group) error{
 		v.openAccess,   // the lanes' tokens: refuses to run open, before anything is opened
@@ -63,6 +65,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- string) 
 			return errors.Join(err, g.Stop())
 		}
 	}
+	// A NATS server older than natsconn.MinServerVersion reached after the
+	// start (the first connection retried, a reconnect) stops the validator.
+	g.Go("nats server version", v.natsGuard.Wait)
 	g.Loop("ready", func(ctx context.Context) {
 		v.log.Info("validator serving", zap.String("version", v.version), zap.String("http", v.ln.Addr().String()),
 			zap.String("mode", string(cfg.Mode)), zap.String("dataDir", cfg.DataDir))
@@ -92,10 +97,11 @@ type validator struct {
 	node    *consensus.Node
 	members []api.Member // the bootstrap members, for the membership
 
-	nc          *nats.Conn            // nil in MOCK mode
-	index       *payments.Index       // nil in MOCK mode
-	follower    *payments.Follower    // nil in MOCK mode
-	chainStatus *payments.ChainStatus // the chain-watcher's status; nil in MOCK mode
+	natsGuard   *natsconn.VersionGuard // refuses NATS servers too old, on every connection
+	nc          *nats.Conn             // nil in MOCK mode
+	index       *payments.Index        // nil in MOCK mode
+	follower    *payments.Follower     // nil in MOCK mode
+	chainStatus *payments.ChainStatus  // the chain-watcher's status; nil in MOCK mode
 
 	clock      *epoch.Clock
 	opsEvents  *opsevents.Recorder
@@ -213,7 +219,7 @@ func (v *validator) followChain(g *lifecycle.Group) error {
 		return nil
 	}
 	cfg := v.cfg
-	nc, err := connectNATS(cfg, fmt.Sprintf("validator-%d", cfg.NodeID), v.log)
+	nc, err := connectNATS(cfg, fmt.Sprintf("validator-%d", cfg.NodeID), v.natsGuard, v.log)
 	if err != nil {
 		return err
 	}
@@ -265,7 +271,7 @@ func (v *validator) startLedger(g *lifecycle.Group) error {
 	if err := v.startBinaries(g); err != nil {
 		return err
 	}
-	if v.publishing, err = newEventPublishing(cfg, v.nc, v.machine, v.node, v.log.Named("eventpub")); err != nil {
+	if v.publishing, err = newEventPublishing(cfg, v.nc, v.natsGuard, v.machine, v.node, v.log.Named("eventpub")); err != nil {
 		return err
 	}
 	g.Add("event publication", func() error { v.publishing.close(); return nil })

@@ -132,6 +132,7 @@ type Config struct {
 	NATSEventsMaxMsgs    int64         `envconfig:"NATS_EVENTS_MAX_MSGS" default:"1000000" desc:"events the stream keeps, oldest dropped first"`
 	NATSEventsMaxBytes   int64         `envconfig:"NATS_EVENTS_MAX_BYTES" default:"1073741824" desc:"bytes the stream keeps, oldest events dropped first"`
 	NATSEventsDuplicates time.Duration `envconfig:"NATS_EVENTS_DUPLICATES" default:"2m" desc:"duplicate window of the stream: an event published again within it is not stored twice"`
+	NATSEventsReplicas   int           `envconfig:"NATS_EVENTS_REPLICAS" default:"1" desc:"copies of the stream in a NATS cluster, 1 to 5 (at most the cluster's JetStream servers; 0: 1); with 3, the stream survives the loss of one server"`
 	// Credentials and TLS of every NATS connection (pkg/natsconn,
 	// ADR 0029): one kind of credential at most. The server's permissions
 	// are what keep anyone but the chain-watcher off chain.> .

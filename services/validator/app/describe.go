@@ -132,7 +132,7 @@ func settingClass(name string) (component, risk string, ok bool) {
 		return "chain", "medium", true
 	case "GC_SIZE_DELTA", "GC_OFF", "GC_STEP_BYTES", "GC_RETRY_COUNT", "GC_FORCE_TIMEOUT", "GC_MEMORY_THRESHOLD":
 		return "gc", "medium", true
-	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES":
+	case "NATS_EVENTS", "NATS_EVENTS_STREAM", "NATS_EVENTS_MAX_MSGS", "NATS_EVENTS_MAX_BYTES", "NATS_EVENTS_REPLICAS":
 		return "events", "high", true
 	case "NATS_EVENTS_DUPLICATES":
 		return "events", "medium", true

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/natsconn"
 	"github.com/contentledger/contentledger/services/validator/internal/consensus"
 	"github.com/contentledger/contentledger/services/validator/internal/eventpub"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
@@ -36,7 +37,7 @@ func (c Config) PublishesEvents() bool {
 // eventStream is the stream the events go to, from the settings.
 func (c Config) eventStream() eventpub.StreamConfig {
 	return eventpub.StreamConfig{Name: c.NATSEventsStream, MaxMsgs: c.NATSEventsMaxMsgs, MaxBytes: c.NATSEventsMaxBytes,
-		Duplicates: c.NATSEventsDuplicates}.WithDefaults()
+		Duplicates: c.NATSEventsDuplicates, Replicas: c.NATSEventsReplicas}.WithDefaults()
 }
 
 // validateEventPublishing reports NATS_EVENTS* settings that cannot run.
@@ -45,6 +46,10 @@ func (c Config) validateEventPublishing() error {
 	case natsEventsAuto, natsEventsOn, natsEventsOff, "":
 	default:
 		return fmt.Errorf("SVC_VALIDATOR_NATS_EVENTS is %q; set auto, on or off", c.NATSEvents)
+	}
+	if c.NATSEventsReplicas < 0 || c.NATSEventsReplicas > eventpub.MaxReplicas {
+		return fmt.Errorf("SVC_VALIDATOR_NATS_EVENTS_REPLICAS is %d; set 1 to %d (at most the NATS cluster's JetStream servers)",
+			c.NATSEventsReplicas, eventpub.MaxReplicas)
 	}
 	if err := c.eventStream().Validate(); err != nil {
 		return fmt.Errorf("SVC_VALIDATOR_NATS_EVENTS_*: %w", err)
@@ -67,14 +72,15 @@ type eventPublishing struct {
 // newEventPublishing prepares the publisher on nc, the validator's NATS
 // connection, or on one of its own when the mode uses none (MOCK with
 // NATS_EVENTS=on).
-func newEventPublishing(cfg Config, nc *nats.Conn, machine *state.Machine, node *consensus.Node, log *zap.Logger) (*eventPublishing, error) {
+func newEventPublishing(cfg Config, nc *nats.Conn, guard *natsconn.VersionGuard, machine *state.Machine, node *consensus.Node,
+	log *zap.Logger) (*eventPublishing, error) {
 	ep := &eventPublishing{}
 	if !cfg.PublishesEvents() {
 		return ep, nil
 	}
 	if nc == nil {
 		var err error
-		nc, err = connectNATS(cfg, fmt.Sprintf("validator-%d-events", cfg.NodeID), log)
+		nc, err = connectNATS(cfg, fmt.Sprintf("validator-%d-events", cfg.NodeID), guard, log)
 		if err != nil {
 			return nil, err
 		}

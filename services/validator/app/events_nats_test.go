@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,8 +18,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/contentledger/contentledger/pkg/api"
+	"github.com/contentledger/contentledger/pkg/natsconn"
+	"github.com/contentledger/contentledger/pkg/natsconn/natsconntest"
 	httpapi "github.com/contentledger/contentledger/services/validator/internal/api"
 )
 
@@ -164,6 +170,8 @@ func TestEventPublishingSettings(t *testing.T) {
 		"NATS_URL":                   func(c *Config) { c.NATSURL = "" },
 		"NATS_EVENTS_*":              func(c *Config) { c.NATSEventsMaxMsgs = -1 },
 		"not a valid JetStream name": func(c *Config) { c.NATSEventsStream = "a.b" },
+		"NATS_EVENTS_REPLICAS is 6":  func(c *Config) { c.NATSEventsReplicas = 6 },
+		"NATS_EVENTS_REPLICAS is -1": func(c *Config) { c.NATSEventsReplicas = -1 },
 	} {
 		c := ok
 		edit(&c)
@@ -226,5 +234,111 @@ func TestEventPublisherLagMetric(t *testing.T) {
 	waitFor(t, func() bool { return metric("validator_event_publisher_lag_events") >= 1 })
 	if metric("validator_event_publisher_publishing") != 1 {
 		t.Fatal("not publishing while leading")
+	}
+}
+
+// startNATSCluster starts n JetStream servers clustered over routes on
+// loopback and returns their client URLs, comma separated.
+func startNATSCluster(t *testing.T, n int) string {
+	t.Helper()
+	// The route port takes no "any port" value: each server gets one
+	// that was free a moment ago, and every server routes to the first.
+	seedPort := freePort(t)
+	seed := &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", seedPort)}
+	var urls []string
+	var servers []*server.Server
+	for i := range n {
+		opts := &server.Options{ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1, JetStream: true,
+			StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "ledger-test", Host: "127.0.0.1", Port: seedPort}, Routes: []*url.URL{seed}}
+		if i > 0 {
+			opts.Cluster.Port = freePort(t)
+		}
+		ns, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		servers = append(servers, ns)
+	}
+	// A clustered server is ready once its JetStream has found its peers.
+	for _, ns := range servers {
+		if !ns.ReadyForConnections(30 * time.Second) {
+			t.Fatal("NATS cluster not ready")
+		}
+		urls = append(urls, ns.ClientURL())
+	}
+	return strings.Join(urls, ",")
+}
+
+// TestEventStreamReplicasFromConfiguration: NATS_EVENTS_REPLICAS=3 against
+// a three-server JetStream cluster declares LEDGER_EVENTS with three
+// copies, one on each server, and the events are published to it.
+func TestEventStreamReplicasFromConfiguration(t *testing.T) {
+	urls := startNATSCluster(t, 3)
+	base := startMockWith(t, func(c *Config) { c.NATSEvents, c.NATSURL, c.NATSEventsReplicas = "on", urls, 3 })
+	nc, err := nats.Connect(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader declares the stream once the cluster's JetStream has
+	// elected its meta leader; the publisher retries until then.
+	var info *jetstream.StreamInfo
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := js.Stream(ctx, "LEDGER_EVENTS")
+		if err == nil {
+			info, err = s.Info(ctx)
+		}
+		cancel()
+		if err == nil && info.Cluster != nil && len(info.Cluster.Replicas) == 2 && info.State.Msgs > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LEDGER_EVENTS with 3 copies holding events not seen within 30s: %v %+v", err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if info.Config.Replicas != 3 {
+		t.Fatalf("stream config has %d replicas, want 3", info.Config.Replicas)
+	}
+	var st httpapi.PublisherStatus
+	waitFor(t, func() bool {
+		st = httpapi.PublisherStatus{}
+		return getJSON(t, base+"/v1/events/publisher", &st) == http.StatusOK && st.Status != nil &&
+			st.Publishing && st.LastEventID >= 1 && st.LastPublishedID == st.LastEventID
+	})
+}
+
+// freePort returns a loopback TCP port that was free when asked.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestValidatorRefusesOldNATSServer: a validator whose NATS server
+// announces 2.11.9 refuses to start, naming the version found and the one
+// required.
+func TestValidatorRefusesOldNATSServer(t *testing.T) {
+	cfg := mockConfig(t.TempDir())
+	cfg.NATSEvents, cfg.NATSURL = "on", natsconntest.Server(t, "2.11.9")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg, zaptest.NewLogger(t), nil)
+	if !errors.Is(err, natsconn.ErrServerVersion) || !strings.Contains(err.Error(), "2.11.9") ||
+		!strings.Contains(err.Error(), natsconn.MinServerVersion) {
+		t.Fatalf("Run: %v, want a refusal naming 2.11.9 and %s", err, natsconn.MinServerVersion)
 	}
 }

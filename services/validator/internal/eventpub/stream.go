@@ -27,6 +27,9 @@ const (
 	DefaultDuplicates = 2 * time.Minute
 )
 
+// MaxReplicas is the most copies JetStream keeps of a stream.
+const MaxReplicas = 5
+
 // SubjectPrefix starts every event subject; Subjects is the stream's filter.
 const (
 	SubjectPrefix = "ledger.events."
@@ -50,7 +53,8 @@ type StreamConfig struct {
 	// published again within it is acknowledged as a duplicate and not
 	// stored.
 	Duplicates time.Duration
-	// Replicas is the number of copies in a NATS cluster; 0 means 1.
+	// Replicas is the number of copies in a NATS cluster, at most
+	// MaxReplicas; 0 means 1.
 	Replicas int
 }
 
@@ -79,6 +83,9 @@ func (c StreamConfig) Validate() error {
 	}
 	if c.MaxMsgs < 0 || c.MaxBytes < 0 || c.Duplicates < 0 || c.Replicas < 0 {
 		errs = append(errs, errors.New("stream limits, duplicate window and replicas must not be negative"))
+	}
+	if c.Replicas > MaxReplicas {
+		errs = append(errs, fmt.Errorf("replicas %d: JetStream keeps at most %d", c.Replicas, MaxReplicas))
 	}
 	return errors.Join(errs...)
 }
