@@ -31,7 +31,7 @@ IMAGES     := validator edge chain-watcher devchain
 CA_CERTS   ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_SOURCE := https://github.com/contentledger/contentledger
 
-.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-blob bench-soak fuzz build release images $(addprefix image-,$(IMAGES)) tidy
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-blob bench-soak fuzz build version release images $(addprefix image-,$(IMAGES)) tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -49,6 +49,10 @@ test-short:
 ## build: the three service binaries and the tools into ./bin, static and stamped with VERSION and REVISION
 build:
 	$(GOBUILD) -o bin/ $(SERVICES) ./tools/devnet ./tools/ledgerctl ./tools/devchain/cmd/devchain
+
+## version: the version and revision make stamps into the binaries and images
+version:
+	@echo $(VERSION) $(REVISION)
 
 ## release: the services and ledgerctl for linux/amd64 and linux/arm64, one archive per platform
 ## (binaries, LICENSE, README.md) and their SHA256SUMS in dist/VERSION/ (docs/adr/0044)
