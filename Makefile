@@ -15,10 +15,8 @@ VERSION  ?= $(shell { test -e .git && git describe --tags --match 'v[0-9]*' --di
 REVISION ?= $(shell { test -e .git && git rev-parse HEAD 2>/dev/null; } || cat REVISION 2>/dev/null || echo unknown)
 VERSION  := $(VERSION)
 REVISION := $(REVISION)
-# Static binaries (no cgo: they run FROM scratch and cross-build to arm64), no build paths, stamped.
-BUILDINFO := github.com/contentledger/contentledger/pkg/buildinfo
-GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath \
-	-ldflags "-s -w -X $(BUILDINFO).stampedVersion=$(VERSION) -X $(BUILDINFO).stampedRevision=$(REVISION)"
+# Static, stripped, -trimpath, stamped, with cgo where a C compiler for the target exists: tools/gobuild.sh.
+GOBUILD   := GO=$(GO) VERSION=$(VERSION) REVISION=$(REVISION) bash tools/gobuild.sh
 # What a release ships and what the images hold.
 SERVICES  := ./services/validator/cmd/validator ./services/edge/cmd/edge ./services/chain-watcher/cmd/chain-watcher
 RELEASE_PLATFORMS := linux/amd64 linux/arm64
@@ -48,7 +46,7 @@ test-short:
 
 ## build: the three service binaries and the tools into ./bin, static and stamped with VERSION and REVISION
 build:
-	$(GOBUILD) -o bin/ $(SERVICES) ./tools/devnet ./tools/ledgerctl ./tools/devchain/cmd/devchain
+	$(GOBUILD) $$($(GO) env GOOS) $$($(GO) env GOARCH) bin $(SERVICES) ./tools/devnet ./tools/ledgerctl ./tools/devchain/cmd/devchain
 
 ## version: the version and revision make stamps into the binaries and images
 version:
@@ -62,7 +60,7 @@ release:
 	for platform in $(RELEASE_PLATFORMS); do \
 		os=$${platform%/*}; arch=$${platform#*/}; name=contentledger-$(VERSION)-$$os-$$arch; \
 		echo "== $$name"; \
-		GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $$dist/$$name/ $(SERVICES) ./tools/ledgerctl; \
+		$(GOBUILD) $$os $$arch $$dist/$$name $(SERVICES) ./tools/ledgerctl; \
 		cp LICENSE README.md $$dist/$$name/; \
 		tar --sort=name --mtime=@$$mtime --owner=0 --group=0 --numeric-owner -C $$dist -cf - $$name | gzip -n > $$dist/$$name.tar.gz; \
 		rm -r $$dist/$$name; \
@@ -81,7 +79,7 @@ $(addprefix image-,$(IMAGES)): image-%:
 	@set -e; ctx=build/image-$*-$(IMAGE_ARCH); rm -rf $$ctx; mkdir -p $$ctx; \
 	pkg=$$(for p in $(SERVICES) ./tools/devchain/cmd/devchain; do case $$p in */$*) echo $$p;; esac; done); \
 	test -n "$$pkg" || { echo "no command named $*" >&2; exit 2; }; \
-	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GOBUILD) -o $$ctx/$* $$pkg; \
+	$(GOBUILD) linux $(IMAGE_ARCH) $$ctx $$pkg; \
 	mkdir -p $$ctx/rootfs/etc/ssl/certs $$ctx/rootfs/var/lib $$ctx/state/data; \
 	cp $(CA_CERTS) $$ctx/rootfs/etc/ssl/certs/ca-certificates.crt; \
 	cp deployments/images/passwd deployments/images/group $$ctx/rootfs/etc/; \
