@@ -8,7 +8,28 @@ BENCHCOUNT ?= 1
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
-.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-blob bench-soak fuzz build tidy
+# The version and revision every binary is stamped with (pkg/buildinfo, docs/adr/0044): from git in a
+# work tree (a v* tag, else 0.0.0-dev), else from the VERSION and REVISION files a source archive carries.
+# Set either on the command line to override: make release VERSION=1.2.0.
+VERSION  ?= $(shell { test -e .git && git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null; } || cat VERSION 2>/dev/null || echo 0.0.0-dev)
+REVISION ?= $(shell { test -e .git && git rev-parse HEAD 2>/dev/null; } || cat REVISION 2>/dev/null || echo unknown)
+VERSION  := $(VERSION)
+REVISION := $(REVISION)
+# Static, stripped, -trimpath, stamped, with cgo where a C compiler for the target exists: tools/gobuild.sh.
+GOBUILD   := GO=$(GO) VERSION=$(VERSION) REVISION=$(REVISION) bash tools/gobuild.sh
+# What a release ships and what the images hold.
+SERVICES  := ./services/validator/cmd/validator ./services/edge/cmd/edge ./services/chain-watcher/cmd/chain-watcher
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+# Images: podman, else docker; for this machine's architecture unless IMAGE_ARCH says otherwise.
+CONTAINER  ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE_PREFIX ?= contentledger/
+IMAGE_TAG  ?= $(subst +,-,$(VERSION))
+IMAGES     := validator edge chain-watcher devchain
+CA_CERTS   ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_SOURCE := https://github.com/contentledger/contentledger
+
+.PHONY: run test test-short generate lint bench bench-packages bench-cluster bench-pipeline bench-flood bench-edge bench-watcher bench-events bench-blob bench-soak fuzz build version release images $(addprefix image-,$(IMAGES)) tidy
 
 ## run: dev chain, NATS, 3 validators, edge and chain-watcher on this machine
 run:
@@ -23,10 +44,48 @@ test:
 test-short:
 	$(GO) test -count=1 $(PACKAGES)
 
-## build: the three service binaries and the tools into ./bin
+## build: the three service binaries and the tools into ./bin, static and stamped with VERSION and REVISION
 build:
-	$(GO) build -o bin/ ./services/validator/cmd/validator ./services/edge/cmd/edge \
-		./services/chain-watcher/cmd/chain-watcher ./tools/devnet ./tools/ledgerctl
+	$(GOBUILD) $$($(GO) env GOOS) $$($(GO) env GOARCH) bin $(SERVICES) ./tools/devnet ./tools/ledgerctl ./tools/devchain/cmd/devchain
+
+## version: the version and revision make stamps into the binaries and images
+version:
+	@echo $(VERSION) $(REVISION)
+
+## release: the services and ledgerctl for linux/amd64 and linux/arm64, one archive per platform
+## (binaries, LICENSE, README.md) and their SHA256SUMS in dist/VERSION/ (docs/adr/0044)
+release:
+	@set -e; dist=dist/$(VERSION); rm -rf $$dist; mkdir -p $$dist; \
+	mtime=$$({ test -e .git && git log -1 --format=%ct; } 2>/dev/null || echo 0); \
+	for platform in $(RELEASE_PLATFORMS); do \
+		os=$${platform%/*}; arch=$${platform#*/}; name=contentledger-$(VERSION)-$$os-$$arch; \
+		echo "== $$name"; \
+		$(GOBUILD) $$os $$arch $$dist/$$name $(SERVICES) ./tools/ledgerctl; \
+		cp LICENSE README.md $$dist/$$name/; \
+		tar --sort=name --mtime=@$$mtime --owner=0 --group=0 --numeric-owner -C $$dist -cf - $$name | gzip -n > $$dist/$$name.tar.gz; \
+		rm -r $$dist/$$name; \
+	done; \
+	(cd $$dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS)
+
+## images: one OCI image per service and the dev chain (deployments/images), FROM scratch, with podman
+## or docker; tagged $(IMAGE_PREFIX)NAME:$(IMAGE_TAG). image-NAME builds one.
+images: $(addprefix image-,$(IMAGES))
+	$(CONTAINER) images --filter reference='$(IMAGE_PREFIX)*:$(IMAGE_TAG)'
+
+# The context of an image: the static binary for IMAGE_ARCH; rootfs/, root's: the build host's CA
+# certificates, the non-root user's passwd and group lines, /var/lib; state/, the user's
+# /var/lib/contentledger. Nothing is pulled.
+$(addprefix image-,$(IMAGES)): image-%:
+	@set -e; ctx=build/image-$*-$(IMAGE_ARCH); rm -rf $$ctx; mkdir -p $$ctx; \
+	pkg=$$(for p in $(SERVICES) ./tools/devchain/cmd/devchain; do case $$p in */$*) echo $$p;; esac; done); \
+	test -n "$$pkg" || { echo "no command named $*" >&2; exit 2; }; \
+	$(GOBUILD) linux $(IMAGE_ARCH) $$ctx $$pkg; \
+	mkdir -p $$ctx/rootfs/etc/ssl/certs $$ctx/rootfs/var/lib $$ctx/state/data; \
+	cp $(CA_CERTS) $$ctx/rootfs/etc/ssl/certs/ca-certificates.crt; \
+	cp deployments/images/passwd deployments/images/group $$ctx/rootfs/etc/; \
+	$(CONTAINER) build --platform linux/$(IMAGE_ARCH) -f deployments/images/$*.Containerfile \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE=$(IMAGE_SOURCE) \
+		-t $(IMAGE_PREFIX)$*:$(IMAGE_TAG) $$ctx
 
 ## generate: contract ABI, bytecode and Go bindings; protobuf Go code.
 ## Needs node/npm and protoc (Debian: protobuf-compiler); the results are committed.

@@ -2,6 +2,7 @@ package buildinfo
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -24,9 +25,46 @@ func TestVersionOf(t *testing.T) {
 		"nothing at all":      {debug.BuildInfo{}, Devel},
 		"modified, no commit": {debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}}, Devel},
 	} {
-		if got := versionOf(&c.info); got != c.want {
+		if got := versionOf("", &c.info); got != c.want {
 			t.Errorf("%s: %q, want %q", name, got, c.want)
 		}
+	}
+}
+
+// TestStamped: what the build stamps wins over what the toolchain recorded,
+// and a binary without build information still has a version.
+func TestStamped(t *testing.T) {
+	info := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}}}
+	if got := versionOf("1.5.0", info); got != "1.5.0" {
+		t.Errorf("stamped version: %q", got)
+	}
+	if got := versionOf("", nil); got != Devel {
+		t.Errorf("no build information: %q, want %q", got, Devel)
+	}
+	if got := revisionOf("feedface", info); got != "feedface" {
+		t.Errorf("stamped revision: %q", got)
+	}
+	if got := revisionOf("", info); got != "0123456789abcdef" {
+		t.Errorf("recorded revision: %q", got)
+	}
+	if got := revisionOf("", &debug.BuildInfo{}); got != "" {
+		t.Errorf("no revision: %q", got)
+	}
+	if got := revisionOf("", nil); got != "" {
+		t.Errorf("no build information: %q", got)
+	}
+}
+
+// TestPrint: the -version line names the command, version and revision.
+func TestPrint(t *testing.T) {
+	var b strings.Builder
+	if err := Print(&b, "edge"); err != nil {
+		t.Fatal(err)
+	}
+	want := "edge " + Version() + " (revision "
+	if !strings.HasPrefix(b.String(), want) || !strings.HasSuffix(b.String(), ")\n") {
+		t.Errorf("Print: %q, want %q…", b.String(), want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/logging"
 
 	"github.com/contentledger/contentledger/services/chain-watcher/app"
@@ -32,7 +33,14 @@ func run() int {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
+	showVersion := flag.Bool("version", false, "print the version and revision and exit")
 	flag.Parse()
+	if *showVersion {
+		if err := buildinfo.Print(os.Stdout, "chain-watcher"); err != nil {
+			return 1
+		}
+		return 0
+	}
 
 	cfg, err := app.LoadConfig()
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,12 +12,21 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/pkg/logging"
 
 	"github.com/contentledger/contentledger/services/edge/app"
 )
 
 func main() {
+	showVersion := flag.Bool("version", false, "print the version and revision and exit")
+	flag.Parse()
+	if *showVersion {
+		if err := buildinfo.Print(os.Stdout, "edge"); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	var cfg app.Config
 	if err := envconfig.Process("OPS", &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "edge: configuration:", err)

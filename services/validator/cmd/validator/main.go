@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -10,10 +11,19 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/contentledger/contentledger/pkg/buildinfo"
 	"github.com/contentledger/contentledger/services/validator/app"
 )
 
 func main() {
+	showVersion := flag.Bool("version", false, "print the version and revision and exit")
+	flag.Parse()
+	if *showVersion {
+		if err := buildinfo.Print(os.Stdout, "validator"); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := app.LoadConfig()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "validator: configuration:", err)
