@@ -607,10 +607,20 @@ func TestConcurrentStatusReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.outcomes.mu.Lock()
-	defer p.outcomes.mu.Unlock()
-	if n := len(p.outcomes.waiters); n != 0 {
-		t.Fatalf("%d waiters left after every reader returned", n)
+	// The sender watches each id of a batch it sent until the batch is
+	// applied (awaitApplied), on its own goroutine: a watch of its may
+	// still be open a moment after the readers returned.
+	waiters := func() int {
+		p.outcomes.mu.Lock()
+		defer p.outcomes.mu.Unlock()
+		return len(p.outcomes.waiters)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for waiters() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters left 5s after every reader returned", waiters())
+		}
+		time.Sleep(time.Millisecond) // polling the sender's watches
 	}
 }
 
