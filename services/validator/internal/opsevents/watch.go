@@ -32,18 +32,7 @@ func NewCounterWatch(rec *Recorder, peers func() map[uint64]transport.PeerStats,
 }
 
 // Run looks at once, then every interval, until ctx ends.
-func (w *CounterWatch) Run(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		w.Look()
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
+func (w *CounterWatch) Run(ctx context.Context, every time.Duration) { lookEvery(ctx, every, w.Look) }
 
 // Look records what moved since the last look.
 func (w *CounterWatch) Look() {
@@ -93,18 +82,7 @@ func NewFeedWatch(rec *Recorder, feed func() (reason, detail string), grace time
 }
 
 // Run looks at once, then every interval, until ctx ends.
-func (w *FeedWatch) Run(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		w.Look()
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
+func (w *FeedWatch) Run(ctx context.Context, every time.Duration) { lookEvery(ctx, every, w.Look) }
 
 // Look records a change of the feed's staleness since the last look.
 func (w *FeedWatch) Look() {
@@ -141,18 +119,7 @@ func NewRunWatch(rec *Recorder, last func() *ledgerpb.GcRun) *RunWatch {
 }
 
 // Run looks at once, then every interval, until ctx ends.
-func (w *RunWatch) Run(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		w.Look()
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
+func (w *RunWatch) Run(ctx context.Context, every time.Duration) { lookEvery(ctx, every, w.Look) }
 
 // Look records what the newest run did since the last look. A run that
 // started and ended between two looks is both events.
@@ -174,5 +141,20 @@ func (w *RunWatch) Look() {
 	if ended && !w.ended {
 		w.rec.CompactionEnded(run.GetRun(), run.GetEpoch(), run.GetSteps(), run.GetBytesReclaimed(), run.GetAbandoned())
 		w.ended = true
+	}
+}
+
+// lookEvery calls look at once, then every interval, until ctx ends: the
+// watches' one loop.
+func lookEvery(ctx context.Context, every time.Duration, look func()) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		look()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
