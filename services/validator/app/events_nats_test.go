@@ -32,16 +32,7 @@ import (
 // write's, and its own announcement as leader (ledger.events.consensus._);
 // /v1/events/publisher reports it caught up.
 func TestMockValidatorPublishesEventsWhenAsked(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		SyncAlways: true, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := startJetStream(t)
 	base := startMockWith(t, func(c *Config) { c.NATSEvents, c.NATSURL = "on", ns.ClientURL() })
 
 	a := newAuthor(t)
@@ -186,16 +177,7 @@ func TestEventPublishingSettings(t *testing.T) {
 // a committed write's event is applied and not published, and the lag
 // counts it.
 func TestEventPublisherLagMetric(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		SyncAlways: true, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := startJetStream(t)
 	const token = "s3cret"
 	base := startMockWith(t, func(c *Config) { c.NATSEvents, c.NATSURL, c.AuthToken = "on", ns.ClientURL(), token })
 	metric := func(name string) float64 {
@@ -341,4 +323,21 @@ func TestValidatorRefusesOldNATSServer(t *testing.T) {
 		!strings.Contains(err.Error(), natsconn.MinServerVersion) {
 		t.Fatalf("Run: %v, want a refusal naming 2.11.9 and %s", err, natsconn.MinServerVersion)
 	}
+}
+
+// startJetStream starts an embedded JetStream server on loopback, stopped
+// when the test ends.
+func startJetStream(t *testing.T) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		SyncAlways: true, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
 }

@@ -145,9 +145,9 @@ func TestBlobRoutes(t *testing.T) {
 }
 
 // FuzzIntentRoutesInput: whatever the bodies of declare-intent and
-// complete-upload, the answer is the route's own or a 400 invalid_field
-// (401 invalid_signature is the flow's, not the parser's); nothing
-// malformed reaches the intent flow.
+// complete-upload, and the check route's token, the answer is the route's
+// own or a 400 invalid_field (401 invalid_signature is the flow's, not the
+// parser's); nothing malformed reaches the intent flow.
 func FuzzIntentRoutesInput(f *testing.F) {
 	f.Add(validDeclaration(f), `{"token":"0x`+strings.Repeat("ab", 32)+`","cid":"QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn"}`)
 	f.Add(`{}`, `{}`)
@@ -190,6 +190,16 @@ func FuzzIntentRoutesInput(f *testing.F) {
 			}
 		default:
 			t.Fatalf("complete %q: %d %s", complete, rec.Code, rec.Body)
+		}
+		// The check route's token, from the same text.
+		checked := bin.checked
+		rec = send(e, http.MethodGet, "/v1/binary/check-intent/"+url.PathEscape(complete), submitToken, "")
+		switch code, _ := errorCode(rec); {
+		case rec.Code == http.StatusOK && bin.checked == checked+1:
+		case rec.Code == http.StatusBadRequest && code == apierror.InvalidField && bin.checked == checked:
+		case rec.Code == http.StatusNotFound && bin.checked == checked: // a path echo does not route here
+		default:
+			t.Fatalf("check %q: %d %s", complete, rec.Code, rec.Body)
 		}
 	})
 }
