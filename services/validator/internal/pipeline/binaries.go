@@ -363,15 +363,7 @@ func (b *Binaries) completed(rec *ledgerpb.BlobIntent, token [32]byte, c cid.Cid
 }
 
 func (b *Binaries) change(ctx context.Context, c routeChange) error {
-	ctx, cancel := context.WithTimeout(ctx, gcTimeout)
-	defer cancel()
-	if err := b.p.await(ctx, c); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return apierror.New(apierror.Timeout, "the change was not applied within %s; ask again: repeating it is safe", gcTimeout)
-		}
-		return err
-	}
-	return nil
+	return b.p.awaitRoute(ctx, "the upload change", "ask again: repeating it is safe", c)
 }
 
 // intentExpiry keys the leader's one expiry change in flight.

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contentledger/contentledger/pkg/apierror"
 	"github.com/contentledger/contentledger/pkg/ledgerpb"
 )
 
@@ -108,6 +110,25 @@ func (p *Pipeline) await(ctx context.Context, changes ...routeChange) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+// routeTimeout bounds how long a route waits for its changes to be applied.
+const routeTimeout = 10 * time.Second
+
+// awaitRoute hands a route's changes to the sender and waits, at most
+// routeTimeout, until they are applied. what names the change in the
+// answers ("the GC account change"); retry tells the caller how to go on
+// after a timeout.
+func (p *Pipeline) awaitRoute(ctx context.Context, what, retry string, changes ...routeChange) error {
+	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	if err := p.await(ctx, changes...); err != nil {
+		if ctx.Err() != nil {
+			return apierror.New(apierror.Timeout, "%s was not applied within %s; %s", what, routeTimeout, retry)
+		}
+		return fmt.Errorf("proposing %s: %w", what, err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -15,9 +14,6 @@ import (
 	"github.com/contentledger/contentledger/pkg/signing"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
-
-// registerTimeout bounds how long a registration waits to be applied.
-const registerTimeout = 10 * time.Second
 
 // Bindings reads the applied client bindings (state.Machine).
 type Bindings interface {
@@ -81,9 +77,7 @@ func (c *Clients) Register(ctx context.Context, clientID string, wallet common.A
 		return api.ClientRegistration{}, err
 	}
 	if !done {
-		ctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		defer cancel()
-		err := c.p.await(ctx, routeChange{
+		err := c.p.awaitRoute(ctx, "the client registration", "it may still be, read it and retry", routeChange{
 			entry: &ledgerpb.Entry{Op: &ledgerpb.Entry_ClientRegister{ClientRegister: &ledgerpb.ClientRegister{
 				ClientId: clientID, Wallet: wallet[:], Signature: sig, AtMs: c.p.cfg.Now().UnixMilli()}}},
 			// Applied, or refused by apply: the id is bound (to anyone),
@@ -91,11 +85,7 @@ func (c *Clients) Register(ctx context.Context, clientID string, wallet common.A
 			applied: func() (bool, error) { _, done, err := decided(); return done, err },
 		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return api.ClientRegistration{}, apierror.New(apierror.Timeout,
-					"the registration was not applied within %s; it may still be, read it and retry", registerTimeout)
-			}
-			return api.ClientRegistration{}, fmt.Errorf("proposing the client registration: %w", err)
+			return api.ClientRegistration{}, err
 		}
 		if b, _, err = decided(); err != nil {
 			return api.ClientRegistration{}, err

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -15,9 +14,6 @@ import (
 	"github.com/contentledger/contentledger/pkg/payment"
 	"github.com/contentledger/contentledger/services/validator/internal/state"
 )
-
-// gcTimeout bounds how long a GC account change waits to be applied.
-const gcTimeout = 10 * time.Second
 
 // GC is the GC debt accounts (ADR 0011) as the API sees them: reads
 // from applied state, and changes that go through the sender (Run) as
@@ -168,18 +164,10 @@ func debtsToPay(tx common.Hash, logs []payment.DebtPaid, want payment.DebtExpect
 	return due, nil
 }
 
-// change hands the route's changes to the sender and waits, at most
-// gcTimeout, until they are applied.
+// change hands the route's changes to the sender and waits until they are
+// applied.
 func (g *GC) change(ctx context.Context, changes ...routeChange) error {
-	ctx, cancel := context.WithTimeout(ctx, gcTimeout)
-	defer cancel()
-	if err := g.p.await(ctx, changes...); err != nil {
-		if ctx.Err() != nil {
-			return apierror.New(apierror.Timeout, "the change was not applied within %s; it may still be, check the account and retry", gcTimeout)
-		}
-		return fmt.Errorf("proposing the GC account change: %w", err)
-	}
-	return nil
+	return g.p.awaitRoute(ctx, "the GC account change", "it may still be, check the account and retry", changes...)
 }
 
 // now dates an entry (its events' timestamp): this validator proposes it,
